@@ -1,0 +1,137 @@
+"""toolguard: put a human between an LLM agent and its dangerous tools.
+
+Guard tools with :func:`requires_approval` (or a whole registry with
+:func:`guard`); a guarded call does not run but raises
+:class:`ApprovalRequiredError` with a ``pending_review`` payload in
+LangChain's human-in-the-loop format. A person answers with decisions
+(approve / edit / reject), :func:`validate_decisions` checks them and
+:class:`Runner` resumes the turn, giving the model one honest result per
+tool call.
+"""
+
+from __future__ import annotations
+
+from toolguard._chat import BlockingChat, ChatTurn, ReviewedChat, ReviewedChatUseCase
+from toolguard._classify import DEFAULT_VERBS, Classification, Classifier, split_words
+from toolguard._errors import (
+    ActionRejectedError,
+    ApprovalRequiredError,
+    InvalidReviewDecisionError,
+    ModelError,
+    NoPendingReviewError,
+    ReviewPendingError,
+    StepLimitError,
+    ToolguardError,
+    UnknownThreadError,
+    UnknownToolError,
+)
+from toolguard._grants import allow_once
+from toolguard._history import (
+    describe_decision,
+    describe_request,
+    describe_result,
+    render_action,
+    render_history,
+)
+from toolguard._messages import get_language, set_language
+from toolguard._model import ChatModel, Message, ModelResponse, ScriptedModel
+from toolguard._models import (
+    ALLOWED_DECISIONS,
+    NO_DECISION,
+    REJECTED_BY_USER_MESSAGE,
+    Action,
+    ActionRequest,
+    ActionStatus,
+    ApproveDecision,
+    Decision,
+    DecisionType,
+    EditDecision,
+    EditedAction,
+    PendingReview,
+    PendingTurn,
+    RejectDecision,
+    ReviewConfig,
+    ToolCall,
+    ToolResult,
+)
+from toolguard._runner import EditPolicy, Runner, Step, parse_tool_call
+from toolguard._sqlite import SQLiteStore
+from toolguard._store import (
+    ConcurrentUpdateError,
+    MemoryStore,
+    Store,
+    ThreadState,
+    ThreadStatus,
+)
+from toolguard._tool import ApprovalPolicy, Tool, requires_approval, tool
+from toolguard._toolset import Toolset, guard
+from toolguard._validate import validate_decisions
+from toolguard._version import __version__
+
+__all__ = [
+    "ALLOWED_DECISIONS",
+    "DEFAULT_VERBS",
+    "NO_DECISION",
+    "REJECTED_BY_USER_MESSAGE",
+    "Action",
+    "ActionRejectedError",
+    "ActionRequest",
+    "ActionStatus",
+    "ApprovalPolicy",
+    "ApprovalRequiredError",
+    "ApproveDecision",
+    "BlockingChat",
+    "ChatModel",
+    "ChatTurn",
+    "Classification",
+    "Classifier",
+    "ConcurrentUpdateError",
+    "Decision",
+    "DecisionType",
+    "EditDecision",
+    "EditPolicy",
+    "EditedAction",
+    "InvalidReviewDecisionError",
+    "MemoryStore",
+    "Message",
+    "ModelError",
+    "ModelResponse",
+    "NoPendingReviewError",
+    "PendingReview",
+    "PendingTurn",
+    "RejectDecision",
+    "ReviewConfig",
+    "ReviewPendingError",
+    "ReviewedChat",
+    "ReviewedChatUseCase",
+    "Runner",
+    "SQLiteStore",
+    "ScriptedModel",
+    "Step",
+    "StepLimitError",
+    "Store",
+    "ThreadState",
+    "ThreadStatus",
+    "Tool",
+    "ToolCall",
+    "ToolResult",
+    "ToolguardError",
+    "Toolset",
+    "UnknownThreadError",
+    "UnknownToolError",
+    "__version__",
+    "allow_once",
+    "describe_decision",
+    "describe_request",
+    "describe_result",
+    "get_language",
+    "guard",
+    "parse_tool_call",
+    "render_action",
+    "render_history",
+    "requires_approval",
+    "set_language",
+    "split_words",
+    "tool",
+    "validate_decisions",
+]

@@ -1,0 +1,125 @@
+"""Errors raised by toolguard.
+
+Every error derives from :class:`ToolguardError`; leaves also derive from the
+builtin they resemble, so existing ``except`` clauses keep working::
+
+    ToolguardError
+    ├── ApprovalRequiredError           a guarded tool was called without approval
+    ├── ActionRejectedError             (testing helpers) a reviewer rejected a direct call
+    ├── InvalidReviewDecisionError      ValueError: decisions do not answer the review
+    ├── NoPendingReviewError            LookupError: nothing awaits a decision
+    ├── ReviewPendingError              RuntimeError: decisions are still awaited
+    ├── UnknownThreadError              LookupError: no conversation with that id
+    ├── UnknownToolError                LookupError: no tool with that name
+    ├── StepLimitError                  RuntimeError: the agent loop did not finish
+    └── ModelError                      RuntimeError: the model call failed
+
+All errors pickle with their payloads, since a paused run may be resumed in
+another process.
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Any
+
+from toolguard._messages import message
+
+if TYPE_CHECKING:
+    from toolguard._models import PendingReview, ToolCall
+
+
+class ToolguardError(Exception):
+    """Root of every error raised by toolguard."""
+
+
+class ApprovalRequiredError(ToolguardError):
+    """A guarded tool was called, and the call needs a human's approval first.
+
+    The tool's body did not run. ``pending_review`` is the review payload for
+    this one call, in LangChain's human-in-the-loop format; ``call`` holds the
+    tool name and the JSON-ready arguments (with a fresh ``id``) so that a
+    loop can show it to a person and, once approved, run exactly that call
+    with :func:`toolguard.allow_once`.
+    """
+
+    def __init__(self, *, pending_review: PendingReview, call: ToolCall) -> None:
+        self.pending_review = pending_review
+        self.call = call
+        super().__init__(pending_review.action_requests[0].description)
+
+    def __reduce__(self) -> tuple[Any, ...]:
+        return (_rebuild_approval_required, (self.pending_review, self.call))
+
+
+def _rebuild_approval_required(
+    pending_review: PendingReview, call: ToolCall
+) -> ApprovalRequiredError:
+    return ApprovalRequiredError(pending_review=pending_review, call=call)
+
+
+class ActionRejectedError(ToolguardError):
+    """A reviewer (see :mod:`toolguard.testing`) rejected a direct call of a guarded tool."""
+
+    def __init__(self, reason: str, *, tool_name: str) -> None:
+        self.reason = reason
+        self.tool_name = tool_name
+        super().__init__(reason)
+
+    def __reduce__(self) -> tuple[Any, ...]:
+        return (_rebuild_rejected, (self.reason, self.tool_name))
+
+
+def _rebuild_rejected(reason: str, tool_name: str) -> ActionRejectedError:
+    return ActionRejectedError(reason, tool_name=tool_name)
+
+
+class InvalidReviewDecisionError(ToolguardError, ValueError):
+    """The decisions do not answer the pending review (wrong count, type or shape).
+
+    Nothing changed: the actions are still pending and correct decisions can
+    be sent afterwards. Over HTTP this is a 400 with the text in ``detail``.
+    """
+
+
+class NoPendingReviewError(ToolguardError, LookupError):
+    """Decisions were sent, but no action in that conversation awaits one."""
+
+    def __init__(self, text: str | None = None) -> None:
+        super().__init__(text if text is not None else message("no_pending_review"))
+
+
+class ReviewPendingError(ToolguardError, RuntimeError):
+    """A new user message arrived while actions still await decisions."""
+
+    def __init__(self, text: str | None = None) -> None:
+        super().__init__(text if text is not None else message("review_pending"))
+
+
+class UnknownThreadError(ToolguardError, LookupError):
+    """No conversation is stored under that thread id."""
+
+    def __init__(self, thread_id: str) -> None:
+        self.thread_id = thread_id
+        super().__init__(f"Unknown thread_id {thread_id!r}: start a conversation with send_message")
+
+    def __reduce__(self) -> tuple[Any, ...]:
+        return (type(self), (self.thread_id,))
+
+    def __str__(self) -> str:
+        # LookupError subclasses like KeyError quote their text; keep it readable.
+        return str(self.args[0])
+
+
+class UnknownToolError(ToolguardError, LookupError):
+    """A tool name is not part of the toolset."""
+
+    def __str__(self) -> str:
+        return str(self.args[0]) if self.args else ""
+
+
+class StepLimitError(ToolguardError, RuntimeError):
+    """The agent loop hit its step limit before the model answered with text."""
+
+
+class ModelError(ToolguardError, RuntimeError):
+    """The model could not be called or gave an unusable answer; the thread is unchanged."""

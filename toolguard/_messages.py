@@ -1,0 +1,82 @@
+"""Message catalogs: English (default) and Indonesian.
+
+The Indonesian texts reproduce the seed documents word for word; the English
+ones say the same thing. Select a language with :func:`set_language` or the
+``TOOLGUARD_LANG`` environment variable (read when no language was set in
+code). Messages meant for the *model* (``REJECTED_BY_USER_MESSAGE``,
+``NO_DECISION``) are constants of the wire format and do not change with the
+language.
+"""
+
+from __future__ import annotations
+
+import os
+from typing import Final, Literal
+
+Language = Literal["en", "id"]
+LANGUAGES: Final[tuple[Language, ...]] = ("en", "id")
+
+_CATALOGS: Final[dict[str, dict[str, str]]] = {
+    "en": {
+        "action_description": "Tool `{name}` is awaiting approval",
+        "no_pending_review": "There is no action awaiting approval in this conversation",
+        "review_pending": "Some actions are still awaiting approval. Send their decisions first.",
+        "decision_count": "Expected {expected} decisions (one per action), got {received}",
+        "decision_type": "Unknown decision type {type}. Choices: ['approve', 'edit', 'reject']",
+        "edit_needs_action": "An 'edit' decision must include 'edited_action'",
+        "edited_action_shape": "'edited_action' must contain 'name' (text) and 'args' (object)",
+        "decisions_not_list": "'decisions' must be a list of decision objects, got {kind}",
+        "reject_message_type": "The 'message' of a 'reject' decision must be text, got {kind}",
+    },
+    "id": {
+        "action_description": "Tool `{name}` menunggu persetujuan",
+        "no_pending_review": "Tidak ada aksi yang menunggu persetujuan di percakapan ini",
+        "review_pending": "Masih ada aksi yang menunggu persetujuan. Kirim keputusannya dulu.",
+        "decision_count": "Butuh {expected} keputusan (satu per aksi), diterima {received}",
+        "decision_type": "Jenis keputusan {type} tidak dikenal. Pilihan: ['approve', 'edit', 'reject']",
+        "edit_needs_action": "Keputusan 'edit' wajib menyertakan 'edited_action'",
+        "edited_action_shape": "'edited_action' harus berisi 'name' (teks) dan 'args' (objek)",
+        "decisions_not_list": "'decisions' harus berupa daftar objek keputusan, diterima {kind}",
+        "reject_message_type": "'message' pada keputusan 'reject' harus berupa teks, diterima {kind}",
+    },
+}
+
+_language: Language | None = None
+
+
+def set_language(language: str | None) -> None:
+    """Select the language of toolguard's messages.
+
+    Args:
+        language: ``"en"`` (the default) or ``"id"`` (Indonesian, the seed's
+            catalog). ``None`` forgets the choice, so the ``TOOLGUARD_LANG``
+            environment variable applies again.
+
+    Raises:
+        ValueError: for a language that has no catalog.
+    """
+    global _language  # noqa: PLW0603 - one process-wide setting, like logging's level
+    if language is None:
+        _language = None
+        return
+    if language not in _CATALOGS:
+        msg = f"Unknown language {language!r}. Available: {list(LANGUAGES)}"
+        raise ValueError(msg)
+    _language = language  # type: ignore[assignment]  # checked against the catalogs above
+
+
+def get_language() -> Language:
+    """Return the language in force: the one set in code, else ``TOOLGUARD_LANG``, else English.
+
+    An unknown ``TOOLGUARD_LANG`` value falls back to English rather than
+    breaking every error message.
+    """
+    if _language is not None:
+        return _language
+    env = os.environ.get("TOOLGUARD_LANG", "").strip().lower()
+    return "id" if env == "id" else "en"
+
+
+def message(key: str, /, **values: object) -> str:
+    """Format the catalog text ``key`` in the language in force."""
+    return _CATALOGS[get_language()][key].format(**values)

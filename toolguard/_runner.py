@@ -1,0 +1,441 @@
+"""The runner: run one model turn of tool calls, pause for review, resume with decisions.
+
+This is the direct, lenient path of the specification. It works with any
+agent loop: give it the tool calls of one assistant message, get back either
+one result per call (in order) or a paused turn with its ``pending_review``;
+store the paused turn anywhere (it is JSON), and resume it with the human's
+decisions, in this process or another one.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import Any, Literal
+
+import anyio
+
+from toolguard._classify import Classifier
+from toolguard._errors import InvalidReviewDecisionError, NoPendingReviewError
+from toolguard._json import result_text, to_json_data
+from toolguard._messages import message
+from toolguard._models import (
+    NO_DECISION,
+    REJECTED_BY_USER_MESSAGE,
+    Action,
+    ApproveDecision,
+    EditDecision,
+    PendingReview,
+    PendingTurn,
+    RejectDecision,
+    ToolCall,
+    ToolResult,
+    new_id,
+    utcnow,
+)
+from toolguard._override import get_stand_in
+from toolguard._tool import Tool, ToolArgumentsError
+from toolguard._toolset import Tools, Toolset
+from toolguard._validate import parse_decision
+
+EditPolicy = Literal["run", "recheck"]
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class Step:
+    """What one run or resume of a turn produced.
+
+    Attributes:
+        calls: the turn's tool calls as they stand now: an edited call
+            replaces the proposed one (same id), so record these in the
+            assistant message.
+        results: one result per call in ``calls`` order when the turn is
+            complete; when paused, the results known so far, in call order.
+        pending: the paused turn (store it, resume it later), or ``None``.
+        replaced_calls: the calls rewritten by edit decisions.
+        actions: the approval requests this step touched, with their status.
+    """
+
+    calls: list[ToolCall]
+    results: list[ToolResult]
+    pending: PendingTurn | None = None
+    replaced_calls: list[ToolCall] = field(default_factory=list)
+    actions: list[Action] = field(default_factory=list)
+
+    @property
+    def paused(self) -> bool:
+        """Whether the turn waits for decisions."""
+        return self.pending is not None
+
+    @property
+    def pending_review(self) -> PendingReview | None:
+        """The review payload while paused, else ``None``."""
+        return self.pending.pending_review if self.pending is not None else None
+
+
+def parse_tool_call(raw: Any, index: int = 0) -> ToolCall:
+    """Read one tool call in any common shape.
+
+    Accepts a :class:`ToolCall`; an OpenAI tool call (``{"id", "type":
+    "function", "function": {"name", "arguments"}}`` as a dict or as the
+    ``openai`` client's object); or a flat ``{"id", "name", "args" |
+    "arguments"}`` dict. ``arguments`` may be JSON text or already parsed.
+    Arguments that are not a JSON object are kept as ``arguments_error``: the
+    call will not run and the model is told why.
+    """
+    if isinstance(raw, ToolCall):
+        return raw
+    if isinstance(raw, Mapping):
+        function = raw.get("function")
+        if isinstance(function, Mapping):
+            name, arguments = function.get("name"), function.get("arguments")
+        else:
+            name = raw.get("name")
+            arguments = raw["args"] if "args" in raw else raw.get("arguments")
+        call_id = raw.get("id")
+    else:
+        function = getattr(raw, "function", None)
+        if function is not None:
+            name, arguments = getattr(function, "name", None), getattr(function, "arguments", None)
+        else:
+            name = getattr(raw, "name", None)
+            arguments = getattr(raw, "args", getattr(raw, "arguments", None))
+        call_id = getattr(raw, "id", None)
+    if not isinstance(name, str):
+        msg = f"Tool call #{index} has no tool name: {raw!r}"
+        raise ValueError(msg)
+    call_id = call_id if isinstance(call_id, str) and call_id else f"call_{index}"
+    if arguments is None or arguments == "":
+        return ToolCall(id=call_id, name=name, args={})
+    if isinstance(arguments, str):
+        try:
+            arguments = json.loads(arguments)
+        except ValueError:
+            return ToolCall(id=call_id, name=name, arguments_error=arguments)
+    if isinstance(arguments, Mapping):
+        return ToolCall(id=call_id, name=name, args=to_json_data(dict(arguments)))
+    return ToolCall(id=call_id, name=name, arguments_error=json.dumps(to_json_data(arguments)))
+
+
+def _error(call: ToolCall, content: str, name: str | None = None) -> ToolResult:
+    return ToolResult(call_id=call.id, name=name or call.name, status="error", content=content)
+
+
+class Runner:
+    """Runs tool calls through a toolset and pauses the guarded ones for review.
+
+    Args:
+        tools: a :class:`Toolset` from :func:`guard`, or anything ``guard``
+            takes (a list or mapping of functions and tools is classified
+            with ``classifier``).
+        classifier: used when ``tools`` is not already a toolset.
+        edit_policy: ``"run"`` (the default, as in the specification) runs an
+            edited call of the same tool, since the reviewer wrote it.
+            ``"recheck"`` treats every edit as a new proposal: when the
+            tool's policy says the edited call needs approval, it is put up
+            for review again instead of running. In both modes an edit that
+            switches to ANOTHER guarded tool is put up for review again: an
+            approval of one tool never runs another one.
+        sync_in_thread: run sync tools in a worker thread (the default), so
+            a slow tool does not block the event loop.
+        max_concurrency: most tool calls of one turn running at once
+            (``None``: all of them).
+    """
+
+    __slots__ = ("_limiter", "edit_policy", "sync_in_thread", "toolset")
+
+    def __init__(
+        self,
+        tools: Tools,
+        *,
+        classifier: Classifier | None = None,
+        edit_policy: EditPolicy = "run",
+        sync_in_thread: bool = True,
+        max_concurrency: int | None = None,
+    ) -> None:
+        if edit_policy not in ("run", "recheck"):
+            msg = f"edit_policy must be 'run' or 'recheck', got {edit_policy!r}"
+            raise ValueError(msg)
+        self.toolset = (
+            tools if isinstance(tools, Toolset) else Toolset(tools, classifier=classifier)
+        )
+        self.edit_policy: EditPolicy = edit_policy
+        self.sync_in_thread = sync_in_thread
+        self._limiter = anyio.CapacityLimiter(max_concurrency) if max_concurrency else None
+
+    # ------------------------------------------------------------------ helpers
+
+    def _unknown_tool(self, call: ToolCall, name: str) -> ToolResult:
+        available = ", ".join(self.toolset) or "(none)"
+        return _error(call, f"Tool `{name}` does not exist. Available tools: {available}", name)
+
+    async def _execute(
+        self, call: ToolCall, tool: Tool[Any, Any], args: dict[str, Any]
+    ) -> ToolResult:
+        try:
+            if self._limiter is not None:
+                async with self._limiter:
+                    value = await tool.execute(args, in_thread=self.sync_in_thread)
+            else:
+                value = await tool.execute(args, in_thread=self.sync_in_thread)
+        except Exception as exc:
+            return _error(
+                call, f"Tool `{tool.name}` failed: {type(exc).__name__}: {exc}", tool.name
+            )
+        return ToolResult(
+            call_id=call.id,
+            name=tool.name,
+            status="success",
+            content=result_text(value),
+            value=to_json_data(value),
+        )
+
+    async def _execute_all(
+        self, jobs: list[tuple[ToolCall, Tool[Any, Any], dict[str, Any]]]
+    ) -> list[ToolResult]:
+        if len(jobs) == 1:
+            return [await self._execute(*jobs[0])]
+        out: list[ToolResult | None] = [None] * len(jobs)
+
+        async def one(i: int) -> None:
+            out[i] = await self._execute(*jobs[i])
+
+        async with anyio.create_task_group() as tg:
+            for i in range(len(jobs)):
+                tg.start_soon(one, i)
+        return [r for r in out if r is not None]
+
+    def _action(self, call: ToolCall, tool: Tool[Any, Any]) -> Action:
+        return Action(
+            id=new_id(),
+            call_id=call.id,
+            name=call.name,
+            args=call.args,
+            description=tool.review_description() or message("action_description", name=call.name),
+        )
+
+    # ------------------------------------------------------------------ run
+
+    async def run(self, calls: Sequence[Any]) -> Step:
+        """Run one model turn of tool calls.
+
+        Calls that need no approval run now (concurrently; sync tools in a
+        worker thread). Calls to unknown tools, or with arguments that break
+        the schema, get an error result without asking anyone. The others
+        become actions of a ``pending_review``.
+
+        Args:
+            calls: the tool calls of one assistant message, in order (see
+                :func:`parse_tool_call` for the accepted shapes).
+
+        Returns:
+            A complete :class:`Step` (one result per call, in order) or a
+            paused one whose ``pending`` is to be stored and resumed.
+        """
+        parsed: list[ToolCall] = []
+        seen: set[str] = set()
+        for index, raw in enumerate(calls):
+            call = parse_tool_call(raw, index)
+            if call.id in seen:
+                call = call.model_copy(update={"id": f"{call.id}_{index}"})
+            seen.add(call.id)
+            parsed.append(call)
+        results: dict[str, ToolResult] = {}
+        jobs: list[tuple[ToolCall, Tool[Any, Any], dict[str, Any]]] = []
+        actions: list[Action] = []
+        for call in parsed:
+            tool = self.toolset.get(call.name)
+            if tool is None:
+                results[call.id] = self._unknown_tool(call, call.name)
+                continue
+            if call.arguments_error is not None:
+                results[call.id] = _error(
+                    call,
+                    f"Invalid arguments for tool `{call.name}`: expected a JSON object,"
+                    f" got {call.arguments_error[:200]}",
+                )
+                continue
+            try:
+                validated = tool.validate_args(call.args)
+            except ToolArgumentsError as exc:
+                results[call.id] = _error(call, str(exc))
+                continue
+            if tool.needs_approval(validated):
+                actions.append(self._action(call, tool))
+            else:
+                jobs.append((call, tool, validated))
+        if jobs:
+            for result in await self._execute_all(jobs):
+                results[result.call_id] = result
+        if not actions:
+            return Step(calls=parsed, results=[results[c.id] for c in parsed])
+        pending = PendingTurn(
+            calls=parsed,
+            results=[results[c.id] for c in parsed if c.id in results],
+            actions=actions,
+        )
+        step = Step(calls=parsed, results=pending.results, pending=pending, actions=actions)
+        return await self._stand_in(step)
+
+    async def _stand_in(self, step: Step) -> Step:
+        stand_in = get_stand_in()
+        while stand_in is not None and step.pending is not None:
+            waiting = [a for a in step.pending.actions if a.status == "requested"]
+            decisions = [
+                stand_in(ToolCall(id=a.call_id, name=a.name, args=a.args)) for a in waiting
+            ]
+            step = await self.resume(step.pending, decisions)
+        return step
+
+    # ------------------------------------------------------------------ resume
+
+    async def resume(  # noqa: PLR0915 - one flat pass over the decisions reads best
+        self, pending: PendingTurn, decisions: Sequence[Any]
+    ) -> Step:
+        """Apply decisions to a paused turn and run what they allow (lenient path).
+
+        Decisions are matched to the waiting actions in order. Fewer
+        decisions than actions: the rest are rejected with ``NO_DECISION``;
+        more: the extra ones are ignored. Use
+        :func:`~toolguard.validate_decisions` first for the strict checks.
+
+        * approve: the proposed call runs.
+        * edit: the call is replaced (same id) by ``edited_action`` and runs;
+          an unknown tool name or arguments that break the schema give an
+          error result, and an edit that switches to another guarded tool
+          is put up for review again.
+        * reject: the call does not run; the model reads the reason, or
+          ``REJECTED_BY_USER_MESSAGE``.
+
+        Returns:
+            A complete :class:`Step` (one result per call of the turn, in
+            order), or a paused one when an edit needs its own review.
+
+        Raises:
+            NoPendingReviewError: ``pending`` has no waiting action.
+            InvalidReviewDecisionError: ``decisions`` is not a list, or one
+                of the decisions used is malformed; nothing ran.
+        """
+        waiting = [a for a in pending.actions if a.status == "requested"]
+        if not waiting:
+            raise NoPendingReviewError
+        if isinstance(decisions, (str, bytes, Mapping)) or not isinstance(decisions, Sequence):
+            raise InvalidReviewDecisionError(
+                message("decisions_not_list", kind=type(decisions).__name__)
+            )
+        parsed = [parse_decision(d) for d in list(decisions)[: len(waiting)]]
+        calls = list(pending.calls)
+        position = {c.id: i for i, c in enumerate(calls)}
+        results = {r.call_id: r for r in pending.results}
+        replaced = list(pending.replaced_calls)
+        now = utcnow()
+        decided: list[Action] = []
+        again: list[Action] = []
+        jobs: list[tuple[int, ToolCall, Tool[Any, Any], dict[str, Any]]] = []
+
+        def finish(action: Action, result: ToolResult, status: Any, decision: Any) -> None:
+            results[result.call_id] = result
+            decided.append(
+                action.model_copy(
+                    update={
+                        "status": status,
+                        "decision": decision,
+                        "result": result,
+                        "decided_at": now,
+                        "finished_at": now,
+                    }
+                )
+            )
+
+        for i, action in enumerate(waiting):
+            decision = parsed[i] if i < len(parsed) else None
+            call = calls[position[action.call_id]]
+            if decision is None:
+                finish(action, _error(call, NO_DECISION), "rejected", None)
+            elif isinstance(decision, RejectDecision):
+                reason = decision.message or REJECTED_BY_USER_MESSAGE
+                finish(action, _error(call, reason), "rejected", decision)
+            elif isinstance(decision, ApproveDecision):
+                tool = self.toolset.get(action.name)
+                if tool is None:
+                    finish(action, self._unknown_tool(call, action.name), "failed", decision)
+                    continue
+                try:
+                    validated = tool.validate_args(action.args)
+                except ToolArgumentsError as exc:
+                    finish(action, _error(call, str(exc)), "failed", decision)
+                    continue
+                jobs.append((len(decided), call, tool, validated))
+                decided.append(
+                    action.model_copy(
+                        update={"status": "approved", "decision": decision, "decided_at": now}
+                    )
+                )
+            else:
+                assert isinstance(decision, EditDecision)  # noqa: S101 - the union is closed
+                edited = decision.edited_action
+                new_call = ToolCall(id=call.id, name=edited.name, args=to_json_data(edited.args))
+                calls[position[call.id]] = new_call
+                replaced = [c for c in replaced if c.id != call.id] + [new_call]
+                tool = self.toolset.get(edited.name)
+                if tool is None:
+                    finish(action, self._unknown_tool(new_call, edited.name), "failed", decision)
+                    continue
+                try:
+                    validated = tool.validate_args(new_call.args)
+                except ToolArgumentsError as exc:
+                    finish(action, _error(new_call, str(exc)), "failed", decision)
+                    continue
+                recheck = edited.name != action.name or self.edit_policy == "recheck"
+                edited_action = action.model_copy(
+                    update={"status": "edited", "decision": decision, "decided_at": now}
+                )
+                if recheck and tool.needs_approval(validated):
+                    decided.append(edited_action.model_copy(update={"finished_at": now}))
+                    again.append(self._action(new_call, tool))
+                    continue
+                jobs.append((len(decided), new_call, tool, validated))
+                decided.append(edited_action)
+        if jobs:
+            outcomes = await self._execute_all([(c, t, a) for _, c, t, a in jobs])
+            for (slot, _, _, _), result in zip(jobs, outcomes, strict=True):
+                results[result.call_id] = result
+                decided[slot] = decided[slot].model_copy(
+                    update={
+                        "status": "executed" if result.status == "success" else "failed",
+                        "result": result,
+                        "finished_at": utcnow(),
+                    }
+                )
+        if again:
+            paused = PendingTurn(
+                calls=calls,
+                results=[results[c.id] for c in calls if c.id in results],
+                actions=again,
+                replaced_calls=replaced,
+            )
+            step = Step(
+                calls=calls,
+                results=paused.results,
+                pending=paused,
+                replaced_calls=replaced,
+                actions=decided + again,
+            )
+            return await self._stand_in(step)
+        return Step(
+            calls=calls,
+            results=[results[c.id] for c in calls],
+            replaced_calls=replaced,
+            actions=decided,
+        )
+
+    # ------------------------------------------------------------------ without an event loop
+
+    def run_sync(self, calls: Sequence[Any]) -> Step:
+        """:meth:`run` for code without an event loop (starts one with anyio)."""
+        return anyio.run(self.run, calls)
+
+    def resume_sync(self, pending: PendingTurn, decisions: Sequence[Any]) -> Step:
+        """:meth:`resume` for code without an event loop (starts one with anyio)."""
+        return anyio.run(self.resume, pending, decisions)

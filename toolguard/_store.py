@@ -1,0 +1,134 @@
+"""Where conversations live between steps: the store protocol and the in-memory store.
+
+A thread is saved whole after every step. Saves are compare-and-set on a
+version number: a save names the version it read, and fails with
+:class:`ConcurrentUpdateError` when somebody else saved in between. That is
+what makes two racing submissions of the same review run the approved tool
+once — across processes too, with a shared database — without holding a lock.
+"""
+
+from __future__ import annotations
+
+from datetime import datetime
+from typing import Any, Literal, Protocol, runtime_checkable
+
+import anyio
+from pydantic import BaseModel, ConfigDict, Field
+
+from toolguard._errors import ToolguardError
+from toolguard._models import (
+    Action,
+    ApproveDecision,
+    EditDecision,
+    PendingTurn,
+    RejectDecision,
+    utcnow,
+)
+
+ThreadStatus = Literal["idle", "awaiting_review", "running"]
+
+
+class ConcurrentUpdateError(ToolguardError, RuntimeError):
+    """Somebody else saved the thread since it was read (compare-and-set failed)."""
+
+
+class ThreadState(BaseModel):
+    """Everything about one conversation, as stored after each step.
+
+    The whole state is JSON (``model_dump_json`` / ``model_validate_json``),
+    so any store that keeps a text per thread id can hold it.
+    """
+
+    model_config = ConfigDict(extra="ignore")
+
+    thread_id: str
+    """The conversation's id."""
+    version: int = 0
+    """Bumped by every save; saves compare it (compare-and-set)."""
+    status: ThreadStatus = "idle"
+    """``awaiting_review`` while a review is pending; ``running`` while decisions are applied."""
+    messages: list[dict[str, Any]] = Field(default_factory=list)
+    """The history in OpenAI Chat Completions format."""
+    pending: PendingTurn | None = None
+    """The paused turn while a review is pending (or being applied)."""
+    decisions: list[ApproveDecision | EditDecision | RejectDecision] | None = None
+    """The accepted decisions while they are being applied (``status == "running"``)."""
+    actions: list[Action] = Field(default_factory=list)
+    """Every approval request of the thread, latest status, oldest first."""
+    created_at: datetime = Field(default_factory=utcnow)
+    """When the thread was created."""
+    updated_at: datetime = Field(default_factory=utcnow)
+    """When it was last saved."""
+
+    @property
+    def review_id(self) -> str | None:
+        """The id of the pending review, if any."""
+        return self.pending.review_id if self.pending is not None else None
+
+
+@runtime_checkable
+class Store(Protocol):
+    """Keeps :class:`ThreadState` by thread id, with compare-and-set saves."""
+
+    async def load(self, thread_id: str) -> ThreadState | None:
+        """The stored state, or ``None`` for an unknown thread."""
+        ...
+
+    async def save(self, state: ThreadState, *, expected_version: int | None) -> ThreadState:
+        """Store ``state`` if the stored version is still ``expected_version``.
+
+        Args:
+            state: the new state; its ``version`` is ignored.
+            expected_version: the version that was read, or ``None`` to
+                create a thread that must not exist yet.
+
+        Returns:
+            The state as stored, with ``version = expected_version + 1``
+            (1 for a new thread) and ``updated_at`` set.
+
+        Raises:
+            ConcurrentUpdateError: the stored version differs (or the thread
+                exists when creating); nothing was written.
+        """
+        ...
+
+
+def next_state(state: ThreadState, expected_version: int | None) -> ThreadState:
+    """The state to write for a save that expects ``expected_version``."""
+    return state.model_copy(update={"version": (expected_version or 0) + 1, "updated_at": utcnow()})
+
+
+class MemoryStore:
+    """Keeps threads in this process's memory: for demos and tests.
+
+    States are stored as JSON text, so what comes back is a copy that
+    behaves exactly like a state read from a database.
+    """
+
+    def __init__(self) -> None:
+        self._threads: dict[str, tuple[int, str]] = {}
+        self._lock = anyio.Lock()
+
+    async def load(self, thread_id: str) -> ThreadState | None:
+        """The stored state, or ``None``."""
+        entry = self._threads.get(thread_id)
+        return ThreadState.model_validate_json(entry[1]) if entry is not None else None
+
+    async def save(self, state: ThreadState, *, expected_version: int | None) -> ThreadState:
+        """Compare-and-set save (see :class:`Store`)."""
+        async with self._lock:
+            entry = self._threads.get(state.thread_id)
+            current = entry[0] if entry is not None else None
+            if current != expected_version:
+                msg = (
+                    f"Thread {state.thread_id!r} was changed by someone else"
+                    f" (expected version {expected_version}, found {current})"
+                )
+                raise ConcurrentUpdateError(msg)
+            stored = next_state(state, expected_version)
+            self._threads[state.thread_id] = (stored.version, stored.model_dump_json())
+            return stored
+
+    async def thread_ids(self) -> list[str]:
+        """Every stored thread id."""
+        return list(self._threads)

@@ -1,0 +1,531 @@
+"""Tools: functions described for a model, optionally guarded by a human approval.
+
+:func:`tool` turns a function into a :class:`Tool` (name, description, JSON
+schema built once from the signature and docstring). :func:`requires_approval`
+guards a function or a tool: the guarded callable looks exactly the same to
+any framework (name, docstring, signature, type hints, sync or async), but
+calling it raises :class:`~toolguard.ApprovalRequiredError` instead of running
+the body, unless a ``when=`` predicate says this call needs no approval or
+:func:`~toolguard.allow_once` granted it.
+"""
+
+from __future__ import annotations
+
+import functools
+import inspect
+import typing
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass
+from typing import Any, Generic, ParamSpec, TypeVar, overload
+
+import anyio.to_thread
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, create_model
+from pydantic.fields import FieldInfo
+
+from toolguard._docstrings import parse_docstring
+from toolguard._errors import ActionRejectedError, ApprovalRequiredError
+from toolguard._grants import consume_grant
+from toolguard._json import to_json_data
+from toolguard._models import (
+    REJECTED_BY_USER_MESSAGE,
+    EditDecision,
+    PendingReview,
+    RejectDecision,
+    ToolCall,
+    new_id,
+)
+from toolguard._override import get_stand_in
+
+P = ParamSpec("P")
+R = TypeVar("R")
+F = TypeVar("F", bound=Callable[..., Any])
+
+ApprovalPredicate = Callable[[dict[str, Any]], bool]
+"""Decides, from a call's arguments (by parameter name), whether it needs approval."""
+
+_POLICY_ATTR = "__toolguard_approval__"
+
+
+def _is_async_callable(obj: Any) -> bool:
+    """True for coroutine functions, partials of them and objects whose ``__call__`` is one."""
+    while isinstance(obj, functools.partial):
+        obj = obj.func
+    return inspect.iscoroutinefunction(obj) or (
+        callable(obj) and inspect.iscoroutinefunction(getattr(obj, "__call__", None))  # noqa: B004 - we want the method
+    )
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class ApprovalPolicy:
+    """How a guarded tool decides that a call needs a human.
+
+    Attributes:
+        when: predicate on the call's arguments (a dict by parameter name,
+            defaults filled in); ``None`` means every call needs approval.
+        description: text shown in the review payload instead of
+            ``Tool `NAME` is awaiting approval``.
+    """
+
+    when: ApprovalPredicate | None = None
+    description: str | None = None
+
+    def needs_approval(self, args: Mapping[str, Any]) -> bool:
+        """Whether a call with these arguments must wait for a human."""
+        if self.when is None:
+            return True
+        return bool(self.when(dict(args)))
+
+
+def _reject_unwrappable(func: Any, decorator: str) -> None:
+    if inspect.isclass(func):
+        msg = (
+            f"@{decorator} cannot wrap the class {func.__qualname__}: decorate a function or"
+            " method that performs the action instead."
+        )
+        raise TypeError(msg)
+    if not callable(func):
+        msg = f"@{decorator} needs a function, got {type(func).__name__}."
+        raise TypeError(msg)
+    if inspect.isgeneratorfunction(func) or inspect.isasyncgenfunction(func):
+        msg = (
+            f"@{decorator} cannot wrap the generator {getattr(func, '__qualname__', func)!r}:"
+            " a tool must return its whole result. Collect the items into a list and return it."
+        )
+        raise TypeError(msg)
+
+
+class _Binder:
+    """Maps ``(*args, **kwargs)`` onto parameter names quickly (no ``Signature.bind`` per call)."""
+
+    __slots__ = ("_defaults", "_names", "_signature", "_simple")
+
+    def __init__(self, signature: inspect.Signature) -> None:
+        params = list(signature.parameters.values())
+        self._signature = signature
+        self._simple = all(
+            p.kind in (p.POSITIONAL_OR_KEYWORD, p.KEYWORD_ONLY, p.POSITIONAL_ONLY) for p in params
+        )
+        self._names = tuple(
+            p.name for p in params if p.kind in (p.POSITIONAL_OR_KEYWORD, p.POSITIONAL_ONLY)
+        )
+        self._defaults = {p.name: p.default for p in params if p.default is not p.empty}
+
+    def explicit(self, args: tuple[Any, ...], kwargs: dict[str, Any]) -> dict[str, Any]:
+        """The arguments the caller passed, by name (no defaults)."""
+        if self._simple and len(args) <= len(self._names):
+            bound = dict(zip(self._names, args, strict=False))
+            if kwargs:
+                bound.update(kwargs)
+            return bound
+        return dict(self._signature.bind(*args, **kwargs).arguments)
+
+    def with_defaults(self, explicit: dict[str, Any]) -> dict[str, Any]:
+        """``explicit`` completed with the defaults of the parameters not passed."""
+        if not self._defaults:
+            return explicit
+        return {**self._defaults, **explicit}
+
+
+def _strip_titles(schema: dict[str, Any]) -> dict[str, Any]:
+    schema.pop("title", None)
+    for prop in schema.get("properties", {}).values():
+        if isinstance(prop, dict):
+            prop.pop("title", None)
+    return schema
+
+
+class ToolArgumentsError(ValueError):
+    """Arguments that do not fit a tool's schema (internal: becomes an error tool result)."""
+
+
+class Tool(Generic[P, R]):
+    """A function described for a model: name, description and JSON schema.
+
+    Build one with :func:`tool`. A ``Tool`` is called exactly like the
+    function it wraps. When it is guarded (see :func:`requires_approval`),
+    calling it raises :class:`~toolguard.ApprovalRequiredError` unless the
+    call needs no approval or was granted with :func:`~toolguard.allow_once`.
+
+    Attributes:
+        name: the name the model sees.
+        description: the docstring's prose (summary and any further
+            paragraphs before the ``Args:`` section), or the override.
+        parameters: JSON schema of the arguments, with per-parameter
+            descriptions taken from the docstring (Google, NumPy or reST).
+        func: the original function.
+        is_async: whether ``func`` is a coroutine function.
+        approval: the approval policy, or ``None`` for an unguarded tool.
+    """
+
+    __slots__ = (
+        "__dict__",
+        "_args_model",
+        "_binder",
+        "_field_names",
+        "_positional_only",
+        "approval",
+        "description",
+        "func",
+        "is_async",
+        "name",
+        "parameters",
+    )
+
+    def __init__(
+        self,
+        func: Callable[P, R],
+        *,
+        name: str | None = None,
+        description: str | None = None,
+        approval: ApprovalPolicy | None = None,
+    ) -> None:
+        _reject_unwrappable(func, "tool")
+        self.func: Callable[P, R] = func
+        self.name: str = name or str(getattr(func, "__name__", type(func).__name__))
+        self.is_async: bool = _is_async_callable(func)
+        self.approval: ApprovalPolicy | None = approval
+        doc = parse_docstring(inspect.getdoc(func))
+        self.description: str = description if description is not None else doc.description
+        signature = inspect.signature(func)
+        self._binder = _Binder(signature)
+        self._args_model, self._field_names = _build_args_model(
+            func, self.name, signature, doc.params
+        )
+        self._positional_only = tuple(
+            p.name for p in signature.parameters.values() if p.kind is p.POSITIONAL_ONLY
+        )
+        self.parameters: dict[str, Any] = _strip_titles(
+            self._args_model.model_json_schema(by_alias=True)
+        )
+        functools.update_wrapper(self, func)
+
+    # ------------------------------------------------------------------ describing
+
+    @property
+    def openai_schema(self) -> dict[str, Any]:
+        """The tool as an OpenAI Chat Completions function tool."""
+        return {
+            "type": "function",
+            "function": {
+                "name": self.name,
+                "description": self.description,
+                "parameters": self.parameters,
+            },
+        }
+
+    @property
+    def guarded(self) -> bool:
+        """Whether calls of this tool may need a human's approval."""
+        return self.approval is not None
+
+    def __repr__(self) -> str:
+        guard = ", guarded" if self.approval else ""
+        return f"<Tool {self.name!r}{guard}>"
+
+    # ------------------------------------------------------------------ calling directly
+
+    def __call__(self, *args: P.args, **kwargs: P.kwargs) -> R:
+        """Call the tool like the function; a guarded tool checks for approval first."""
+        if self.approval is None:
+            return self.func(*args, **kwargs)
+        if self.is_async:
+            return self._call_async(args, kwargs)  # type: ignore[return-value]  # R is the coroutine
+        return self._call_guarded(args, kwargs)
+
+    def _call_guarded(self, args: tuple[Any, ...], kwargs: dict[str, Any]) -> R:
+        explicit = self._binder.explicit(args, kwargs)
+        edited = _check_direct_call(self, explicit)
+        func: Callable[..., R] = self.func
+        if edited is not None:
+            return func(**edited)
+        return func(*args, **kwargs)
+
+    async def _call_async(self, args: tuple[Any, ...], kwargs: dict[str, Any]) -> Any:
+        explicit = self._binder.explicit(args, kwargs)
+        edited = _check_direct_call(self, explicit)
+        func: Callable[..., Any] = self.func
+        if edited is not None:
+            return await func(**edited)
+        return await func(*args, **kwargs)
+
+    # ------------------------------------------------------------------ calling from a model
+
+    def validate_args(self, args: Mapping[str, Any]) -> dict[str, Any]:
+        """Validate JSON arguments from a model against the schema.
+
+        Returns:
+            The arguments as Python values, by parameter name (defaults filled in).
+
+        Raises:
+            ToolArgumentsError: naming every offending field.
+        """
+        try:
+            model = self._args_model.model_validate(dict(args))
+        except ValidationError as exc:
+            raise ToolArgumentsError(_describe_validation_error(self.name, exc)) from None
+        return {name: getattr(model, field) for field, name in self._field_names.items()}
+
+    def needs_approval(self, validated: Mapping[str, Any]) -> bool:
+        """Whether a call with these (validated) arguments needs a human's approval."""
+        return self.approval is not None and self.approval.needs_approval(validated)
+
+    async def execute(self, validated: Mapping[str, Any], *, in_thread: bool = True) -> R:
+        """Run the body with validated arguments, bypassing the approval check.
+
+        Only the runner calls this, after a human approved the call (or the
+        call needed no approval). Sync functions run in a worker thread unless
+        ``in_thread`` is false.
+        """
+        kwargs = dict(validated)
+        args = [kwargs.pop(name) for name in self._positional_only]
+        if self.is_async:
+            return await self.func(*args, **kwargs)  # type: ignore[no-any-return,misc]  # is_async
+        if in_thread:
+            return await anyio.to_thread.run_sync(functools.partial(self.func, *args, **kwargs))
+        func: Callable[..., R] = self.func
+        return func(*args, **kwargs)
+
+    def review_description(self) -> str | None:
+        """The payload description override, if the policy has one."""
+        return self.approval.description if self.approval else None
+
+
+def _check_direct_call(tool: Tool[Any, Any], explicit: dict[str, Any]) -> dict[str, Any] | None:
+    """Raise unless this direct call may run; return edited arguments when a stand-in edited it."""
+    assert tool.approval is not None  # noqa: S101 - only called for guarded tools
+    policy = tool.approval
+    if policy.when is not None and not policy.when(tool._binder.with_defaults(explicit)):
+        return None
+    if consume_grant(tool.name, explicit):
+        return None
+    json_args = to_json_data(explicit)
+    call = ToolCall(id=new_id(), name=tool.name, args=json_args)
+    stand_in = get_stand_in()
+    if stand_in is not None:
+        decision = stand_in(call)
+        if isinstance(decision, RejectDecision):
+            raise ActionRejectedError(
+                decision.message or REJECTED_BY_USER_MESSAGE, tool_name=tool.name
+            )
+        if isinstance(decision, EditDecision):
+            return decision.edited_action.args
+        return None
+    pending = PendingReview.for_actions([(tool.name, json_args, policy.description)])
+    raise ApprovalRequiredError(pending_review=pending, call=call)
+
+
+def _describe_validation_error(name: str, exc: ValidationError) -> str:
+    problems = []
+    for error in exc.errors(include_url=False):
+        location = ".".join(str(part) for part in error["loc"]) or "(arguments)"
+        problems.append(f"'{location}': {error['msg']}")
+    return f"Invalid arguments for tool `{name}`: " + "; ".join(problems)
+
+
+_ALLOWED_KINDS = (
+    inspect.Parameter.POSITIONAL_ONLY,
+    inspect.Parameter.POSITIONAL_OR_KEYWORD,
+    inspect.Parameter.KEYWORD_ONLY,
+)
+
+
+def _build_args_model(
+    func: Callable[..., Any],
+    name: str,
+    signature: inspect.Signature,
+    docs: Mapping[str, str],
+) -> tuple[type[BaseModel], dict[str, str]]:
+    try:
+        hints = typing.get_type_hints(func, include_extras=True)
+    except (NameError, TypeError):
+        hints = {}
+    fields: dict[str, Any] = {}
+    field_names: dict[str, str] = {}
+    for index, param in enumerate(signature.parameters.values()):
+        if param.kind not in _ALLOWED_KINDS:
+            msg = (
+                f"The tool {name!r} has the parameter {param}: a model can only pass named"
+                " arguments. Replace *args/**kwargs with named parameters."
+            )
+            raise TypeError(msg)
+        annotation = hints.get(param.name, Any)
+        default = ... if param.default is param.empty else param.default
+        description = docs.get(param.name)
+        info = Field(default, alias=param.name, description=description)
+        if typing.get_origin(annotation) is typing.Annotated:
+            # An explicit Field(description=...) in Annotated wins over the docstring.
+            for extra in typing.get_args(annotation)[1:]:
+                if isinstance(extra, FieldInfo) and extra.description:
+                    info = Field(default, alias=param.name)
+        field = f"p{index}"
+        fields[field] = (annotation, info)
+        field_names[field] = param.name
+    model: type[BaseModel] = create_model(
+        f"{name}_args",
+        __config__=ConfigDict(extra="forbid", arbitrary_types_allowed=True),
+        **fields,
+    )
+    return model, field_names
+
+
+# ---------------------------------------------------------------------------- decorators
+
+
+@overload
+def tool(func: Callable[P, R], /) -> Tool[P, R]: ...
+@overload
+def tool(
+    *, name: str | None = None, description: str | None = None
+) -> Callable[[Callable[P, R]], Tool[P, R]]: ...
+def tool(
+    func: Callable[P, R] | None = None,
+    /,
+    *,
+    name: str | None = None,
+    description: str | None = None,
+) -> Tool[P, R] | Callable[[Callable[P, R]], Tool[P, R]]:
+    """Describe a function as a tool for a model. Use bare or with options.
+
+    ::
+
+        @tool
+        def search_mail(query: str, limit: int = 10) -> list[str]:
+            \"\"\"Search the mailbox.
+
+            Args:
+                query: words to look for.
+                limit: most results to return.
+            \"\"\"
+
+    The schema is built once, here. A function already guarded with
+    :func:`requires_approval` keeps its guard.
+
+    Args:
+        func: the function (sync or async).
+        name: the name the model sees; defaults to the function's name.
+        description: what the model reads; defaults to the docstring's prose.
+    """
+
+    def decorate(f: Callable[P, R]) -> Tool[P, R]:
+        return as_tool(f, name=name, description=description)
+
+    if func is not None:
+        return decorate(func)
+    return decorate
+
+
+def as_tool(
+    obj: Callable[P, R] | Tool[P, R],
+    *,
+    name: str | None = None,
+    description: str | None = None,
+    approval: ApprovalPolicy | None = None,
+) -> Tool[P, R]:
+    """Return ``obj`` as a :class:`Tool`, keeping any approval policy it already has."""
+    if isinstance(obj, Tool):
+        if name is None and description is None and approval is None:
+            return obj
+        return Tool(
+            obj.func,
+            name=name or obj.name,
+            description=description if description is not None else obj.description,
+            approval=approval or obj.approval,
+        )
+    built: Tool[P, R] | None = getattr(obj, "__toolguard_tool__", None)
+    if built is not None:
+        return as_tool(built, name=name, description=description, approval=approval)
+    return Tool(obj, name=name, description=description, approval=approval)
+
+
+@overload
+def requires_approval(func: Tool[P, R], /) -> Tool[P, R]: ...
+@overload
+def requires_approval(func: F, /) -> F: ...
+@overload
+def requires_approval(
+    *, when: ApprovalPredicate | None = None, description: str | None = None
+) -> _Guard: ...
+def requires_approval(
+    func: Any = None,
+    /,
+    *,
+    when: ApprovalPredicate | None = None,
+    description: str | None = None,
+) -> Any:
+    """Guard a function or tool: calling it needs a human's approval first.
+
+    Use bare or with options::
+
+        @requires_approval
+        def delete_file(path: str) -> None: ...
+
+        @requires_approval(when=lambda args: args["amount"] > 1000)
+        def transfer(amount: float, to: str) -> str: ...
+
+    The guarded function keeps its name, docstring, signature, type hints and
+    sync/async nature, so any framework derives the same schema from it. Its
+    body does not run: the call raises :class:`~toolguard.ApprovalRequiredError`
+    carrying the review payload. It runs when ``when`` says this call needs no
+    approval, inside :func:`~toolguard.allow_once` for exactly that call, or
+    when the toolguard runner executes an approved call.
+
+    Args:
+        func: the function or :class:`Tool` (bare use).
+        when: predicate on the call's arguments (a dict by parameter name,
+            defaults included; validated values when the runner calls it).
+            Return ``True`` when the call needs approval.
+        description: text for the review payload instead of
+            ``Tool `NAME` is awaiting approval``.
+
+    Raises:
+        TypeError: for classes, generators and non-callables, at decoration time.
+    """
+    predicate: object = when  # checked at run time for untyped callers
+    if predicate is not None and not callable(predicate):
+        msg = f"when= must be a callable taking the arguments dict, got {type(predicate).__name__}"
+        raise TypeError(msg)
+    guard = _Guard(ApprovalPolicy(when=when, description=description))
+    if func is not None:
+        return guard(func)
+    return guard
+
+
+class _Guard:
+    """The configured form of :func:`requires_approval`."""
+
+    __slots__ = ("policy",)
+
+    def __init__(self, policy: ApprovalPolicy) -> None:
+        self.policy = policy
+
+    @overload
+    def __call__(self, func: Tool[P, R], /) -> Tool[P, R]: ...
+    @overload
+    def __call__(self, func: F, /) -> F: ...
+    def __call__(self, func: Any, /) -> Any:
+        if isinstance(func, Tool):
+            return Tool(
+                func.func, name=func.name, description=func.description, approval=self.policy
+            )
+        _reject_unwrappable(func, "requires_approval")
+        built: Tool[Any, Any] | None = getattr(func, "__toolguard_tool__", None)
+        target = built.func if built is not None else func
+        # Build the tool now: it validates the signature once and gives a fast binder.
+        guarded_tool: Tool[Any, Any] = Tool(target, approval=self.policy)
+        wrapper: Callable[..., Any]
+        if guarded_tool.is_async:
+
+            @functools.wraps(target)
+            async def async_wrapper(*args: Any, **kwargs: Any) -> Any:
+                return await guarded_tool._call_async(args, kwargs)
+
+            wrapper = async_wrapper
+        else:
+
+            @functools.wraps(target)
+            def wrapper(*args: Any, **kwargs: Any) -> Any:
+                return guarded_tool._call_guarded(args, kwargs)
+
+        setattr(wrapper, _POLICY_ATTR, self.policy)
+        wrapper.__toolguard_tool__ = guarded_tool  # type: ignore[attr-defined]
+        return wrapper
