@@ -55,7 +55,7 @@ from toolguard._models import (
     ToolResult,
 )
 from toolguard._runner import EditPolicy, Runner, Step, parse_tool_call
-from toolguard._sqlite import SQLiteStore
+from toolguard._sqlite import SQLiteStore, SchemaVersionError
 from toolguard._store import (
     ConcurrentUpdateError,
     MemoryStore,
@@ -106,6 +106,7 @@ __all__ = [
     "ReviewedChatUseCase",
     "Runner",
     "SQLiteStore",
+    "SchemaVersionError",
     "ScriptedModel",
     "Step",
     "StepLimitError",

@@ -1,0 +1,301 @@
+"""A persistent store in one SQLite file, safe to share between processes.
+
+:class:`SQLiteStore` keeps each thread as one row of the table
+``toolguard_threads`` (``thread_id``, ``version``, the state as JSON text,
+``updated_at``). It uses only the standard library's :mod:`sqlite3`, and
+every database call runs in a worker thread (``anyio.to_thread.run_sync``)
+so the event loop never blocks on disk or on another process's lock.
+
+Why per-process locks are not enough: an :class:`anyio.Lock` (or a
+:class:`threading.Lock`) only orders the tasks of ONE process. A paused
+run may be resumed by any worker of a web server, so two processes can
+read the same thread at version 3, both apply the same approval and both
+write version 4 — and the approved tool runs twice. The guard must live in
+the database, where every process sees it.
+
+The compare-and-set: a save of a thread read at version ``N`` is::
+
+    BEGIN IMMEDIATE;
+    UPDATE toolguard_threads SET version = N + 1, state = ?, updated_at = ?
+        WHERE thread_id = ? AND version = N;
+    -- exactly one row changed, or somebody else saved first
+    COMMIT;
+
+SQLite evaluates the ``WHERE`` and writes the row atomically, so of several
+writers that expect version ``N`` exactly one changes a row; the others see
+``rowcount == 0``, roll back and raise :class:`ConcurrentUpdateError`. A
+new thread is created with a plain ``INSERT``: the primary key makes the
+second creation fail. ``BEGIN IMMEDIATE`` takes the database's write lock
+at the start of the transaction, so concurrent writers queue up (for at most
+``timeout`` seconds) instead of failing half-way with ``database is locked``.
+
+Journal mode WAL lets readers go on while one writer writes, and
+``synchronous=NORMAL`` is the usual, durable-enough companion of WAL (a
+commit may be lost on power failure, never corrupted). WAL needs a local
+file system: do not put the database on a network share.
+
+The schema version is kept in ``PRAGMA user_version`` (currently 1). A
+database written by a newer toolguard is refused with
+:class:`SchemaVersionError` rather than misread, so the file should be
+dedicated to toolguard.
+"""
+
+from __future__ import annotations
+
+import os
+import sqlite3
+import threading
+from collections.abc import Callable
+from types import TracebackType
+from typing import Final, TypeVar
+
+import anyio.to_thread
+
+from toolguard._errors import ToolguardError
+from toolguard._store import ConcurrentUpdateError, ThreadState, next_state
+
+__all__ = ["SCHEMA_VERSION", "SQLiteStore", "SchemaVersionError"]
+
+SCHEMA_VERSION: Final = 1
+"""The ``PRAGMA user_version`` this version of toolguard writes and reads."""
+
+_CREATE_TABLE: Final = """
+CREATE TABLE IF NOT EXISTS toolguard_threads (
+    thread_id TEXT PRIMARY KEY,
+    version INTEGER NOT NULL,
+    state TEXT NOT NULL,
+    updated_at TEXT NOT NULL
+)
+"""
+
+_T = TypeVar("_T")
+
+
+class SchemaVersionError(ToolguardError, RuntimeError):
+    """The database was written by a newer toolguard (its schema version is unknown)."""
+
+
+def _conflict(thread_id: str, expected: int | None, found: int | None) -> ConcurrentUpdateError:
+    return ConcurrentUpdateError(
+        f"Thread {thread_id!r} was changed by someone else"
+        f" (expected version {expected}, found {found})"
+    )
+
+
+class SQLiteStore:
+    """Keeps threads in one SQLite database file, shared safely by threads and processes.
+
+    The database and its table are created on first use. One connection is
+    opened lazily and reused; a lock serialises its use by worker threads.
+    Several stores (in one or many processes) may use the same file at once.
+
+    Example::
+
+        async with SQLiteStore("toolguard.db") as store:
+            state = await store.load("thread-1")
+
+    Args:
+        path: the database file (created if missing). ``":memory:"`` gives a
+            private in-memory database, handy in tests.
+        timeout: how many seconds a write waits for another writer's lock
+            before failing with :class:`sqlite3.OperationalError`.
+    """
+
+    def __init__(self, path: str | os.PathLike[str], *, timeout: float = 30.0) -> None:
+        self._path = os.fspath(path)
+        self._timeout = timeout
+        self._conn: sqlite3.Connection | None = None
+        self._closed = False
+        self._lock = threading.Lock()
+
+    @property
+    def path(self) -> str:
+        """The database file's path."""
+        return self._path
+
+    # ------------------------------------------------------------------ the protocol
+
+    async def load(self, thread_id: str) -> ThreadState | None:
+        """The stored state, or ``None`` for an unknown thread.
+
+        Args:
+            thread_id: the conversation's id.
+
+        Returns:
+            The state as last saved, or ``None``.
+        """
+
+        def work(conn: sqlite3.Connection) -> str | None:
+            row = conn.execute(
+                "SELECT state FROM toolguard_threads WHERE thread_id = ?", (thread_id,)
+            ).fetchone()
+            return None if row is None else str(row[0])
+
+        text = await self._run(work)
+        return None if text is None else ThreadState.model_validate_json(text)
+
+    async def save(self, state: ThreadState, *, expected_version: int | None) -> ThreadState:
+        """Store ``state`` if the stored version is still ``expected_version`` (compare-and-set).
+
+        Args:
+            state: the new state; its ``version`` is ignored.
+            expected_version: the version that was read, or ``None`` to create
+                a thread that must not exist yet.
+
+        Returns:
+            The state as stored, with ``version = expected_version + 1`` (1 for
+            a new thread) and ``updated_at`` set.
+
+        Raises:
+            ConcurrentUpdateError: the stored version differs, or the thread
+                exists when creating; nothing was written.
+        """
+        stored = next_state(state, expected_version)
+        text = stored.model_dump_json()
+        updated_at = stored.updated_at.isoformat()
+        thread_id = stored.thread_id
+
+        def work(conn: sqlite3.Connection) -> None:
+            conn.execute("BEGIN IMMEDIATE")
+            try:
+                if expected_version is None:
+                    try:
+                        conn.execute(
+                            "INSERT INTO toolguard_threads (thread_id, version, state, updated_at)"
+                            " VALUES (?, ?, ?, ?)",
+                            (thread_id, stored.version, text, updated_at),
+                        )
+                    except sqlite3.IntegrityError:
+                        raise _conflict(thread_id, None, _version_of(conn, thread_id)) from None
+                else:
+                    cursor = conn.execute(
+                        "UPDATE toolguard_threads SET version = ?, state = ?, updated_at = ?"
+                        " WHERE thread_id = ? AND version = ?",
+                        (stored.version, text, updated_at, thread_id, expected_version),
+                    )
+                    if cursor.rowcount != 1:
+                        found = _version_of(conn, thread_id)
+                        raise _conflict(thread_id, expected_version, found)
+                conn.execute("COMMIT")
+            except BaseException:
+                _rollback(conn)
+                raise
+
+        await self._run(work)
+        return stored
+
+    async def thread_ids(self) -> list[str]:
+        """Every stored thread id, oldest thread first.
+
+        Returns:
+            The ids in creation order.
+        """
+
+        def work(conn: sqlite3.Connection) -> list[str]:
+            rows = conn.execute("SELECT thread_id FROM toolguard_threads ORDER BY rowid")
+            return [str(row[0]) for row in rows]
+
+        return await self._run(work)
+
+    # ------------------------------------------------------------------ lifecycle
+
+    def close(self) -> None:
+        """Close the connection; the store cannot be used afterwards (closing twice is fine)."""
+        with self._lock:
+            self._closed = True
+            if self._conn is not None:
+                self._conn.close()
+                self._conn = None
+
+    async def aclose(self) -> None:
+        """Close the connection without blocking the event loop (see :meth:`close`)."""
+        await anyio.to_thread.run_sync(self.close)
+
+    async def __aenter__(self) -> SQLiteStore:
+        """Return the store itself; the database is opened on first use."""
+        return self
+
+    async def __aexit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        tb: TracebackType | None,
+    ) -> None:
+        """Close the store."""
+        await self.aclose()
+
+    def __repr__(self) -> str:
+        return f"SQLiteStore({self._path!r})"
+
+    # ------------------------------------------------------------------ internals
+
+    async def _run(self, work: Callable[[sqlite3.Connection], _T]) -> _T:
+        """Run ``work`` with the connection in a worker thread, one call at a time."""
+
+        def call() -> _T:
+            with self._lock:
+                return work(self._connection())
+
+        return await anyio.to_thread.run_sync(call)
+
+    def _connection(self) -> sqlite3.Connection:
+        """The open connection, opening it (and creating the schema) on first use."""
+        if self._closed:
+            msg = f"{self!r} is closed"
+            raise RuntimeError(msg)
+        if self._conn is None:
+            conn = sqlite3.connect(
+                self._path,
+                timeout=self._timeout,
+                isolation_level=None,  # autocommit; transactions are explicit
+                check_same_thread=False,  # used from worker threads, under self._lock
+            )
+            try:
+                self._prepare(conn)
+            except BaseException:
+                conn.close()
+                raise
+            self._conn = conn
+        return self._conn
+
+    def _prepare(self, conn: sqlite3.Connection) -> None:
+        conn.execute(f"PRAGMA busy_timeout = {int(self._timeout * 1000)}")
+        conn.execute("PRAGMA journal_mode = WAL")
+        conn.execute("PRAGMA synchronous = NORMAL")
+        if self._schema_version(conn) == SCHEMA_VERSION:
+            return
+        conn.execute("BEGIN IMMEDIATE")
+        try:
+            version = self._schema_version(conn)  # again, now that we hold the write lock
+            if version != SCHEMA_VERSION:
+                conn.execute(_CREATE_TABLE)
+                conn.execute(f"PRAGMA user_version = {SCHEMA_VERSION}")
+            conn.execute("COMMIT")
+        except BaseException:
+            _rollback(conn)
+            raise
+
+    def _schema_version(self, conn: sqlite3.Connection) -> int:
+        """The database's ``user_version``; raises when it is newer than this toolguard's."""
+        version = int(conn.execute("PRAGMA user_version").fetchone()[0])
+        if version > SCHEMA_VERSION:
+            msg = (
+                f"Database {self._path!r} has toolguard schema version {version}, but this"
+                f" version of toolguard supports only version {SCHEMA_VERSION}:"
+                " upgrade toolguard to use it"
+            )
+            raise SchemaVersionError(msg)
+        return version
+
+
+def _version_of(conn: sqlite3.Connection, thread_id: str) -> int | None:
+    row = conn.execute(
+        "SELECT version FROM toolguard_threads WHERE thread_id = ?", (thread_id,)
+    ).fetchone()
+    return None if row is None else int(row[0])
+
+
+def _rollback(conn: sqlite3.Connection) -> None:
+    """Roll back the open transaction, if SQLite has not already done so."""
+    if conn.in_transaction:
+        conn.execute("ROLLBACK")
