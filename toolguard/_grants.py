@@ -3,8 +3,7 @@
 from __future__ import annotations
 
 import threading
-from collections import Counter
-from collections.abc import Iterator, Mapping
+from collections.abc import Callable, Iterator, Mapping
 from contextlib import contextmanager
 from contextvars import ContextVar
 from typing import Any
@@ -12,41 +11,39 @@ from typing import Any
 from toolguard._json import dumps
 from toolguard._models import ToolCall
 
+Complete = Callable[[dict[str, Any]], dict[str, Any]]
+
 
 class _Grants:
-    __slots__ = ("_counts", "_lock")
+    __slots__ = ("_entries", "_lock")
 
-    def __init__(self) -> None:
-        self._counts: Counter[tuple[str, str]] = Counter()
+    def __init__(self, name: str, args: Mapping[str, Any]) -> None:
+        self._entries: list[tuple[str, dict[str, Any]]] = [(name, dict(args))]
         self._lock = threading.Lock()
 
-    def add(self, key: tuple[str, str]) -> None:
+    def consume(self, name: str, target: str, complete: Complete) -> bool:
         with self._lock:
-            self._counts[key] += 1
-
-    def consume(self, key: tuple[str, str]) -> bool:
-        with self._lock:
-            if self._counts[key] > 0:
-                self._counts[key] -= 1
-                return True
+            for index, (granted_name, granted_args) in enumerate(self._entries):
+                if granted_name == name and dumps(complete(granted_args)) == target:
+                    del self._entries[index]
+                    return True
             return False
 
 
 _active: ContextVar[tuple[_Grants, ...]] = ContextVar("toolguard_grants", default=())
 
 
-def grant_key(name: str, args: Mapping[str, Any]) -> tuple[str, str]:
-    """The identity of a call for a grant: its name and canonical JSON arguments."""
-    return (name, dumps(dict(args)))
+def consume_grant(name: str, args: dict[str, Any], complete: Complete) -> bool:
+    """Use up a grant for exactly this call, if one is active; return whether one was.
 
-
-def consume_grant(name: str, args: Mapping[str, Any]) -> bool:
-    """Use up a grant for exactly this call, if one is active; return whether one was."""
+    ``complete`` fills in the tool's defaults, so a grant for ``f(5)`` covers
+    ``f(5, "savings")`` when ``"savings"`` is the default, and the other way round.
+    """
     scopes = _active.get()
     if not scopes:
         return False
-    key = grant_key(name, args)
-    return any(scope.consume(key) for scope in reversed(scopes))
+    target = dumps(complete(args))
+    return any(scope.consume(name, target, complete) for scope in reversed(scopes))
 
 
 @contextmanager
@@ -64,8 +61,9 @@ def allow_once(call: ToolCall | str, args: Mapping[str, Any] | None = None, /) -
                     send_email(**exc.call.args)
 
     The grant covers one call with the same tool name and the same arguments
-    (compared as canonical JSON); a second call, or a call with other
-    arguments, raises ``ApprovalRequiredError`` again. Unused grants end with
+    (compared as canonical JSON, omitted arguments with their defaults); a
+    second call, or a call with other arguments, raises
+    ``ApprovalRequiredError`` again. Unused grants end with
     the ``with`` block. Grants follow the context, so a sync tool run in a
     worker thread by anyio inside the block sees them.
 
@@ -74,11 +72,9 @@ def allow_once(call: ToolCall | str, args: Mapping[str, Any] | None = None, /) -
         args: the arguments, when ``call`` is a name.
     """
     if isinstance(call, ToolCall):
-        key = grant_key(call.name, call.args)
+        scope = _Grants(call.name, call.args)
     else:
-        key = grant_key(call, args or {})
-    scope = _Grants()
-    scope.add(key)
+        scope = _Grants(call, args or {})
     token = _active.set((*_active.get(), scope))
     try:
         yield

@@ -33,11 +33,15 @@ _CATALOGS: Final[dict[str, dict[str, str]]] = {
         "no_pending_review": "Tidak ada aksi yang menunggu persetujuan di percakapan ini",
         "review_pending": "Masih ada aksi yang menunggu persetujuan. Kirim keputusannya dulu.",
         "decision_count": "Butuh {expected} keputusan (satu per aksi), diterima {received}",
-        "decision_type": "Jenis keputusan {type} tidak dikenal. Pilihan: ['approve', 'edit', 'reject']",
+        "decision_type": (
+            "Jenis keputusan {type} tidak dikenal. Pilihan: ['approve', 'edit', 'reject']"
+        ),
         "edit_needs_action": "Keputusan 'edit' wajib menyertakan 'edited_action'",
         "edited_action_shape": "'edited_action' harus berisi 'name' (teks) dan 'args' (objek)",
         "decisions_not_list": "'decisions' harus berupa daftar objek keputusan, diterima {kind}",
-        "reject_message_type": "'message' pada keputusan 'reject' harus berupa teks, diterima {kind}",
+        "reject_message_type": (
+            "'message' pada keputusan 'reject' harus berupa teks, diterima {kind}"
+        ),
     },
 }
 

@@ -205,7 +205,7 @@ class Action(_Wire):
 
 
 class PendingTurn(_Wire):
-    """A model turn paused for review; JSON-serialisable so it can be stored and resumed anywhere."""
+    """A model turn paused for review; JSON, so it can be stored and resumed anywhere."""
 
     review_id: str = Field(default_factory=new_id)
     """Identifies this review; a new pause gets a new id."""

@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import functools
 import inspect
+import sys
 import typing
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
@@ -178,6 +179,7 @@ class Tool(Generic[P, R]):
         name: str | None = None,
         description: str | None = None,
         approval: ApprovalPolicy | None = None,
+        _localns: Mapping[str, Any] | None = None,
     ) -> None:
         _reject_unwrappable(func, "tool")
         self.func: Callable[P, R] = func
@@ -189,7 +191,7 @@ class Tool(Generic[P, R]):
         signature = inspect.signature(func)
         self._binder = _Binder(signature)
         self._args_model, self._field_names = _build_args_model(
-            func, self.name, signature, doc.params
+            func, self.name, signature, doc.params, _localns
         )
         self._positional_only = tuple(
             p.name for p in signature.parameters.values() if p.kind is p.POSITIONAL_ONLY
@@ -198,6 +200,9 @@ class Tool(Generic[P, R]):
             self._args_model.model_json_schema(by_alias=True)
         )
         functools.update_wrapper(self, func)
+        if self.is_async and hasattr(inspect, "markcoroutinefunction"):
+            # Python 3.12+: frameworks that ask inspect.iscoroutinefunction(tool) get True.
+            inspect.markcoroutinefunction(self)
 
     # ------------------------------------------------------------------ describing
 
@@ -237,7 +242,8 @@ class Tool(Generic[P, R]):
         edited = _check_direct_call(self, explicit)
         func: Callable[..., R] = self.func
         if edited is not None:
-            return func(**edited)
+            positional, named = self._split(edited)
+            return func(*positional, **named)
         return func(*args, **kwargs)
 
     async def _call_async(self, args: tuple[Any, ...], kwargs: dict[str, Any]) -> Any:
@@ -245,8 +251,14 @@ class Tool(Generic[P, R]):
         edited = _check_direct_call(self, explicit)
         func: Callable[..., Any] = self.func
         if edited is not None:
-            return await func(**edited)
+            positional, named = self._split(edited)
+            return await func(*positional, **named)
         return await func(*args, **kwargs)
+
+    def _split(self, arguments: Mapping[str, Any]) -> tuple[list[Any], dict[str, Any]]:
+        """Arguments by name as ``(positional-only values, keyword arguments)``."""
+        named = dict(arguments)
+        return [named.pop(n) for n in self._positional_only if n in named], named
 
     # ------------------------------------------------------------------ calling from a model
 
@@ -276,8 +288,7 @@ class Tool(Generic[P, R]):
         call needed no approval). Sync functions run in a worker thread unless
         ``in_thread`` is false.
         """
-        kwargs = dict(validated)
-        args = [kwargs.pop(name) for name in self._positional_only]
+        args, kwargs = self._split(validated)
         if self.is_async:
             return await self.func(*args, **kwargs)  # type: ignore[no-any-return,misc]  # is_async
         if in_thread:
@@ -296,7 +307,7 @@ def _check_direct_call(tool: Tool[Any, Any], explicit: dict[str, Any]) -> dict[s
     policy = tool.approval
     if policy.when is not None and not policy.when(tool._binder.with_defaults(explicit)):
         return None
-    if consume_grant(tool.name, explicit):
+    if consume_grant(tool.name, explicit, tool._binder.with_defaults):
         return None
     json_args = to_json_data(explicit)
     call = ToolCall(id=new_id(), name=tool.name, args=json_args)
@@ -329,16 +340,46 @@ _ALLOWED_KINDS = (
 )
 
 
+def _resolve_hints(
+    func: Callable[..., Any], signature: inspect.Signature, localns: Mapping[str, Any] | None
+) -> dict[str, Any]:
+    """Type hints by parameter; one unresolvable annotation only loses its own type."""
+    local = dict(localns or {})
+    try:
+        return typing.get_type_hints(func, localns=local, include_extras=True)
+    except (NameError, TypeError, AttributeError, SyntaxError):
+        pass
+    hints: dict[str, Any] = {}
+    globalns = getattr(inspect.unwrap(func), "__globals__", {})
+    for param in signature.parameters.values():
+        annotation = param.annotation
+        if isinstance(annotation, str):
+            try:
+                # What get_type_hints does for one string annotation, in the function's scope.
+                annotation = eval(annotation, globalns, local)  # noqa: S307
+            except Exception:
+                annotation = Any
+        hints[param.name] = Any if annotation is param.empty else annotation
+    return hints
+
+
+def _caller_locals() -> dict[str, Any]:
+    """The local names of our caller's caller: where a decorator was applied.
+
+    They resolve classes defined inside a function that a tool's annotations name.
+    """
+    frame = sys._getframe(2)
+    return dict(frame.f_locals)
+
+
 def _build_args_model(
     func: Callable[..., Any],
     name: str,
     signature: inspect.Signature,
     docs: Mapping[str, str],
+    localns: Mapping[str, Any] | None = None,
 ) -> tuple[type[BaseModel], dict[str, str]]:
-    try:
-        hints = typing.get_type_hints(func, include_extras=True)
-    except (NameError, TypeError):
-        hints = {}
+    hints = _resolve_hints(func, signature, localns)
     fields: dict[str, Any] = {}
     field_names: dict[str, str] = {}
     for index, param in enumerate(signature.parameters.values()):
@@ -406,11 +447,16 @@ def tool(
         description: what the model reads; defaults to the docstring's prose.
     """
 
+    def build(f: Callable[P, R], localns: dict[str, Any]) -> Tool[P, R]:
+        if isinstance(f, Tool) or hasattr(f, "__toolguard_tool__"):
+            return as_tool(f, name=name, description=description)
+        return Tool(f, name=name, description=description, _localns=localns)
+
     def decorate(f: Callable[P, R]) -> Tool[P, R]:
-        return as_tool(f, name=name, description=description)
+        return build(f, _caller_locals())
 
     if func is not None:
-        return decorate(func)
+        return build(func, _caller_locals())
     return decorate
 
 
@@ -486,7 +532,7 @@ def requires_approval(
         raise TypeError(msg)
     guard = _Guard(ApprovalPolicy(when=when, description=description))
     if func is not None:
-        return guard(func)
+        return guard.wrap(func, _caller_locals())
     return guard
 
 
@@ -503,6 +549,10 @@ class _Guard:
     @overload
     def __call__(self, func: F, /) -> F: ...
     def __call__(self, func: Any, /) -> Any:
+        return self.wrap(func, _caller_locals())
+
+    def wrap(self, func: Any, localns: dict[str, Any]) -> Any:
+        """Guard ``func``; ``localns`` resolves annotations naming local classes."""
         if isinstance(func, Tool):
             return Tool(
                 func.func, name=func.name, description=func.description, approval=self.policy
@@ -511,7 +561,7 @@ class _Guard:
         built: Tool[Any, Any] | None = getattr(func, "__toolguard_tool__", None)
         target = built.func if built is not None else func
         # Build the tool now: it validates the signature once and gives a fast binder.
-        guarded_tool: Tool[Any, Any] = Tool(target, approval=self.policy)
+        guarded_tool: Tool[Any, Any] = Tool(target, approval=self.policy, _localns=localns)
         wrapper: Callable[..., Any]
         if guarded_tool.is_async:
 

@@ -1,0 +1,21 @@
+"""Shared fixtures: every test starts and ends with toolguard's global state reset."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+
+import pytest
+
+import toolguard
+from toolguard import _override
+
+
+@pytest.fixture(autouse=True)
+def _reset_toolguard_state(monkeypatch: pytest.MonkeyPatch) -> Iterator[None]:
+    """Reset the message language, TOOLGUARD_LANG and the stand-in reviewer around each test."""
+    monkeypatch.delenv("TOOLGUARD_LANG", raising=False)
+    toolguard.set_language(None)
+    _override.set_stand_in(None)
+    yield
+    toolguard.set_language(None)
+    _override.set_stand_in(None)
