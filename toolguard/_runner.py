@@ -17,7 +17,7 @@ from typing import Any, Literal
 import anyio
 
 from toolguard._classify import Classifier
-from toolguard._errors import InvalidReviewDecisionError, NoPendingReviewError
+from toolguard._errors import NoPendingReviewError
 from toolguard._json import result_text, to_json_data
 from toolguard._messages import message
 from toolguard._models import (
@@ -37,7 +37,7 @@ from toolguard._models import (
 from toolguard._override import get_stand_in
 from toolguard._tool import Tool, ToolArgumentsError
 from toolguard._toolset import Tools, Toolset
-from toolguard._validate import parse_decision
+from toolguard._validate import as_decision_list, parse_decision
 
 EditPolicy = Literal["run", "recheck"]
 
@@ -116,6 +116,25 @@ def parse_tool_call(raw: Any, index: int = 0) -> ToolCall:
     if isinstance(arguments, Mapping):
         return ToolCall(id=call_id, name=name, args=to_json_data(dict(arguments)))
     return ToolCall(id=call_id, name=name, arguments_error=json.dumps(to_json_data(arguments)))
+
+
+def _unique_ids(calls: list[ToolCall]) -> list[ToolCall]:
+    """Give repeated call ids a fresh suffix, so every call keeps its own result."""
+    taken = {c.id for c in calls}
+    seen: set[str] = set()
+    out: list[ToolCall] = []
+    for index, call in enumerate(calls):
+        kept = call
+        if call.id in seen:
+            fresh, suffix = f"{call.id}_{index}", 0
+            while fresh in taken:
+                suffix += 1
+                fresh = f"{call.id}_{index}_{suffix}"
+            taken.add(fresh)
+            kept = call.model_copy(update={"id": fresh})
+        seen.add(kept.id)
+        out.append(kept)
+    return out
 
 
 def _error(call: ToolCall, content: str, name: str | None = None) -> ToolResult:
@@ -233,14 +252,7 @@ class Runner:
             A complete :class:`Step` (one result per call, in order) or a
             paused one whose ``pending`` is to be stored and resumed.
         """
-        parsed: list[ToolCall] = []
-        seen: set[str] = set()
-        for index, raw in enumerate(calls):
-            call = parse_tool_call(raw, index)
-            if call.id in seen:
-                call = call.model_copy(update={"id": f"{call.id}_{index}"})
-            seen.add(call.id)
-            parsed.append(call)
+        parsed = _unique_ids([parse_tool_call(raw, index) for index, raw in enumerate(calls)])
         results: dict[str, ToolResult] = {}
         jobs: list[tuple[ToolCall, Tool[Any, Any], dict[str, Any]]] = []
         actions: list[Action] = []
@@ -320,11 +332,7 @@ class Runner:
         waiting = [a for a in pending.actions if a.status == "requested"]
         if not waiting:
             raise NoPendingReviewError
-        if isinstance(decisions, (str, bytes, Mapping)) or not isinstance(decisions, Sequence):
-            raise InvalidReviewDecisionError(
-                message("decisions_not_list", kind=type(decisions).__name__)
-            )
-        parsed = [parse_decision(d) for d in list(decisions)[: len(waiting)]]
+        parsed = [parse_decision(d) for d in as_decision_list(decisions)[: len(waiting)]]
         calls = list(pending.calls)
         position = {c.id: i for i, c in enumerate(calls)}
         results = {r.call_id: r for r in pending.results}

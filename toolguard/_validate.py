@@ -78,7 +78,8 @@ def parse_decision(decision: Any) -> AnyDecision:
     return RejectDecision(message=reason)
 
 
-def _as_list(decisions: Any) -> list[Any]:
+def as_decision_list(decisions: Any) -> list[Any]:
+    """``decisions`` as a list, or the documented error when it is not a list or tuple."""
     if isinstance(decisions, (str, bytes, bytearray, Mapping)) or not isinstance(
         decisions, Sequence
     ):
@@ -111,7 +112,7 @@ def validate_decisions(pending_review: Any, decisions: Any) -> list[AnyDecision]
     expected = _count_actions(pending_review)
     if expected == 0:
         raise NoPendingReviewError
-    items = _as_list(decisions)
+    items = as_decision_list(decisions)
     if len(items) != expected:
         raise InvalidReviewDecisionError(
             message("decision_count", expected=expected, received=len(items))

@@ -24,16 +24,19 @@ threads of one process.
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Iterator
-from contextlib import contextmanager
+import functools
+import inspect
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, TypeVar
 
 from toolguard._models import ApproveDecision, EditDecision, RejectDecision, ToolCall
-from toolguard._override import set_stand_in
+from toolguard._override import StandInReviewer, set_stand_in
 from toolguard._validate import parse_decision
 
-__all__ = ["ReviewLog", "auto_approve", "auto_reject", "fixed_decisions"]
+__all__ = ["ReviewLog", "StandIn", "auto_approve", "auto_reject", "fixed_decisions"]
+
+F = TypeVar("F", bound=Callable[..., Any])
 
 AnyDecision = ApproveDecision | EditDecision | RejectDecision
 
@@ -48,39 +51,76 @@ class ReviewLog:
     """The decision given for each of them."""
 
 
-@contextmanager
-def _stand_in(decide: Any) -> Iterator[ReviewLog]:
-    log = ReviewLog()
+class StandIn:
+    """A stand-in reviewer switch: a context manager (sync or async) and a decorator.
 
-    def reviewer(call: ToolCall) -> AnyDecision:
-        decision: AnyDecision = decide(call)
-        log.calls.append(call)
-        log.decisions.append(decision)
-        return decision
+    Returned by :func:`auto_approve`, :func:`auto_reject` and
+    :func:`fixed_decisions`. As a decorator it wraps sync and async functions
+    alike, so ``@auto_approve()`` works on ``async def`` tests too. Each use
+    starts afresh: a new :class:`ReviewLog`, and the full list of decisions
+    again for :func:`fixed_decisions`.
+    """
 
-    previous = set_stand_in(reviewer)
-    try:
-        yield log
-    finally:
-        set_stand_in(previous)
+    def __init__(self, make_decide: Callable[[], Callable[[ToolCall], AnyDecision]]) -> None:
+        self._make_decide = make_decide
+        self._previous: list[StandInReviewer | None] = []
+        self.log = ReviewLog()
+
+    def _reviewer(self, log: ReviewLog) -> StandInReviewer:
+        decide = self._make_decide()
+
+        def review(call: ToolCall) -> AnyDecision:
+            decision = decide(call)
+            log.calls.append(call)
+            log.decisions.append(decision)
+            return decision
+
+        return review
+
+    def __enter__(self) -> ReviewLog:
+        self.log = ReviewLog()
+        self._previous.append(set_stand_in(self._reviewer(self.log)))
+        return self.log
+
+    def __exit__(self, *exc_info: object) -> None:
+        set_stand_in(self._previous.pop())
+
+    async def __aenter__(self) -> ReviewLog:
+        return self.__enter__()
+
+    async def __aexit__(self, *exc_info: object) -> None:
+        self.__exit__(*exc_info)
+
+    def __call__(self, func: F) -> F:
+        """Use as a decorator: the stand-in is active while ``func`` runs."""
+        if inspect.iscoroutinefunction(func):
+
+            @functools.wraps(func)
+            async def run_async(*args: Any, **kwargs: Any) -> Any:
+                with self:
+                    return await func(*args, **kwargs)
+
+            return run_async  # type: ignore[return-value]  # same signature as func
+
+        @functools.wraps(func)
+        def run(*args: Any, **kwargs: Any) -> Any:
+            with self:
+                return func(*args, **kwargs)
+
+        return run  # type: ignore[return-value]  # same signature as func
 
 
-@contextmanager
-def auto_approve() -> Iterator[ReviewLog]:
-    """Approve every call that needs approval; yields the :class:`ReviewLog`."""
-    with _stand_in(lambda _call: ApproveDecision()) as log:
-        yield log
+def auto_approve() -> StandIn:
+    """Approve every call that needs approval; ``with`` gives the :class:`ReviewLog`."""
+    return StandIn(lambda: lambda _call: ApproveDecision())
 
 
-@contextmanager
-def auto_reject(message: str | None = None) -> Iterator[ReviewLog]:
+def auto_reject(message: str | None = None) -> StandIn:
     """Reject every call that needs approval, with ``message`` as the reason."""
-    with _stand_in(lambda _call: RejectDecision(message=message)) as log:
-        yield log
+    return StandIn(lambda: lambda _call: RejectDecision(message=message))
 
 
-@contextmanager
-def fixed_decisions(decisions: Iterable[Any]) -> Iterator[ReviewLog]:
+def fixed_decisions(decisions: Iterable[Any]) -> StandIn:
     """Answer the calls that need approval with these decisions, in order.
 
     Args:
@@ -88,20 +128,24 @@ def fixed_decisions(decisions: Iterable[Any]) -> Iterator[ReviewLog]:
             are checked up front (``InvalidReviewDecisionError``).
 
     Raises:
-        AssertionError: when more calls need approval than decisions were
-            given — the agent asked for something the test did not expect.
+        AssertionError: (from the guarded call) when more calls need approval
+            than decisions were given — the agent asked for something the test
+            did not expect.
     """
-    queue = [parse_decision(d) for d in decisions]
-    given = len(queue)
+    checked = [parse_decision(d) for d in decisions]
 
-    def decide(call: ToolCall) -> AnyDecision:
-        if not queue:
-            msg = (
-                f"fixed_decisions got {given} decisions, but another call needs approval:"
-                f" {call.name}({call.args})"
-            )
-            raise AssertionError(msg)
-        return queue.pop(0)
+    def make_decide() -> Callable[[ToolCall], AnyDecision]:
+        queue = list(checked)
 
-    with _stand_in(decide) as log:
-        yield log
+        def decide(call: ToolCall) -> AnyDecision:
+            if not queue:
+                msg = (
+                    f"fixed_decisions got {len(checked)} decisions, but another call needs"
+                    f" approval: {call.name}({call.args})"
+                )
+                raise AssertionError(msg)
+            return queue.pop(0)
+
+        return decide
+
+    return StandIn(make_decide)
