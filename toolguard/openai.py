@@ -1,0 +1,331 @@
+"""Use any OpenAI-compatible chat model with toolguard.
+
+:class:`OpenAIChatModel` implements :class:`~toolguard.ChatModel` over the
+official ``openai`` client (install the ``openai`` extra:
+``pip install "toolguard-hitl[openai]"``). It talks to OpenAI itself or to
+any server that speaks the Chat Completions API — vLLM, Ollama, llama.cpp,
+LM Studio — through ``base_url``::
+
+    import openai
+    from toolguard import ReviewedChat
+    from toolguard.openai import OpenAIChatModel
+
+    # OpenAI: reads OPENAI_API_KEY
+    model = OpenAIChatModel(model="gpt-4o-mini")
+
+    # A local server: Ollama (vLLM would be http://localhost:8000/v1)
+    client = openai.AsyncOpenAI(base_url="http://localhost:11434/v1", api_key="ollama")
+    model = OpenAIChatModel(client, model="qwen2.5:7b", parallel_tool_calls=None)
+
+    # Or from the environment: OPENAI_API_KEY, OPENAI_BASE_URL, TOOLGUARD_MODEL
+    model = OpenAIChatModel.from_env()
+
+    chat = ReviewedChat(model, [send_email, search_contacts])
+    turn = await chat.send_message("Mail Alice that the meeting moved to 10")
+
+Only the standard message keys (``role``, ``content``, ``name``,
+``tool_calls``, ``tool_call_id``) are sent, so the bookkeeping toolguard
+keeps in its history (such as a tool message's ``status``) never reaches the
+server. Every failure of the call — timeout, connection, an HTTP error
+status, a response without choices — becomes a :class:`~toolguard.ModelError`
+whose text names what failed, with the ``openai`` exception as its cause.
+
+This module imports ``openai``; ``import toolguard`` never imports it.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+from collections.abc import Mapping, Sequence
+from typing import Any
+
+import openai
+
+from toolguard._errors import ModelError
+from toolguard._json import to_json_data
+from toolguard._model import Message, ModelResponse
+from toolguard._models import ToolCall
+from toolguard._runner import parse_tool_call
+
+__all__ = ["DEFAULT_MODEL", "OpenAIChatModel", "to_openai_messages"]
+
+DEFAULT_MODEL = "gpt-4o-mini"
+"""The model :meth:`OpenAIChatModel.from_env` uses when ``TOOLGUARD_MODEL`` is not set."""
+
+STANDARD_KEYS = ("role", "content", "name", "tool_calls", "tool_call_id")
+"""The message keys sent to the server; any other key of the history is left out."""
+
+_LOCAL_API_KEY = "not-needed"
+
+
+def _openai_tool_call(call: Any) -> dict[str, Any]:
+    """One tool call of an assistant message, in the exact OpenAI shape."""
+    call_id: Any
+    name: Any
+    arguments: Any
+    if isinstance(call, ToolCall):
+        arguments = call.arguments_error if call.arguments_error is not None else call.args
+        call_id, name = call.id, call.name
+    elif isinstance(call, Mapping):
+        function = call.get("function")
+        if isinstance(function, Mapping):
+            name, arguments = function.get("name"), function.get("arguments")
+        else:
+            name = call.get("name")
+            arguments = call["args"] if "args" in call else call.get("arguments")
+        call_id = call.get("id")
+    else:
+        msg = f"A tool call in the history is not a mapping: {call!r}"
+        raise TypeError(msg)
+    if arguments is None:
+        arguments = "{}"
+    elif not isinstance(arguments, str):
+        arguments = json.dumps(to_json_data(arguments), ensure_ascii=False)
+    return {
+        "id": call_id,
+        "type": "function",
+        "function": {"name": name, "arguments": arguments},
+    }
+
+
+def to_openai_messages(messages: Sequence[Mapping[str, Any]]) -> list[dict[str, Any]]:
+    """The history as the Chat Completions API accepts it.
+
+    Keeps only ``role``, ``content``, ``name``, ``tool_calls`` and
+    ``tool_call_id``; drops ``name``, ``tool_call_id`` and ``tool_calls``
+    when they are ``None`` and ``tool_calls`` when empty (the API refuses an
+    empty list). Tool calls are rewritten to ``{"id", "type": "function",
+    "function": {"name", "arguments"}}`` with ``arguments`` as JSON text.
+
+    Args:
+        messages: OpenAI-style message dicts, possibly with extra keys.
+
+    Returns:
+        New dicts; the input is not changed.
+    """
+    sent: list[dict[str, Any]] = []
+    for message in messages:
+        clean = {key: message[key] for key in STANDARD_KEYS if key in message}
+        for key in ("name", "tool_call_id", "tool_calls"):
+            if key in clean and clean[key] is None:
+                del clean[key]
+        if "tool_calls" in clean:
+            if clean["tool_calls"]:
+                clean["tool_calls"] = [_openai_tool_call(c) for c in clean["tool_calls"]]
+            else:
+                del clean["tool_calls"]
+        sent.append(clean)
+    return sent
+
+
+def _text(content: Any) -> str | None:
+    """The message text: a string as is, text parts joined, empty as ``None``."""
+    if isinstance(content, list):
+        parts = [
+            part.get("text") if isinstance(part, Mapping) else getattr(part, "text", None)
+            for part in content
+        ]
+        content = "".join(p for p in parts if isinstance(p, str))
+    if isinstance(content, str):
+        return content or None
+    return None
+
+
+def _field(value: Any, name: str) -> Any:
+    """``value[name]`` for a mapping, else the attribute (``None`` when missing)."""
+    if isinstance(value, Mapping):
+        return value.get(name)
+    return getattr(value, name, None)
+
+
+def _seconds(timeout: Any) -> str:
+    """A timeout (number or ``httpx`` ``Timeout``) as text such as ``2 seconds``."""
+    value = getattr(timeout, "read", timeout)
+    if isinstance(value, (int, float)):
+        return f"{value:g} seconds"
+    return "the client's timeout"
+
+
+def _status_detail(exc: openai.APIStatusError) -> str:
+    """The error message the server gave, or a note that it gave none."""
+    body = exc.body
+    if isinstance(body, Mapping):
+        message = body.get("message")
+        if isinstance(message, str) and message:
+            return message
+        return json.dumps(to_json_data(body), ensure_ascii=False)[:500]
+    if isinstance(body, str) and body.strip():
+        return body.strip()[:500]
+    return "the response has no error message"
+
+
+class OpenAIChatModel:
+    """A :class:`~toolguard.ChatModel` backed by ``openai.AsyncOpenAI`` Chat Completions.
+
+    Args:
+        client: the client to use (its ``base_url``, ``api_key``,
+            ``timeout`` and ``max_retries`` apply). ``None`` builds
+            ``openai.AsyncOpenAI()``, which reads ``OPENAI_API_KEY`` and
+            ``OPENAI_BASE_URL``.
+        model: the model name, e.g. ``"gpt-4o-mini"`` or a local model's name.
+        parallel_tool_calls: sent with every request that has tools.
+            ``None`` leaves it out, for servers that do not know it.
+        temperature: the sampling temperature; ``None`` leaves it out.
+        extra_body: extra JSON fields for the request body (server-specific
+            options, e.g. vLLM's ``{"top_k": 20}``).
+        request_options: extra keyword arguments for
+            ``client.chat.completions.create`` (e.g. ``{"max_tokens": 512,
+            "seed": 1}`` or a per-call ``timeout``).
+
+    Attributes:
+        client: the ``openai.AsyncOpenAI`` client in use (close it with
+            ``await model.client.close()`` when done).
+        model: the model name sent with every request.
+
+    Example:
+        ::
+
+            model = OpenAIChatModel(
+                openai.AsyncOpenAI(base_url="http://localhost:8000/v1", api_key="EMPTY"),
+                model="Qwen/Qwen2.5-7B-Instruct",
+            )
+            response = await model.complete(
+                [{"role": "user", "content": "Hi"}], tools=[]
+            )
+    """
+
+    def __init__(
+        self,
+        client: openai.AsyncOpenAI | None = None,
+        *,
+        model: str,
+        parallel_tool_calls: bool | None = True,
+        temperature: float | None = None,
+        extra_body: Mapping[str, Any] | None = None,
+        request_options: Mapping[str, Any] | None = None,
+    ) -> None:
+        if not model:
+            msg = f"model must be a non-empty model name, got {model!r}"
+            raise ValueError(msg)
+        self.client = client if client is not None else openai.AsyncOpenAI()
+        self.model = model
+        self.parallel_tool_calls = parallel_tool_calls
+        self.temperature = temperature
+        self.extra_body = dict(extra_body) if extra_body is not None else None
+        self.request_options = dict(request_options) if request_options is not None else {}
+
+    @classmethod
+    def from_env(cls, model: str | None = None, **options: Any) -> OpenAIChatModel:
+        """Build the model from environment variables.
+
+        Reads ``OPENAI_API_KEY``, ``OPENAI_BASE_URL`` and ``TOOLGUARD_MODEL``.
+        With a base URL but no key (a local server such as Ollama or vLLM
+        without ``--api-key``) a placeholder key is used.
+
+        Args:
+            model: the model name; defaults to ``TOOLGUARD_MODEL``, else
+                ``"gpt-4o-mini"``.
+            **options: further keyword arguments of :class:`OpenAIChatModel`.
+        """
+        base_url = os.environ.get("OPENAI_BASE_URL") or None
+        api_key = os.environ.get("OPENAI_API_KEY") or None
+        if api_key is None and base_url is not None:
+            api_key = _LOCAL_API_KEY
+        client = openai.AsyncOpenAI(api_key=api_key, base_url=base_url)
+        name = model if model else os.environ.get("TOOLGUARD_MODEL") or DEFAULT_MODEL
+        return cls(client, model=name, **options)
+
+    def __repr__(self) -> str:
+        return f"OpenAIChatModel(model={self.model!r}, base_url={str(self.client.base_url)!r})"
+
+    def _where(self) -> str:
+        return f"{self.client.base_url} (model {self.model!r})"
+
+    async def complete(
+        self, messages: Sequence[Message], tools: Sequence[dict[str, Any]]
+    ) -> ModelResponse:
+        """Ask the model for its next turn.
+
+        Args:
+            messages: the history in OpenAI Chat Completions format; keys
+                outside the standard ones are not sent.
+            tools: OpenAI function tools; with none, neither ``tools`` nor
+                ``parallel_tool_calls`` is sent.
+
+        Returns:
+            The first choice's text and tool calls. Tool calls without an id
+            get ``call_<index>``; arguments that are not a JSON object are
+            kept in ``arguments_error`` (the call will not run).
+
+        Raises:
+            ModelError: on a timeout, a connection failure, an HTTP error
+                status, or a response without a usable choice.
+        """
+        request: dict[str, Any] = {
+            **self.request_options,
+            "model": self.model,
+            "messages": to_openai_messages(messages),
+        }
+        if tools:
+            request["tools"] = list(tools)
+            if self.parallel_tool_calls is not None:
+                request["parallel_tool_calls"] = self.parallel_tool_calls
+        if self.temperature is not None:
+            request["temperature"] = self.temperature
+        if self.extra_body is not None:
+            request["extra_body"] = self.extra_body
+        try:
+            completion: Any = await self.client.chat.completions.create(**request)
+        except openai.APITimeoutError as exc:
+            timeout = request.get("timeout", self.client.timeout)
+            msg = f"The model call timed out after {_seconds(timeout)} waiting for {self._where()}"
+            raise ModelError(msg) from exc
+        except openai.APIConnectionError as exc:
+            cause = str(exc.__cause__ or "") or exc.message
+            msg = f"The model call failed: cannot connect to {self._where()}: {cause}"
+            raise ModelError(msg) from exc
+        except openai.APIStatusError as exc:
+            msg = (
+                f"The model call failed: HTTP {exc.status_code} from {self._where()}: "
+                f"{_status_detail(exc)}"
+            )
+            raise ModelError(msg) from exc
+        except openai.OpenAIError as exc:
+            msg = f"The model call failed: {type(exc).__name__} from {self._where()}: {exc}"
+            raise ModelError(msg) from exc
+        return self._response(completion)
+
+    def _response(self, completion: Any) -> ModelResponse:
+        if isinstance(completion, str):
+            msg = (
+                f"The model call failed: the response from {self._where()} is not JSON: "
+                f"{completion[:200]!r}"
+            )
+            raise ModelError(msg)
+        choices = getattr(completion, "choices", None)
+        if not choices:
+            msg = f"The model call failed: the response from {self._where()} has no choices"
+            raise ModelError(msg)
+        message = getattr(choices[0], "message", None)
+        if message is None:
+            msg = f"The model call failed: the first choice from {self._where()} has no message"
+            raise ModelError(msg)
+        raw_calls = getattr(message, "tool_calls", None) or []
+        for index, raw in enumerate(raw_calls):
+            if not isinstance(_field(_field(raw, "function"), "name"), str):
+                msg = (
+                    f"The model call failed: tool call #{index} from {self._where()}"
+                    " has no function name"
+                )
+                raise ModelError(msg)
+        try:
+            calls = [parse_tool_call(raw, index) for index, raw in enumerate(raw_calls)]
+        except ValueError as exc:
+            msg = f"The model call failed: unusable tool call from {self._where()}: {exc}"
+            raise ModelError(msg) from exc
+        text = _text(getattr(message, "content", None))
+        if text is None and not calls:
+            refusal = getattr(message, "refusal", None)
+            text = refusal if isinstance(refusal, str) and refusal else None
+        return ModelResponse(text=text, tool_calls=calls)
