@@ -8,6 +8,8 @@ works unchanged.
 
 from __future__ import annotations
 
+import hashlib
+import json
 import uuid
 from datetime import datetime, timezone
 from typing import Annotated, Any, Final, Literal
@@ -36,6 +38,14 @@ def new_id() -> str:
 def utcnow() -> datetime:
     """The current time, timezone-aware, in UTC."""
     return datetime.now(timezone.utc)
+
+
+def call_digest(name: str, args: dict[str, Any]) -> str:
+    """SHA-256 (hex) of a call's name and canonical JSON arguments."""
+    canonical = json.dumps(
+        {"name": name, "args": args}, ensure_ascii=False, sort_keys=True, separators=(",", ":")
+    )
+    return hashlib.sha256(canonical.encode()).hexdigest()
 
 
 class _Wire(BaseModel):
@@ -202,6 +212,12 @@ class Action(_Wire):
     """When it was decided."""
     finished_at: datetime | None = None
     """When it reached a final status."""
+    expires_at: datetime | None = None
+    """After this moment the request can no longer be approved (``None``: no deadline)."""
+    digest: str = ""
+    """SHA-256 of the name and arguments shown to the reviewer; an approval covers only those."""
+    reviewer: str | None = None
+    """Who decided, when the decision came with a reviewer identity."""
 
 
 class PendingTurn(_Wire):
@@ -217,6 +233,12 @@ class PendingTurn(_Wire):
     """The calls waiting for decisions, in call order."""
     replaced_calls: list[ToolCall] = Field(default_factory=list)
     """Calls already rewritten by an edit (kept across a re-review)."""
+
+    @property
+    def expires_at(self) -> datetime | None:
+        """The earliest deadline of the waiting actions, or ``None`` when none has one."""
+        deadlines = [a.expires_at for a in self.actions if a.status == "requested" and a.expires_at]
+        return min(deadlines) if deadlines else None
 
     @property
     def pending_review(self) -> PendingReview:

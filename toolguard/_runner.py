@@ -10,8 +10,9 @@ decisions, in this process or another one.
 from __future__ import annotations
 
 import json
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
+from datetime import datetime, timedelta
 from typing import Any, Literal
 
 import anyio
@@ -31,15 +32,28 @@ from toolguard._models import (
     RejectDecision,
     ToolCall,
     ToolResult,
+    call_digest,
     new_id,
     utcnow,
 )
 from toolguard._override import get_stand_in
-from toolguard._tool import Tool, ToolArgumentsError
+from toolguard._tool import Tool, ToolArgumentsError, ttl_seconds
 from toolguard._toolset import Tools, Toolset
 from toolguard._validate import as_decision_list, parse_decision
 
 EditPolicy = Literal["run", "recheck"]
+
+TAMPERED = (
+    "This call does not match the one the reviewer approved (its name or arguments changed"
+    " after review). It was not executed."
+)
+EXPIRED = "The review of this action expired before anyone decided. It was not executed."
+CANCELLED = "The review of this action was cancelled. It was not executed."
+INTERRUPTED = (
+    "The process stopped while this approved tool was running, so its outcome is unknown."
+    " It was not run again."
+)
+CloseOutcome = Literal["expired", "cancelled"]
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -160,9 +174,14 @@ class Runner:
             a slow tool does not block the event loop.
         max_concurrency: most tool calls of one turn running at once
             (``None``: all of them).
+        review_ttl: how long a review stays open, in seconds or as a
+            ``timedelta``; a tool's own ``requires_approval(ttl=...)`` wins.
+            ``None`` (the default): no deadline — it is the user's decision.
+        clock: the time source for request times and deadlines (tests pass
+            a fake one).
     """
 
-    __slots__ = ("_limiter", "edit_policy", "sync_in_thread", "toolset")
+    __slots__ = ("_limiter", "clock", "edit_policy", "review_ttl", "sync_in_thread", "toolset")
 
     def __init__(
         self,
@@ -172,6 +191,8 @@ class Runner:
         edit_policy: EditPolicy = "run",
         sync_in_thread: bool = True,
         max_concurrency: int | None = None,
+        review_ttl: float | timedelta | None = None,
+        clock: Callable[[], datetime] = utcnow,
     ) -> None:
         if edit_policy not in ("run", "recheck"):
             msg = f"edit_policy must be 'run' or 'recheck', got {edit_policy!r}"
@@ -182,6 +203,8 @@ class Runner:
         self.edit_policy: EditPolicy = edit_policy
         self.sync_in_thread = sync_in_thread
         self._limiter = anyio.CapacityLimiter(max_concurrency) if max_concurrency else None
+        self.review_ttl = ttl_seconds(review_ttl)
+        self.clock = clock
 
     # ------------------------------------------------------------------ helpers
 
@@ -226,12 +249,17 @@ class Runner:
         return [r for r in out if r is not None]
 
     def _action(self, call: ToolCall, tool: Tool[Any, Any]) -> Action:
+        now = self.clock()
+        ttl = tool.approval.ttl if tool.approval and tool.approval.ttl else self.review_ttl
         return Action(
             id=new_id(),
             call_id=call.id,
             name=call.name,
             args=call.args,
             description=tool.review_description() or message("action_description", name=call.name),
+            requested_at=now,
+            expires_at=now + timedelta(seconds=ttl) if ttl else None,
+            digest=call_digest(call.name, call.args),
         )
 
     # ------------------------------------------------------------------ run
@@ -337,7 +365,7 @@ class Runner:
         position = {c.id: i for i, c in enumerate(calls)}
         results = {r.call_id: r for r in pending.results}
         replaced = list(pending.replaced_calls)
-        now = utcnow()
+        now = self.clock()
         decided: list[Action] = []
         again: list[Action] = []
         jobs: list[tuple[int, ToolCall, Tool[Any, Any], dict[str, Any]]] = []
@@ -366,6 +394,10 @@ class Runner:
                 finish(action, _error(call, reason), "rejected", decision)
             elif isinstance(decision, ApproveDecision):
                 tool = self.toolset.get(action.name)
+                if action.digest and action.digest != call_digest(action.name, action.args):
+                    # The stored request no longer matches what the reviewer was shown.
+                    finish(action, _error(call, TAMPERED), "failed", decision)
+                    continue
                 if tool is None:
                     finish(action, self._unknown_tool(call, action.name), "failed", decision)
                     continue
@@ -413,7 +445,7 @@ class Runner:
                     update={
                         "status": "executed" if result.status == "success" else "failed",
                         "result": result,
-                        "finished_at": utcnow(),
+                        "finished_at": self.clock(),
                     }
                 )
         if again:
@@ -436,6 +468,83 @@ class Runner:
             results=[results[c.id] for c in calls],
             replaced_calls=replaced,
             actions=decided,
+        )
+
+    # ------------------------------------------------------------------ closing without decisions
+
+    def close(self, pending: PendingTurn, outcome: CloseOutcome, reason: str | None = None) -> Step:
+        """End a paused turn without running any waiting action.
+
+        Every waiting action gets status ``outcome`` (``"expired"`` or
+        ``"cancelled"``) and an error result telling the model so (with
+        ``reason`` for a cancellation). Nothing runs.
+
+        Raises:
+            NoPendingReviewError: ``pending`` has no waiting action.
+        """
+        waiting = [a for a in pending.actions if a.status == "requested"]
+        if not waiting:
+            raise NoPendingReviewError
+        now = self.clock()
+        text = EXPIRED if outcome == "expired" else CANCELLED
+        if outcome == "cancelled" and reason:
+            text = f"The review of this action was cancelled: {reason}. It was not executed."
+        results = {r.call_id: r for r in pending.results}
+        calls = {c.id: c for c in pending.calls}
+        closed: list[Action] = []
+        for action in waiting:
+            result = _error(calls[action.call_id], text)
+            results[result.call_id] = result
+            closed.append(
+                action.model_copy(update={"status": outcome, "result": result, "finished_at": now})
+            )
+        return Step(
+            calls=list(pending.calls),
+            results=[results[c.id] for c in pending.calls],
+            replaced_calls=list(pending.replaced_calls),
+            actions=closed,
+        )
+
+    def interrupted(self, pending: PendingTurn, decisions: Sequence[Any]) -> Step:
+        """Finish a turn whose process died while applying ``decisions`` (at most once).
+
+        Approved and edited actions end ``failed`` with a result saying the
+        outcome is unknown; they are NOT run again. Rejected (or undecided)
+        actions end as the decisions say. Nothing runs.
+        """
+        waiting = [a for a in pending.actions if a.status == "requested"]
+        parsed = [parse_decision(d) for d in list(decisions)[: len(waiting)]]
+        now = self.clock()
+        results = {r.call_id: r for r in pending.results}
+        calls = {c.id: c for c in pending.calls}
+        ended: list[Action] = []
+        for i, action in enumerate(waiting):
+            decision = parsed[i] if i < len(parsed) else None
+            call = calls[action.call_id]
+            if decision is None or isinstance(decision, RejectDecision):
+                text = NO_DECISION if decision is None else decision.message
+                result = _error(call, text or REJECTED_BY_USER_MESSAGE)
+                status: Any = "rejected"
+            else:
+                result = _error(call, INTERRUPTED)
+                status = "failed"
+            results[result.call_id] = result
+            ended.append(
+                action.model_copy(
+                    update={
+                        "status": status,
+                        "decision": decision,
+                        "result": result,
+                        "decided_at": action.decided_at or now,
+                        "finished_at": now,
+                    }
+                )
+            )
+        return Step(
+            calls=list(pending.calls),
+            results=[results[c.id] for c in pending.calls],
+            replaced_calls=list(pending.replaced_calls),
+            actions=ended,
         )
 
     # ------------------------------------------------------------------ without an event loop

@@ -17,6 +17,7 @@ import sys
 import typing
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
+from datetime import timedelta
 from typing import Any, Generic, ParamSpec, TypeVar, overload
 
 import anyio.to_thread
@@ -65,10 +66,13 @@ class ApprovalPolicy:
             defaults filled in); ``None`` means every call needs approval.
         description: text shown in the review payload instead of
             ``Tool `NAME` is awaiting approval``.
+        ttl: seconds a review of this tool stays open (``None``: the chat's
+            default, which by default is no deadline).
     """
 
     when: ApprovalPredicate | None = None
     description: str | None = None
+    ttl: float | None = None
 
     def needs_approval(self, args: Mapping[str, Any]) -> bool:
         """Whether a call with these arguments must wait for a human."""
@@ -133,6 +137,17 @@ def _strip_titles(schema: dict[str, Any]) -> dict[str, Any]:
         if isinstance(prop, dict):
             prop.pop("title", None)
     return schema
+
+
+def ttl_seconds(ttl: float | timedelta | None) -> float | None:
+    """A time-to-live in seconds, checked to be positive."""
+    if ttl is None:
+        return None
+    seconds = ttl.total_seconds() if isinstance(ttl, timedelta) else float(ttl)
+    if not seconds > 0:
+        msg = f"A review time-to-live must be positive, got {ttl!r}"
+        raise ValueError(msg)
+    return seconds
 
 
 class ToolArgumentsError(ValueError):
@@ -489,7 +504,10 @@ def requires_approval(func: Tool[P, R], /) -> Tool[P, R]: ...
 def requires_approval(func: F, /) -> F: ...
 @overload
 def requires_approval(
-    *, when: ApprovalPredicate | None = None, description: str | None = None
+    *,
+    when: ApprovalPredicate | None = None,
+    description: str | None = None,
+    ttl: float | timedelta | None = None,
 ) -> _Guard: ...
 def requires_approval(
     func: Any = None,
@@ -497,6 +515,7 @@ def requires_approval(
     *,
     when: ApprovalPredicate | None = None,
     description: str | None = None,
+    ttl: float | timedelta | None = None,
 ) -> Any:
     """Guard a function or tool: calling it needs a human's approval first.
 
@@ -522,15 +541,19 @@ def requires_approval(
             Return ``True`` when the call needs approval.
         description: text for the review payload instead of
             ``Tool `NAME` is awaiting approval``.
+        ttl: how long a review of this tool stays open (seconds or a
+            ``timedelta``); past it the request is ``expired`` and never runs.
+            Overrides the chat's ``review_ttl``.
 
     Raises:
         TypeError: for classes, generators and non-callables, at decoration time.
+        ValueError: for a ``ttl`` that is not positive.
     """
     predicate: object = when  # checked at run time for untyped callers
     if predicate is not None and not callable(predicate):
         msg = f"when= must be a callable taking the arguments dict, got {type(predicate).__name__}"
         raise TypeError(msg)
-    guard = _Guard(ApprovalPolicy(when=when, description=description))
+    guard = _Guard(ApprovalPolicy(when=when, description=description, ttl=ttl_seconds(ttl)))
     if func is not None:
         return guard.wrap(func, _caller_locals())
     return guard
