@@ -1,0 +1,377 @@
+"""A persistent store in a PostgreSQL table, safe to share between processes and machines.
+
+:class:`PostgresStore` keeps each thread as one row of a table (by default
+``toolguard_threads``) over psycopg 3's async API. Several API processes —
+on one machine or many — can share the database: the guard against a
+review being applied twice lives in the database, where every process sees
+it, not in a per-process lock.
+
+The compare-and-set: a save of a thread read at version ``N`` is one
+statement::
+
+    UPDATE toolguard_threads SET version = N + 1, state = ..., updated_at = ...
+        WHERE thread_id = ... AND version = N
+
+PostgreSQL locks the row and re-checks the ``WHERE`` against the latest
+committed version before it writes, so of several writers that expect
+version ``N`` exactly one changes a row; the others see ``rowcount == 0``
+and raise :class:`~toolguard.ConcurrentUpdateError`. A new thread is created
+with ``INSERT ... ON CONFLICT (thread_id) DO NOTHING``: of several creators
+exactly one inserts. Every statement runs in autocommit mode, so no
+transaction is left open between calls.
+
+The table::
+
+    thread_id  TEXT PRIMARY KEY
+    version    BIGINT NOT NULL
+    state      JSON NOT NULL          -- the whole ThreadState
+    updated_at TIMESTAMPTZ NOT NULL
+    seq        BIGINT GENERATED ALWAYS AS IDENTITY   -- creation order
+
+``state`` is ``JSON``, not ``JSONB``, on purpose: ``JSON`` keeps the text
+exactly as written, so a thread comes back from PostgreSQL exactly as it
+comes back from :class:`~toolguard.SQLiteStore` — tool arguments keep their
+key order (which the reviewer sees and the model's history records), numbers
+keep their spelling, and strings may hold ``"\\u0000"`` (which ``JSONB``
+refuses). Queries can still use ``state->>'status'`` or cast with
+``state::jsonb``.
+
+The table is created on first use (under an advisory lock, so processes
+starting together do not race) and marked with the comment ``toolguard
+schema version 1``. A table with a newer schema version, or one that exists
+without that comment (another application's table of the same name), is
+refused with :class:`~toolguard.SchemaVersionError` rather than misread or
+overwritten. To create the table yourself (e.g. in a migration), use the
+columns above and add that comment.
+
+psycopg's async API runs on asyncio: use this store from asyncio (anyio on
+its asyncio backend is fine); trio is not supported. psycopg prepares the
+statements it runs often: behind PgBouncer in transaction mode, use
+PgBouncer 1.21 or newer. On Windows, psycopg
+needs a selector event loop (``asyncio.WindowsSelectorEventLoopPolicy``).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import re
+from collections.abc import Awaitable, Callable
+from types import TracebackType
+from typing import Any, Final, TypeVar
+
+import anyio
+import psycopg
+from psycopg import sql
+from psycopg.conninfo import conninfo_to_dict, make_conninfo
+from psycopg.pq import TransactionStatus
+
+from toolguard._sqlite import SchemaVersionError
+from toolguard._store import ConcurrentUpdateError, ThreadState, next_state
+
+__all__ = ["SCHEMA_VERSION", "PostgresStore"]
+
+SCHEMA_VERSION: Final = 1
+"""The schema version this version of toolguard writes and reads (kept in the table's comment)."""
+
+_COMMENT_PREFIX: Final = "toolguard schema version "
+_COMMENT_PATTERN: Final = re.compile(r"toolguard schema version (\d+)")
+_TABLE_PATTERN: Final = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
+_MAX_IDENTIFIER: Final = 63  # PostgreSQL's NAMEDATALEN - 1
+_LOCK_CLASS: Final = 0x7467  # first key of the advisory lock that guards table creation ("tg")
+
+_CREATE_TABLE: Final = """
+CREATE TABLE {table} (
+    thread_id TEXT PRIMARY KEY,
+    version BIGINT NOT NULL,
+    state JSON NOT NULL,
+    updated_at TIMESTAMPTZ NOT NULL,
+    seq BIGINT GENERATED ALWAYS AS IDENTITY
+)
+"""
+
+_T = TypeVar("_T")
+_Connection = psycopg.AsyncConnection[tuple[Any, ...]]
+
+
+def _conflict(thread_id: str, expected: int | None, found: int | None) -> ConcurrentUpdateError:
+    return ConcurrentUpdateError(
+        f"Thread {thread_id!r} was changed by someone else"
+        f" (expected version {expected}, found {found})"
+    )
+
+
+def _require_asyncio() -> None:
+    try:
+        asyncio.get_running_loop()
+    except RuntimeError:
+        msg = "PostgresStore needs asyncio (psycopg's async API); trio is not supported"
+        raise RuntimeError(msg) from None
+
+
+class PostgresStore:
+    """Keeps threads in one PostgreSQL table, shared safely by tasks, processes and machines.
+
+    The table is created on first use. One connection is opened lazily and
+    reused; an :class:`anyio.Lock` lets one operation use it at a time, and a
+    connection that broke is replaced on the next call. Use a store from one
+    event loop. Several stores (in one or many processes) may use the same
+    table at once.
+
+    A cancelled call lets its one statement finish before the cancellation
+    takes effect, so a save is written whole or not at all and the
+    connection stays usable. Statements are short; only a row lock held by
+    somebody else (say, an open transaction in ``psql``) makes one wait. To
+    bound that wait, set PostgreSQL's ``lock_timeout`` through the DSN, e.g.
+    ``postgresql://app@db/app?options=-c%20lock_timeout%3D10s``.
+
+    Needs the ``postgres`` extra (``pip install "toolguard-hitl[postgres]"``)
+    and asyncio; trio is not supported.
+
+    Example::
+
+        from toolguard.postgres import PostgresStore
+
+        async with PostgresStore("postgresql://app@db.internal/app") as store:
+            chat = ReviewedChat(model, tools, store=store)
+
+    Args:
+        dsn: a libpq connection string, as a URL (``postgresql://user@host/db``)
+            or ``key=value`` pairs. Passwords may also come from ``PGPASSWORD``
+            or ``~/.pgpass``; ``connect_timeout`` is honoured.
+        table: the table's name: letters, digits and underscores, not
+            starting with a digit, at most 63 characters. It is quoted, so
+            it is case-sensitive, and it lives in the first schema of the
+            connection's ``search_path``.
+
+    Raises:
+        ValueError: ``table`` is not a plain identifier.
+        psycopg.ProgrammingError: ``dsn`` is not a valid connection string.
+    """
+
+    def __init__(self, dsn: str, *, table: str = "toolguard_threads") -> None:
+        name: object = table  # checked at run time for untyped callers
+        if not isinstance(name, str) or not _TABLE_PATTERN.fullmatch(name):
+            msg = (
+                "table must be letters, digits and underscores, not starting with a digit:"
+                f" got {table!r}"
+            )
+            raise ValueError(msg)
+        if len(table) > _MAX_IDENTIFIER:
+            msg = f"table must be at most {_MAX_IDENTIFIER} characters: got {len(table)}"
+            raise ValueError(msg)
+        params = conninfo_to_dict(dsn)  # refuses a malformed DSN now rather than on first use
+        params.pop("password", None)
+        self._dsn = dsn
+        self._shown = make_conninfo("", **params)
+        self._table = table
+        self._ident = sql.Identifier(table)
+        self._conn: _Connection | None = None
+        self._closed = False
+        self._lock = anyio.Lock()
+
+    @property
+    def table(self) -> str:
+        """The table's name."""
+        return self._table
+
+    # ------------------------------------------------------------------ the protocol
+
+    async def load(self, thread_id: str) -> ThreadState | None:
+        """The stored state, or ``None`` for an unknown thread.
+
+        Args:
+            thread_id: the conversation's id.
+
+        Returns:
+            The state as last saved, or ``None``.
+        """
+        query = sql.SQL("SELECT state::text FROM {} WHERE thread_id = %s").format(self._ident)
+
+        async def work(conn: _Connection) -> str | None:
+            cursor = await conn.execute(query, (thread_id,))
+            row = await cursor.fetchone()
+            return None if row is None else str(row[0])
+
+        text = await self._run(work)
+        return None if text is None else ThreadState.model_validate_json(text)
+
+    async def save(self, state: ThreadState, *, expected_version: int | None) -> ThreadState:
+        """Store ``state`` if the stored version is still ``expected_version`` (compare-and-set).
+
+        Args:
+            state: the new state; its ``version`` is ignored.
+            expected_version: the version that was read, or ``None`` to create
+                a thread that must not exist yet.
+
+        Returns:
+            The state as stored, with ``version = expected_version + 1`` (1 for
+            a new thread) and ``updated_at`` set.
+
+        Raises:
+            ConcurrentUpdateError: the stored version differs, or the thread
+                exists when creating; nothing was written.
+        """
+        stored = next_state(state, expected_version)
+        text = stored.model_dump_json()
+        thread_id = stored.thread_id
+        if expected_version is None:
+            query = sql.SQL(
+                "INSERT INTO {} (thread_id, version, state, updated_at)"
+                " VALUES (%s, %s, %s::json, %s) ON CONFLICT (thread_id) DO NOTHING"
+            ).format(self._ident)
+            params: tuple[Any, ...] = (thread_id, stored.version, text, stored.updated_at)
+        else:
+            query = sql.SQL(
+                "UPDATE {} SET version = %s, state = %s::json, updated_at = %s"
+                " WHERE thread_id = %s AND version = %s"
+            ).format(self._ident)
+            params = (stored.version, text, stored.updated_at, thread_id, expected_version)
+
+        async def work(conn: _Connection) -> None:
+            cursor = await conn.execute(query, params)
+            if cursor.rowcount != 1:
+                found = await self._version_of(conn, thread_id)
+                raise _conflict(thread_id, expected_version, found)
+
+        await self._run(work)
+        return stored
+
+    async def thread_ids(self) -> list[str]:
+        """Every stored thread id, oldest thread first.
+
+        Returns:
+            The ids in creation order.
+        """
+        query = sql.SQL("SELECT thread_id FROM {} ORDER BY seq").format(self._ident)
+
+        async def work(conn: _Connection) -> list[str]:
+            cursor = await conn.execute(query)
+            return [str(row[0]) for row in await cursor.fetchall()]
+
+        return await self._run(work)
+
+    # ------------------------------------------------------------------ lifecycle
+
+    async def aclose(self) -> None:
+        """Close the connection; the store cannot be used afterwards (closing twice is fine)."""
+        self._closed = True
+        async with self._lock:
+            await self._drop()
+
+    async def __aenter__(self) -> PostgresStore:
+        """Return the store itself; the connection is opened on first use."""
+        return self
+
+    async def __aexit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        tb: TracebackType | None,
+    ) -> None:
+        """Close the store."""
+        await self.aclose()
+
+    def __repr__(self) -> str:
+        return f"PostgresStore({self._shown!r}, table={self._table!r})"
+
+    # ------------------------------------------------------------------ internals
+
+    async def _run(self, work: Callable[[_Connection], Awaitable[_T]]) -> _T:
+        """Run ``work`` with the connection, one call at a time."""
+        _require_asyncio()
+        async with self._lock:
+            conn = await self._connection()
+            try:
+                # Shielded: a cancelled caller lets its (short) statement finish, so the
+                # connection stays usable and a save is either written whole or not at all.
+                with anyio.CancelScope(shield=True):
+                    result = await work(conn)
+            except BaseException:
+                # A failed statement leaves an autocommit connection idle and usable; a
+                # broken one is replaced on the next call.
+                if conn.closed or conn.info.transaction_status != TransactionStatus.IDLE:
+                    await self._drop()
+                raise
+            return result
+
+    async def _drop(self) -> None:
+        conn, self._conn = self._conn, None
+        if conn is not None:
+            await conn.close()
+
+    async def _connection(self) -> _Connection:
+        """The open connection, opening it (and creating the table) when needed."""
+        if self._closed:
+            msg = f"{self!r} is closed"
+            raise RuntimeError(msg)
+        if self._conn is not None and not self._conn.closed:
+            return self._conn
+        self._conn = None
+        conn = await psycopg.AsyncConnection.connect(self._dsn, autocommit=True)
+        try:
+            await self._prepare(conn)
+        except BaseException:
+            await conn.close()
+            raise
+        self._conn = conn
+        return conn
+
+    async def _prepare(self, conn: _Connection) -> None:
+        if await self._schema_version(conn) == SCHEMA_VERSION:
+            return
+        # Stores starting together must not both create the table: they queue on a session
+        # advisory lock, and each checks again in a transaction that starts after it holds
+        # the lock (so it sees the table another one committed meanwhile). On failure the
+        # caller closes the connection, which releases the lock.
+        key = (_LOCK_CLASS, self._table)
+        await conn.execute("SELECT pg_advisory_lock(%s, hashtext(%s))", key)
+        async with conn.transaction():
+            if await self._schema_version(conn) is None:
+                await conn.execute(sql.SQL(_CREATE_TABLE).format(table=self._ident))
+                await conn.execute(
+                    sql.SQL("COMMENT ON TABLE {} IS {}").format(
+                        self._ident, sql.Literal(f"{_COMMENT_PREFIX}{SCHEMA_VERSION}")
+                    )
+                )
+        await conn.execute("SELECT pg_advisory_unlock(%s, hashtext(%s))", key)
+
+    async def _schema_version(self, conn: _Connection) -> int | None:
+        """The table's schema version, or ``None`` when there is no table.
+
+        Raises:
+            SchemaVersionError: the version is newer than this toolguard's, or
+                the table was not made by toolguard.
+        """
+        cursor = await conn.execute(
+            "SELECT t.oid IS NOT NULL, obj_description(t.oid::oid, 'pg_class')"
+            " FROM (SELECT to_regclass(%s) AS oid) AS t",
+            (self._ident.as_string(conn),),
+        )
+        row = await cursor.fetchone()
+        if row is None or not row[0]:
+            return None
+        comment = row[1]
+        match = _COMMENT_PATTERN.fullmatch(comment) if isinstance(comment, str) else None
+        if match is None:
+            msg = (
+                f"Table {self._table!r} exists but was not created by toolguard (its comment is"
+                f" {comment!r}, not '{_COMMENT_PREFIX}{SCHEMA_VERSION}'): choose another table"
+            )
+            raise SchemaVersionError(msg)
+        version = int(match.group(1))
+        if version > SCHEMA_VERSION:
+            msg = (
+                f"Table {self._table!r} has toolguard schema version {version}, but this"
+                f" version of toolguard supports only version {SCHEMA_VERSION}:"
+                " upgrade toolguard to use it"
+            )
+            raise SchemaVersionError(msg)
+        return version
+
+    async def _version_of(self, conn: _Connection, thread_id: str) -> int | None:
+        cursor = await conn.execute(
+            sql.SQL("SELECT version FROM {} WHERE thread_id = %s").format(self._ident),
+            (thread_id,),
+        )
+        row = await cursor.fetchone()
+        return None if row is None else int(row[0])
