@@ -1,0 +1,176 @@
+"""Smoke test of benchmarks/bench_cycle.py: it runs and verifies every cycle (no timing checks)."""
+
+from __future__ import annotations
+
+import importlib.util
+import json
+import subprocess
+import sys
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+ROOT = Path(__file__).resolve().parents[1]
+SCRIPT = ROOT / "benchmarks" / "bench_cycle.py"
+
+HAS_LANGCHAIN = all(
+    importlib.util.find_spec(name) is not None
+    for name in ("langchain", "langgraph", "langgraph.checkpoint.sqlite", "aiosqlite")
+)
+
+QUICK = {"batches": 2, "toolguard_cycles": 10, "langchain_cycles": 3, "warmup": 1}
+REPORT_KEYS = [
+    "benchmark",
+    "command",
+    "date",
+    "environment",
+    "langchain",
+    "langchain_calling",
+    "ratios",
+    "rows",
+    "settings",
+    "targets",
+    "verified",
+]
+TIMING_KEYS = ("median_us", "min_us", "batches_us", "cpu_median_us")
+
+
+def _counts(cycles: int) -> dict[str, Any]:
+    """What a verified row of ``cycles`` cycles per batch reports, besides its timings."""
+    total = QUICK["batches"] * cycles
+    return {
+        "batches": QUICK["batches"],
+        "cycles": total,
+        "pauses": total,
+        "tool_runs": total,
+        "model_calls": 2 * total,
+        "verified": True,
+    }
+
+
+TOOLGUARD_ROWS = [
+    {
+        "framework": "toolguard",
+        "store": "memory",
+        "variant": "await send_message + submit_review, async tool",
+        "main": True,
+        **_counts(QUICK["toolguard_cycles"]),
+    },
+    {
+        "framework": "toolguard",
+        "store": "memory",
+        "variant": "await send_message + submit_review, sync tool (worker thread)",
+        "main": False,
+        **_counts(QUICK["toolguard_cycles"]),
+    },
+    {
+        "framework": "toolguard",
+        "store": "sqlite",
+        "variant": "await send_message + submit_review, async tool",
+        "main": True,
+        **_counts(QUICK["toolguard_cycles"]),
+    },
+]
+
+LANGCHAIN_VARIANTS = [
+    ("memory", "invoke, InMemorySaver"),
+    ("memory", "ainvoke, InMemorySaver"),
+    ("sqlite", "invoke, SqliteSaver"),
+    ("sqlite", "invoke, SqliteSaver + synchronous=NORMAL"),
+    ("sqlite", "ainvoke, AsyncSqliteSaver"),
+]
+
+
+def _run(*options: str) -> dict[str, Any]:
+    """Run the benchmark with ``--quick --json``; its parsed report."""
+    done = subprocess.run(
+        [sys.executable, str(SCRIPT), "--quick", "--json", *options],
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        encoding="utf-8",
+        timeout=120,
+        check=False,
+    )
+    assert (done.returncode, done.stderr) == (0, "")
+    report: dict[str, Any] = json.loads(done.stdout)
+    return report
+
+
+def _without_timings(row: dict[str, Any]) -> dict[str, Any]:
+    """A row without its timings, after checking that they are positive numbers."""
+    assert len(row["batches_us"]) == QUICK["batches"]
+    timings = (row["median_us"], row["min_us"], row["cpu_median_us"], *row["batches_us"])
+    assert all(t > 0 for t in timings)
+    return {k: v for k, v in row.items() if k not in TIMING_KEYS}
+
+
+@pytest.fixture(scope="module")
+def report() -> dict[str, Any]:
+    """One quick run shared by the tests of this module."""
+    return _run()
+
+
+def test_toolguard_rows_are_present_and_every_cycle_was_verified(report: dict[str, Any]) -> None:
+    """The quick JSON report has the three toolguard rows, each with every cycle verified."""
+    assert sorted(report) == REPORT_KEYS
+    assert (report["benchmark"], report["settings"], report["verified"]) == (
+        "bench_cycle",
+        QUICK,
+        True,
+    )
+    rows = [_without_timings(r) for r in report["rows"] if r["framework"] == "toolguard"]
+    assert rows == TOOLGUARD_ROWS
+
+
+def test_langchain_rows_are_verified_and_compared_per_store(report: dict[str, Any]) -> None:
+    """With LangChain installed, its five variants run verified cycles and get a ratio each."""
+    if not HAS_LANGCHAIN:
+        pytest.skip("langchain/langgraph not installed (the bench extra)")
+    assert report["langchain"] is True
+    rows = [_without_timings(r) for r in report["rows"] if r["framework"] == "LangChain"]
+    assert rows == [
+        {
+            "framework": "LangChain",
+            "store": store,
+            "variant": variant,
+            "main": True,
+            **_counts(QUICK["langchain_cycles"]),
+        }
+        for store, variant in LANGCHAIN_VARIANTS
+    ]
+    targets = {"memory": 20.0, "sqlite": 5.0}
+    assert [(r["store"], r["langchain_variant"], r["target"]) for r in report["ratios"]] == [
+        (store, variant, targets[store]) for store, variant in LANGCHAIN_VARIANTS
+    ]
+    for ratio in report["ratios"]:
+        expected = "PASS" if ratio["ratio"] >= ratio["target"] else "MISS"
+        assert ratio["status"] == expected
+    worst = {
+        store: min((r for r in report["ratios"] if r["store"] == store), key=lambda r: r["ratio"])
+        for store in targets
+    }
+    assert report["targets"] == [
+        {
+            "store": store,
+            "target": targets[store],
+            "ratio": worst[store]["ratio"],
+            "against": worst[store]["langchain_variant"],
+            "status": worst[store]["status"],
+        }
+        for store in ("memory", "sqlite")
+    ]
+
+
+def test_no_langchain_option_measures_toolguard_only() -> None:
+    """`--no-langchain` reports the verified toolguard rows and no comparison."""
+    report = _run("--no-langchain")
+    assert [_without_timings(r) for r in report["rows"]] == TOOLGUARD_ROWS
+    assert (
+        report["langchain"],
+        report["langchain_calling"],
+        report["ratios"],
+        report["targets"],
+        report["verified"],
+    ) == (False, None, [], [], True)
