@@ -819,3 +819,55 @@ def test_allow_once_counts_omitted_arguments_with_their_defaults() -> None:
         with pytest.raises(ApprovalRequiredError):
             transfer(5000)
     assert ran == [(5000, "savings")]
+
+
+def test_when_sees_every_parameter_kind_with_defaults_and_is_asked_once() -> None:
+    """The predicate gets positional-only, ordinary and keyword-only values, defaults filled."""
+    seen: list[dict[str, object]] = []
+
+    def ask(args: dict[str, object]) -> bool:
+        seen.append(args)
+        return False
+
+    @requires_approval(when=ask)
+    def pay(amount: int, /, to: str = "ACME", *, memo: str = "") -> str:
+        return f"{amount}:{to}:{memo}"
+
+    assert pay(5) == "5:ACME:"
+    assert pay(7, to="Bob", memo="rent") == "7:Bob:rent"
+    assert seen == [
+        {"amount": 5, "to": "ACME", "memo": ""},
+        {"amount": 7, "to": "Bob", "memo": "rent"},
+    ]
+
+
+def test_a_call_with_wrong_arguments_raises_the_functions_own_type_error() -> None:
+    """Binding errors surface as Python's usual TypeError and the body does not run."""
+    ran: list[int] = []
+
+    @requires_approval(when=lambda args: False)
+    def pay(amount: int) -> None:
+        ran.append(amount)
+
+    with pytest.raises(TypeError) as caught:
+        pay(1, 2)  # type: ignore[call-arg]
+    assert str(caught.value) == (
+        "test_a_call_with_wrong_arguments_raises_the_functions_own_type_error.<locals>.pay()"
+        " takes 1 positional argument but 2 were given"
+    )
+    assert ran == []
+
+
+def test_when_true_raises_with_only_the_arguments_passed_in_the_payload() -> None:
+    """When the predicate asks for approval, the payload lists the arguments as passed."""
+
+    @requires_approval(when=lambda args: args["amount"] > 1000)
+    def pay(amount: int, to: str = "ACME") -> str:
+        return "paid"
+
+    with pytest.raises(ApprovalRequiredError) as caught:
+        pay(5000)
+    assert caught.value.pending_review.model_dump()["action_requests"] == [
+        {"name": "pay", "args": {"amount": 5000}, "description": "Tool `pay` is awaiting approval"}
+    ]
+    assert pay(10) == "paid"

@@ -11,7 +11,8 @@ tool call.
 
 from __future__ import annotations
 
-from toolguard._chat import BlockingChat, ChatTurn, ReviewedChat, ReviewedChatUseCase
+from toolguard._audit import AuditEvent, AuditKind
+from toolguard._chat import Authorizer, BlockingChat, ChatTurn, ReviewedChat, ReviewedChatUseCase
 from toolguard._classify import DEFAULT_VERBS, Classification, Classifier, split_words
 from toolguard._errors import (
     ActionRejectedError,
@@ -19,8 +20,12 @@ from toolguard._errors import (
     InvalidReviewDecisionError,
     ModelError,
     NoPendingReviewError,
+    ReviewerNotAllowedError,
+    ReviewExpiredError,
     ReviewPendingError,
+    StaleReviewError,
     StepLimitError,
+    ThreadBusyError,
     ToolguardError,
     UnknownThreadError,
     UnknownToolError,
@@ -55,7 +60,7 @@ from toolguard._models import (
     ToolResult,
 )
 from toolguard._runner import EditPolicy, Runner, Step, parse_tool_call
-from toolguard._sqlite import SQLiteStore, SchemaVersionError
+from toolguard._sqlite import SchemaVersionError, SQLiteStore
 from toolguard._store import (
     ConcurrentUpdateError,
     MemoryStore,
@@ -80,6 +85,9 @@ __all__ = [
     "ApprovalPolicy",
     "ApprovalRequiredError",
     "ApproveDecision",
+    "AuditEvent",
+    "AuditKind",
+    "Authorizer",
     "BlockingChat",
     "ChatModel",
     "ChatTurn",
@@ -101,16 +109,20 @@ __all__ = [
     "PendingTurn",
     "RejectDecision",
     "ReviewConfig",
+    "ReviewExpiredError",
     "ReviewPendingError",
     "ReviewedChat",
     "ReviewedChatUseCase",
+    "ReviewerNotAllowedError",
     "Runner",
     "SQLiteStore",
     "SchemaVersionError",
     "ScriptedModel",
+    "StaleReviewError",
     "Step",
     "StepLimitError",
     "Store",
+    "ThreadBusyError",
     "ThreadState",
     "ThreadStatus",
     "Tool",

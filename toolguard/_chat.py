@@ -11,27 +11,49 @@ the same store can pick it up.
 
 from __future__ import annotations
 
+import contextlib
+import dataclasses
+import inspect
 import json
-from collections.abc import Iterator, Sequence
+from collections.abc import Awaitable, Callable, Iterator, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass, field
-from typing import Any
+from datetime import datetime, timedelta
+from typing import Any, TypeAlias
 
 from anyio.from_thread import BlockingPortal, start_blocking_portal
 
+from toolguard._audit import AuditEvent, final_event, requested_event, to_jsonl
 from toolguard._classify import Classifier
 from toolguard._errors import (
     NoPendingReviewError,
+    ReviewerNotAllowedError,
+    ReviewExpiredError,
     ReviewPendingError,
+    StaleReviewError,
     StepLimitError,
+    ThreadBusyError,
     UnknownThreadError,
 )
 from toolguard._model import ChatModel, Message, ModelResponse
-from toolguard._models import Action, PendingReview, ToolCall, ToolResult, new_id
-from toolguard._runner import EditPolicy, Runner, Step
+from toolguard._models import (
+    REJECTED_BY_USER_MESSAGE,
+    Action,
+    EditDecision,
+    PendingReview,
+    RejectDecision,
+    ToolCall,
+    ToolResult,
+    new_id,
+    utcnow,
+)
+from toolguard._runner import CloseOutcome, EditPolicy, Runner, Step
 from toolguard._store import ConcurrentUpdateError, MemoryStore, Store, ThreadState
 from toolguard._toolset import Tools
-from toolguard._validate import validate_decisions
+from toolguard._validate import AnyDecision, validate_decisions
+
+Authorizer: TypeAlias = Callable[[str | None, ThreadState, list[Action]], bool | Awaitable[bool]]
+"""Decides whether ``reviewer`` may decide on ``actions`` of ``thread``."""
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -98,6 +120,62 @@ def tool_message(result: ToolResult) -> Message:
     }
 
 
+def _rewrite_last_assistant(messages: list[Message], calls: Sequence[ToolCall]) -> list[Message]:
+    """Make the last assistant message carry ``calls`` (edits replace proposed calls)."""
+    for index in range(len(messages) - 1, -1, -1):
+        if messages[index].get("role") == "assistant":
+            messages[index] = assistant_message(messages[index].get("content"), calls)
+            break
+    return messages
+
+
+def _decided_action(
+    action: Action, decision: AnyDecision, reviewer: str | None, now: datetime
+) -> Action:
+    status = {"approve": "approved", "edit": "edited", "reject": "rejected"}[decision.type]
+    return action.model_copy(
+        update={"status": status, "decision": decision, "reviewer": reviewer, "decided_at": now}
+    )
+
+
+def _decided_event(
+    thread_id: str, review_id: str, action: Action, reviewer: str | None, now: datetime
+) -> AuditEvent:
+    decision = action.decision
+    assert decision is not None  # noqa: S101 - built by _decided_action
+    tool, detail = action.name, None
+    args: dict[str, Any] | None = action.args
+    if isinstance(decision, EditDecision):
+        tool, args = decision.edited_action.name, decision.edited_action.args
+    elif isinstance(decision, RejectDecision):
+        args, detail = None, decision.message or REJECTED_BY_USER_MESSAGE
+    return AuditEvent(
+        at=now,
+        kind="decided",
+        thread_id=thread_id,
+        review_id=review_id,
+        action_id=action.id,
+        tool=tool,
+        args=args,
+        actor=reviewer,
+        decision=decision.type,
+        detail=detail,
+        digest=action.digest,
+    )
+
+
+def _with_reviewer(step: Step, reviewer: str | None) -> Step:
+    if reviewer is None:
+        return step
+    return dataclasses.replace(
+        step,
+        actions=[
+            a.model_copy(update={"reviewer": reviewer}) if a.decided_at is not None else a
+            for a in step.actions
+        ],
+    )
+
+
 def _merge(actions: list[Action], updates: Sequence[Action]) -> list[Action]:
     position = {a.id: i for i, a in enumerate(actions)}
     merged = list(actions)
@@ -119,12 +197,21 @@ class ReviewedChat:
         tools: a toolset from :func:`~toolguard.guard`, or a list/mapping of
             functions and tools (classified with ``classifier``).
         store: where threads live; defaults to a :class:`~toolguard.MemoryStore`.
-            Use :class:`~toolguard.SQLiteStore` to survive restarts.
+            Use :class:`~toolguard.SQLiteStore` (or ``toolguard.postgres.PostgresStore``)
+            to survive restarts.
         system_prompt: the first message of every new thread.
         max_steps: most model calls per ``send_message``/``submit_review``.
         classifier: used when ``tools`` is not already a toolset.
         edit_policy: see :class:`~toolguard.Runner`.
         sync_in_thread: run sync tools in a worker thread.
+        review_ttl: how long a review stays open (seconds or ``timedelta``);
+            a tool's ``requires_approval(ttl=...)`` wins. ``None`` (default):
+            no deadline.
+        authorize: who may decide: called as ``authorize(reviewer, thread,
+            actions)`` (sync or async) before any decision or cancellation is
+            applied; return ``False`` to refuse (``ReviewerNotAllowedError``,
+            audited, nothing else changes). ``None``: anyone may decide.
+        clock: the time source (tests pass a fake one).
     """
 
     def __init__(
@@ -138,18 +225,28 @@ class ReviewedChat:
         classifier: Classifier | None = None,
         edit_policy: EditPolicy = "run",
         sync_in_thread: bool = True,
+        review_ttl: float | timedelta | None = None,
+        authorize: Authorizer | None = None,
+        clock: Callable[[], datetime] = utcnow,
     ) -> None:
         if max_steps < 1:
             msg = f"max_steps must be at least 1, got {max_steps}"
             raise ValueError(msg)
         self.model = model
         self.runner = Runner(
-            tools, classifier=classifier, edit_policy=edit_policy, sync_in_thread=sync_in_thread
+            tools,
+            classifier=classifier,
+            edit_policy=edit_policy,
+            sync_in_thread=sync_in_thread,
+            review_ttl=review_ttl,
+            clock=clock,
         )
         self.toolset = self.runner.toolset
         self.store: Store = store if store is not None else MemoryStore()
         self.system_prompt = system_prompt
         self.max_steps = max_steps
+        self.authorize = authorize
+        self.clock = clock
         self._tool_schemas = self.toolset.openai_tools()
 
     # ------------------------------------------------------------------ reading
@@ -165,10 +262,38 @@ class ReviewedChat:
             raise UnknownThreadError(thread_id)
         return state
 
-    # ------------------------------------------------------------------ the two entry points
+    async def audit_trail(self, thread_id: str) -> list[AuditEvent]:
+        """Every audit event of a thread, oldest first.
+
+        Raises:
+            UnknownThreadError: no thread has that id.
+        """
+        return list((await self.get_thread(thread_id)).audit)
+
+    async def export_audit(self, thread_ids: Sequence[str] | None = None) -> str:
+        """The audit trail as JSON lines, for the given threads or every stored one.
+
+        Listing every thread needs a store with ``thread_ids()`` (all the
+        stores toolguard ships have it).
+        """
+        if thread_ids is None:
+            lister = getattr(self.store, "thread_ids", None)
+            if lister is None:
+                msg = f"{type(self.store).__name__} cannot list threads: pass thread_ids"
+                raise TypeError(msg)
+            thread_ids = await lister()
+        events: list[AuditEvent] = []
+        for thread_id in thread_ids:
+            events.extend(await self.audit_trail(thread_id))
+        return to_jsonl(events)
+
+    # ------------------------------------------------------------------ the entry points
 
     async def send_message(self, message: str, thread_id: str | None = None) -> ChatTurn:
         """Send a user message and run the agent until it answers or pauses.
+
+        A review past its deadline is closed first (its actions ``expired``,
+        the model told so), so the conversation can go on.
 
         Args:
             message: the user's text.
@@ -179,6 +304,7 @@ class ReviewedChat:
 
         Raises:
             ReviewPendingError: the thread has actions awaiting decisions.
+            ThreadBusyError: decisions are being applied in the thread.
             UnknownThreadError: no thread has that id.
             ModelError: the model failed; the thread keeps its last saved step.
             StepLimitError: the model kept calling tools for ``max_steps`` steps.
@@ -188,55 +314,258 @@ class ReviewedChat:
             msg = f"message must be text, got {type(text).__name__}"
             raise TypeError(msg)
         if thread_id is None:
-            state = ThreadState(thread_id=new_id())
+            state = ThreadState(thread_id=new_id(), created_at=self.clock())
             if self.system_prompt:
                 state.messages.append({"role": "system", "content": self.system_prompt})
             expected: int | None = None
         else:
             state = await self.get_thread(thread_id)
-            if state.status != "idle":
+            if state.status == "awaiting_review" and self._is_overdue(state):
+                state = await self._close(state, "expired")
+            if state.status == "awaiting_review":
                 raise ReviewPendingError
+            if state.status == "running":
+                raise ThreadBusyError(state.thread_id)
             expected = state.version
         messages = [*state.messages, {"role": "user", "content": message}]
         return await self._loop(state, expected, messages)
 
-    async def submit_review(self, decisions: Any, thread_id: str) -> ChatTurn:
+    async def submit_review(
+        self,
+        decisions: Any,
+        thread_id: str,
+        *,
+        review_id: str | None = None,
+        reviewer: str | None = None,
+    ) -> ChatTurn:
         """Answer the pending review of a thread and carry on.
 
-        Checks, in order: the thread exists, a review is pending, then
-        :func:`~toolguard.validate_decisions`. A refused call changes
-        nothing. The review is then claimed with a compare-and-set save:
-        if another submission claimed it first, this one gets
+        Checks, in order: the thread exists; a review is pending (and not
+        past its deadline); ``review_id``, when given, names that review;
+        the reviewer is authorized; then :func:`~toolguard.validate_decisions`.
+        A refused call changes nothing (an authorization refusal is only
+        audited). The review is then claimed with a compare-and-set save: if
+        another submission claimed it first, this one gets
         ``NoPendingReviewError`` and runs nothing.
 
         Args:
             decisions: one decision per action, in order (wire dicts or models).
             thread_id: the thread whose review this answers.
+            review_id: the review these decisions answer (``ChatTurn.review_id``);
+                strongly recommended, so that a late decision never approves a
+                newer request.
+            reviewer: who decides, for the authorization hook and the audit trail.
 
         Raises:
             UnknownThreadError: no thread has that id.
             NoPendingReviewError: nothing awaits a decision (or another
                 submission got there first).
+            StaleReviewError: ``review_id`` is not the current review.
+            ReviewExpiredError: the review passed its deadline; its actions
+                are now ``expired`` and the model will be told.
+            ReviewerNotAllowedError: the authorization hook said no.
             InvalidReviewDecisionError: the decisions do not fit the review.
             ModelError: the model failed after the tools ran; their results
                 are saved in the thread.
         """
         state = await self.get_thread(thread_id)
+        if state.status == "awaiting_review" and self._is_overdue(state):
+            expired_id = state.review_id or ""
+            await self._close(state, "expired")
+            raise ReviewExpiredError(expired_id)
         if state.status != "awaiting_review" or state.pending is None:
+            if review_id is not None:
+                raise StaleReviewError(review_id, None)
             raise NoPendingReviewError
-        parsed = validate_decisions(state.pending, decisions)
         pending = state.pending
+        if review_id is not None and review_id != pending.review_id:
+            raise StaleReviewError(review_id, pending.review_id)
+        await self._check_reviewer(state, reviewer)
+        parsed = validate_decisions(pending, decisions)
+        now = self.clock()
+        waiting = [a for a in pending.actions if a.status == "requested"]
+        decided = [
+            _decided_action(action, decision, reviewer, now)
+            for action, decision in zip(waiting, parsed, strict=True)
+        ]
+        audit = [
+            *state.audit,
+            *(
+                _decided_event(state.thread_id, pending.review_id, action, reviewer, now)
+                for action in decided
+            ),
+        ]
         try:
             claimed = await self.store.save(
-                state.model_copy(update={"status": "running", "decisions": parsed}),
+                state.model_copy(
+                    update={
+                        "status": "running",
+                        "decisions": parsed,
+                        "actions": _merge(state.actions, decided),
+                        "audit": audit,
+                    }
+                ),
                 expected_version=state.version,
             )
         except ConcurrentUpdateError:
             raise NoPendingReviewError from None
         step = await self.runner.resume(pending, parsed)
+        step = _with_reviewer(step, reviewer)
         return await self._loop(claimed, claimed.version, list(claimed.messages), step)
 
-    # ------------------------------------------------------------------ the loop
+    async def cancel_review(
+        self,
+        thread_id: str,
+        *,
+        review_id: str | None = None,
+        reviewer: str | None = None,
+        reason: str | None = None,
+    ) -> ChatTurn:
+        """Cancel the pending review: no action runs, the model is told why.
+
+        Cancelled is its own outcome, distinct from rejected and expired. The
+        thread becomes idle and can go on with a new message.
+
+        Raises:
+            UnknownThreadError, NoPendingReviewError, StaleReviewError,
+            ReviewerNotAllowedError: as for :meth:`submit_review`.
+        """
+        state = await self.get_thread(thread_id)
+        if state.status != "awaiting_review" or state.pending is None:
+            raise NoPendingReviewError
+        if review_id is not None and review_id != state.pending.review_id:
+            raise StaleReviewError(review_id, state.pending.review_id)
+        await self._check_reviewer(state, reviewer)
+        closed_id = state.pending.review_id
+        state = await self._close(state, "cancelled", reason=reason, actor=reviewer)
+        closed = [a for a in state.actions if a.status == "cancelled"]
+        return ChatTurn(thread_id=state.thread_id, review_id=closed_id, actions=closed)
+
+    async def expire_overdue(self, thread_id: str) -> bool:
+        """Close the thread's review if it is past its deadline; return whether it was.
+
+        Reviews are also expired on the next ``send_message`` or
+        ``submit_review``; call this from a periodic job to close them sooner.
+        """
+        state = await self.get_thread(thread_id)
+        if state.status == "awaiting_review" and self._is_overdue(state):
+            await self._close(state, "expired")
+            return True
+        return False
+
+    async def recover(self, thread_id: str) -> bool:
+        """Finish a thread whose process died while applying decisions.
+
+        At most once: approved or edited actions that had no result when the
+        process stopped end ``failed`` with a result telling the model their
+        outcome is unknown — they are never run again. Rejected actions end
+        as decided. Returns whether there was anything to recover.
+
+        Call it at start-up for the threads a crashed process left
+        ``running``, or when ``ThreadBusyError`` persists. Do not call it
+        while another live process is still applying the decisions.
+        """
+        state = await self.get_thread(thread_id)
+        if state.status != "running" or state.pending is None:
+            return False
+        step = self.runner.interrupted(state.pending, state.decisions or [])
+        now = self.clock()
+        review_id = state.pending.review_id
+        events = [
+            final_event(
+                state.thread_id,
+                review_id,
+                a,
+                "interrupted" if a.status == "failed" else "rejected",
+                now,
+            )
+            for a in step.actions
+        ]
+        messages = _rewrite_last_assistant(list(state.messages), step.calls)
+        messages.extend(tool_message(r) for r in step.results)
+        await self._save(
+            state,
+            state.version,
+            messages=messages,
+            status="idle",
+            pending=None,
+            decisions=None,
+            actions=_merge(state.actions, step.actions),
+            audit=[*state.audit, *events],
+        )
+        return True
+
+    async def running_threads(self) -> list[str]:
+        """Ids of the stored threads left ``running`` (candidates for :meth:`recover`)."""
+        lister = getattr(self.store, "thread_ids", None)
+        if lister is None:
+            msg = f"{type(self.store).__name__} cannot list threads"
+            raise TypeError(msg)
+        found = []
+        for thread_id in await lister():
+            state = await self.store.load(thread_id)
+            if state is not None and state.status == "running":
+                found.append(thread_id)
+        return found
+
+    # ------------------------------------------------------------------ internals
+
+    def _is_overdue(self, state: ThreadState) -> bool:
+        deadline = state.pending.expires_at if state.pending is not None else None
+        return deadline is not None and self.clock() >= deadline
+
+    async def _check_reviewer(self, state: ThreadState, reviewer: str | None) -> None:
+        if self.authorize is None or state.pending is None:
+            return
+        waiting = [a for a in state.pending.actions if a.status == "requested"]
+        verdict = self.authorize(reviewer, state, waiting)
+        if inspect.isawaitable(verdict):
+            verdict = await verdict
+        if verdict:
+            return
+        event = AuditEvent(
+            at=self.clock(),
+            kind="refused",
+            thread_id=state.thread_id,
+            review_id=state.pending.review_id,
+            actor=reviewer,
+            detail="the authorization hook refused this reviewer",
+        )
+        with contextlib.suppress(ConcurrentUpdateError):
+            # Only the audit trail changes; a concurrent save wins and keeps its state.
+            await self._save(state, state.version, audit=[*state.audit, event])
+        raise ReviewerNotAllowedError(reviewer, state.thread_id)
+
+    async def _close(
+        self,
+        state: ThreadState,
+        outcome: CloseOutcome,
+        *,
+        reason: str | None = None,
+        actor: str | None = None,
+    ) -> ThreadState:
+        assert state.pending is not None  # noqa: S101 - callers check awaiting_review
+        step = self.runner.close(state.pending, outcome, reason)
+        now = self.clock()
+        closed = [a.model_copy(update={"reviewer": actor}) for a in step.actions]
+        events = [
+            final_event(state.thread_id, state.pending.review_id, a, outcome, now) for a in closed
+        ]
+        messages = _rewrite_last_assistant(list(state.messages), step.calls)
+        messages.extend(tool_message(r) for r in step.results)
+        try:
+            return await self._save(
+                state,
+                state.version,
+                messages=messages,
+                status="idle",
+                pending=None,
+                decisions=None,
+                actions=_merge(state.actions, closed),
+                audit=[*state.audit, *events],
+            )
+        except ConcurrentUpdateError:
+            raise NoPendingReviewError from None
 
     async def _complete(self, messages: list[Message]) -> ModelResponse:
         return await self.model.complete(messages, self._tool_schemas)
@@ -277,17 +606,15 @@ class ReviewedChat:
                     return ChatTurn(thread_id=state.thread_id, reply=reply, actions=touched)
                 step = await self.runner.run(response.tool_calls)
                 messages.append(assistant_message(response.text, step.calls))
+                review_id = step.pending.review_id if step.pending else None
             else:
                 # Resumed: the paused turn's assistant message now records the calls as
                 # they stand, edits included, so the history shows what really ran.
-                for index in range(len(messages) - 1, -1, -1):
-                    if messages[index].get("role") == "assistant":
-                        messages[index] = assistant_message(
-                            messages[index].get("content"), step.calls
-                        )
-                        break
+                messages = _rewrite_last_assistant(messages, step.calls)
+                review_id = state.pending.review_id if state.pending else None
             touched = _merge(touched, step.actions)
             actions = _merge(state.actions, step.actions)
+            audit = [*state.audit, *self._step_events(state.thread_id, review_id, step)]
             if step.pending is not None:
                 state = await self._save(
                     state,
@@ -297,6 +624,7 @@ class ReviewedChat:
                     pending=step.pending,
                     decisions=None,
                     actions=actions,
+                    audit=audit,
                 )
                 return ChatTurn(
                     thread_id=state.thread_id,
@@ -313,9 +641,21 @@ class ReviewedChat:
                 pending=None,
                 decisions=None,
                 actions=actions,
+                audit=audit,
             )
             expected = state.version
             step = None
+
+    def _step_events(self, thread_id: str, review_id: str | None, step: Step) -> list[AuditEvent]:
+        now = self.clock()
+        events: list[AuditEvent] = []
+        for action in step.actions:
+            if action.status == "requested":
+                new_review = step.pending.review_id if step.pending else review_id
+                events.append(requested_event(thread_id, new_review or "", action))
+            elif action.status in ("executed", "failed", "rejected"):
+                events.append(final_event(thread_id, review_id, action, action.status, now))
+        return events
 
     # ------------------------------------------------------------------ without an event loop
 

@@ -67,7 +67,7 @@ _findall: Final = _WORD_RE.findall
 # Explanations are cached per classifier; past this many names the cache is
 # emptied and starts over, so a stream of distinct names cannot grow it without
 # bound.
-_CACHE_MAX: Final = 4096
+_CACHE_MAX: Final = 65_536
 
 Rule = Literal["always", "never", "verb", "default", "decorator"]
 """Which layer decided a :class:`Classification`."""

@@ -8,7 +8,11 @@ builtin they resemble, so existing ``except`` clauses keep working::
     ├── ActionRejectedError             (testing helpers) a reviewer rejected a direct call
     ├── InvalidReviewDecisionError      ValueError: decisions do not answer the review
     ├── NoPendingReviewError            LookupError: nothing awaits a decision
+    │   ├── StaleReviewError            the decisions answer a review that is no longer current
+    │   └── ReviewExpiredError          the review passed its deadline; nothing ran
+    ├── ReviewerNotAllowedError         PermissionError: this reviewer may not decide here
     ├── ReviewPendingError              RuntimeError: decisions are still awaited
+    ├── ThreadBusyError                 RuntimeError: decisions are being applied right now
     ├── UnknownThreadError              LookupError: no conversation with that id
     ├── UnknownToolError                LookupError: no tool with that name
     ├── StepLimitError                  RuntimeError: the agent loop did not finish
@@ -86,6 +90,67 @@ class NoPendingReviewError(ToolguardError, LookupError):
 
     def __init__(self, text: str | None = None) -> None:
         super().__init__(text if text is not None else message("no_pending_review"))
+
+
+class StaleReviewError(NoPendingReviewError):
+    """The decisions name a review that is no longer the thread's current one.
+
+    A decision answers exactly one review: an approval meant for an earlier
+    request never approves a newer one. Nothing changed.
+    """
+
+    def __init__(self, review_id: str, current: str | None) -> None:
+        self.review_id = review_id
+        self.current = current
+        super().__init__(message("stale_review", review_id=review_id))
+
+    def __reduce__(self) -> tuple[Any, ...]:
+        return (type(self), (self.review_id, self.current))
+
+
+class ReviewExpiredError(NoPendingReviewError):
+    """The review passed its deadline: its actions are ``expired`` and never run.
+
+    The model is told that the actions expired, and the thread can go on
+    with a new message.
+    """
+
+    def __init__(self, review_id: str) -> None:
+        self.review_id = review_id
+        super().__init__(message("review_expired", review_id=review_id))
+
+    def __reduce__(self) -> tuple[Any, ...]:
+        return (type(self), (self.review_id,))
+
+
+class ReviewerNotAllowedError(ToolguardError, PermissionError):
+    """The authorization hook refused this reviewer for this thread; nothing changed.
+
+    The refusal is recorded in the thread's audit trail. Over HTTP this is a 403.
+    """
+
+    def __init__(self, reviewer: str | None, thread_id: str) -> None:
+        self.reviewer = reviewer
+        self.thread_id = thread_id
+        super().__init__(message("reviewer_refused", reviewer=reviewer, thread_id=thread_id))
+
+    def __reduce__(self) -> tuple[Any, ...]:
+        return (type(self), (self.reviewer, self.thread_id))
+
+
+class ThreadBusyError(ToolguardError, RuntimeError):
+    """Decisions are being applied in this thread right now (or the process doing it died).
+
+    Wait and retry; after a crash, :meth:`~toolguard.ReviewedChat.recover`
+    finishes the thread without running anything twice.
+    """
+
+    def __init__(self, thread_id: str) -> None:
+        self.thread_id = thread_id
+        super().__init__(message("thread_busy", thread_id=thread_id))
+
+    def __reduce__(self) -> tuple[Any, ...]:
+        return (type(self), (self.thread_id,))
 
 
 class ReviewPendingError(ToolguardError, RuntimeError):

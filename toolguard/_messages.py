@@ -27,6 +27,19 @@ _CATALOGS: Final[dict[str, dict[str, str]]] = {
         "edited_action_shape": "'edited_action' must contain 'name' (text) and 'args' (object)",
         "decisions_not_list": "'decisions' must be a list of decision objects, got {kind}",
         "reject_message_type": "The 'message' of a 'reject' decision must be text, got {kind}",
+        "stale_review": (
+            "The review {review_id} is no longer current in this conversation."
+            " Load the thread and decide on its current review."
+        ),
+        "review_expired": (
+            "The review {review_id} expired before a decision arrived. Its actions were not"
+            " executed; send a new message to continue."
+        ),
+        "reviewer_refused": "Reviewer {reviewer!r} may not review conversation {thread_id!r}",
+        "thread_busy": (
+            "Decisions are being applied in conversation {thread_id!r}. Try again shortly;"
+            " if the process applying them stopped, run recover() for this thread."
+        ),
     },
     "id": {
         "action_description": "Tool `{name}` menunggu persetujuan",
@@ -41,6 +54,19 @@ _CATALOGS: Final[dict[str, dict[str, str]]] = {
         "decisions_not_list": "'decisions' harus berupa daftar objek keputusan, diterima {kind}",
         "reject_message_type": (
             "'message' pada keputusan 'reject' harus berupa teks, diterima {kind}"
+        ),
+        "stale_review": (
+            "Review {review_id} sudah tidak berlaku di percakapan ini."
+            " Muat ulang percakapan dan putuskan review yang sekarang."
+        ),
+        "review_expired": (
+            "Review {review_id} kedaluwarsa sebelum ada keputusan. Aksinya tidak dijalankan;"
+            " kirim pesan baru untuk melanjutkan."
+        ),
+        "reviewer_refused": "Peninjau {reviewer!r} tidak boleh meninjau percakapan {thread_id!r}",
+        "thread_busy": (
+            "Keputusan sedang diterapkan di percakapan {thread_id!r}. Coba lagi sebentar lagi;"
+            " jika prosesnya berhenti, jalankan recover() untuk percakapan ini."
         ),
     },
 }

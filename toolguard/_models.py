@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import hashlib
 import json
-import uuid
+import os
 from datetime import datetime, timezone
 from typing import Annotated, Any, Final, Literal
 
@@ -31,8 +31,8 @@ NO_DECISION: Final = "No decision was given for this action. It was not executed
 
 
 def new_id() -> str:
-    """A fresh random identifier (32 hex characters)."""
-    return uuid.uuid4().hex
+    """A fresh random identifier (32 hex characters, 128 random bits)."""
+    return os.urandom(16).hex()
 
 
 def utcnow() -> datetime:

@@ -366,21 +366,23 @@ class Runner:
         results = {r.call_id: r for r in pending.results}
         replaced = list(pending.replaced_calls)
         now = self.clock()
-        decided: list[Action] = []
+        # Each decided action is copied once, at the end, with all its updates.
+        decided: list[tuple[Action, dict[str, Any]]] = []
         again: list[Action] = []
         jobs: list[tuple[int, ToolCall, Tool[Any, Any], dict[str, Any]]] = []
 
         def finish(action: Action, result: ToolResult, status: Any, decision: Any) -> None:
             results[result.call_id] = result
             decided.append(
-                action.model_copy(
-                    update={
+                (
+                    action,
+                    {
                         "status": status,
                         "decision": decision,
                         "result": result,
                         "decided_at": now,
                         "finished_at": now,
-                    }
+                    },
                 )
             )
 
@@ -408,9 +410,7 @@ class Runner:
                     continue
                 jobs.append((len(decided), call, tool, validated))
                 decided.append(
-                    action.model_copy(
-                        update={"status": "approved", "decision": decision, "decided_at": now}
-                    )
+                    (action, {"status": "approved", "decision": decision, "decided_at": now})
                 )
             else:
                 assert isinstance(decision, EditDecision)  # noqa: S101 - the union is closed
@@ -428,26 +428,24 @@ class Runner:
                     finish(action, _error(new_call, str(exc)), "failed", decision)
                     continue
                 recheck = edited.name != action.name or self.edit_policy == "recheck"
-                edited_action = action.model_copy(
-                    update={"status": "edited", "decision": decision, "decided_at": now}
-                )
+                changes = {"status": "edited", "decision": decision, "decided_at": now}
                 if recheck and tool.needs_approval(validated):
-                    decided.append(edited_action.model_copy(update={"finished_at": now}))
+                    decided.append((action, {**changes, "finished_at": now}))
                     again.append(self._action(new_call, tool))
                     continue
                 jobs.append((len(decided), new_call, tool, validated))
-                decided.append(edited_action)
+                decided.append((action, changes))
         if jobs:
             outcomes = await self._execute_all([(c, t, a) for _, c, t, a in jobs])
+            finished_at = self.clock()
             for (slot, _, _, _), result in zip(jobs, outcomes, strict=True):
                 results[result.call_id] = result
-                decided[slot] = decided[slot].model_copy(
-                    update={
-                        "status": "executed" if result.status == "success" else "failed",
-                        "result": result,
-                        "finished_at": self.clock(),
-                    }
+                decided[slot][1].update(
+                    status="executed" if result.status == "success" else "failed",
+                    result=result,
+                    finished_at=finished_at,
                 )
+        actions = [action.model_copy(update=changes) for action, changes in decided]
         if again:
             paused = PendingTurn(
                 calls=calls,
@@ -460,14 +458,14 @@ class Runner:
                 results=paused.results,
                 pending=paused,
                 replaced_calls=replaced,
-                actions=decided + again,
+                actions=actions + again,
             )
             return await self._stand_in(step)
         return Step(
             calls=calls,
             results=[results[c.id] for c in calls],
             replaced_calls=replaced,
-            actions=decided,
+            actions=actions,
         )
 
     # ------------------------------------------------------------------ closing without decisions

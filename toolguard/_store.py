@@ -9,12 +9,13 @@ once — across processes too, with a shared database — without holding a lock
 
 from __future__ import annotations
 
+import threading
 from datetime import datetime
 from typing import Any, Literal, Protocol, runtime_checkable
 
-import anyio
 from pydantic import BaseModel, ConfigDict, Field
 
+from toolguard._audit import AuditEvent
 from toolguard._errors import ToolguardError
 from toolguard._models import (
     Action,
@@ -55,6 +56,8 @@ class ThreadState(BaseModel):
     """The accepted decisions while they are being applied (``status == "running"``)."""
     actions: list[Action] = Field(default_factory=list)
     """Every approval request of the thread, latest status, oldest first."""
+    audit: list[AuditEvent] = Field(default_factory=list)
+    """The audit trail, oldest first."""
     created_at: datetime = Field(default_factory=utcnow)
     """When the thread was created."""
     updated_at: datetime = Field(default_factory=utcnow)
@@ -107,7 +110,9 @@ class MemoryStore:
 
     def __init__(self) -> None:
         self._threads: dict[str, tuple[int, str]] = {}
-        self._lock = anyio.Lock()
+        # A plain lock: the critical section never awaits, and it also holds when
+        # several event loops (threads) share one store.
+        self._lock = threading.Lock()
 
     async def load(self, thread_id: str) -> ThreadState | None:
         """The stored state, or ``None``."""
@@ -116,7 +121,7 @@ class MemoryStore:
 
     async def save(self, state: ThreadState, *, expected_version: int | None) -> ThreadState:
         """Compare-and-set save (see :class:`Store`)."""
-        async with self._lock:
+        with self._lock:
             entry = self._threads.get(state.thread_id)
             current = entry[0] if entry is not None else None
             if current != expected_version:

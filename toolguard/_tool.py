@@ -102,11 +102,12 @@ def _reject_unwrappable(func: Any, decorator: str) -> None:
 class _Binder:
     """Maps ``(*args, **kwargs)`` onto parameter names quickly (no ``Signature.bind`` per call)."""
 
-    __slots__ = ("_defaults", "_names", "_signature", "_simple")
+    __slots__ = ("_defaults", "_names", "_signature", "_simple", "full")
 
     def __init__(self, signature: inspect.Signature) -> None:
         params = list(signature.parameters.values())
         self._signature = signature
+        self.full = _compile_full_binder(params)
         self._simple = all(
             p.kind in (p.POSITIONAL_OR_KEYWORD, p.KEYWORD_ONLY, p.POSITIONAL_ONLY) for p in params
         )
@@ -129,6 +130,38 @@ class _Binder:
         if not self._defaults:
             return explicit
         return {**self._defaults, **explicit}
+
+
+def _compile_full_binder(params: list[inspect.Parameter]) -> Callable[..., dict[str, Any]] | None:
+    """Compile ``def bind(<the same parameters>): return {name: value, ...}``.
+
+    Binding through a function with the very same parameters is what Python
+    does fastest, and it fills in the defaults. ``None`` for signatures with
+    ``*args``/``**kwargs`` (those take the general path).
+    """
+    if any(p.kind in (p.VAR_POSITIONAL, p.VAR_KEYWORD) for p in params):
+        return None
+    namespace: dict[str, Any] = {}
+    source: list[str] = []
+    keyword_only_started = False
+    for index, param in enumerate(params):
+        if param.kind is param.KEYWORD_ONLY and not keyword_only_started:
+            source.append("*")
+            keyword_only_started = True
+        text = param.name
+        if param.default is not param.empty:
+            namespace[f"__tg_default_{index}"] = param.default
+            text += f"=__tg_default_{index}"
+        source.append(text)
+        if param.kind is param.POSITIONAL_ONLY and (
+            index + 1 == len(params) or params[index + 1].kind is not param.POSITIONAL_ONLY
+        ):
+            source.append("/")
+    body = ", ".join(f"{p.name!r}: {p.name}" for p in params)
+    code = f"def bind({', '.join(source)}):\n    return {{{body}}}\n"
+    exec(code, namespace)  # noqa: S102 - compiled from a real signature's identifiers only
+    binder: Callable[..., dict[str, Any]] = namespace["bind"]
+    return binder
 
 
 def _strip_titles(schema: dict[str, Any]) -> dict[str, Any]:
@@ -252,7 +285,27 @@ class Tool(Generic[P, R]):
             return self._call_async(args, kwargs)  # type: ignore[return-value]  # R is the coroutine
         return self._call_guarded(args, kwargs)
 
+    def _may_skip_approval(self, args: tuple[Any, ...], kwargs: dict[str, Any]) -> bool:
+        """True when the ``when=`` predicate says this direct call needs no approval."""
+        when = self.approval.when if self.approval is not None else None
+        if when is None:
+            return False
+        full = self._binder.full
+        if full is None:
+            return not when(self._binder.with_defaults(self._binder.explicit(args, kwargs)))
+        try:
+            bound = full(*args, **kwargs)
+        except TypeError:
+            return True  # the call itself raises the same TypeError before the body runs
+        return not when(bound)
+
     def _call_guarded(self, args: tuple[Any, ...], kwargs: dict[str, Any]) -> R:
+        if self._may_skip_approval(args, kwargs):
+            return self.func(*args, **kwargs)
+        return self._call_needing_approval(args, kwargs)
+
+    def _call_needing_approval(self, args: tuple[Any, ...], kwargs: dict[str, Any]) -> R:
+        """A direct call that needs approval: run it only with a grant or a stand-in's yes."""
         explicit = self._binder.explicit(args, kwargs)
         edited = _check_direct_call(self, explicit)
         func: Callable[..., R] = self.func
@@ -262,6 +315,8 @@ class Tool(Generic[P, R]):
         return func(*args, **kwargs)
 
     async def _call_async(self, args: tuple[Any, ...], kwargs: dict[str, Any]) -> Any:
+        if self._may_skip_approval(args, kwargs):
+            return await self.func(*args, **kwargs)  # type: ignore[misc]  # is_async
         explicit = self._binder.explicit(args, kwargs)
         edited = _check_direct_call(self, explicit)
         func: Callable[..., Any] = self.func
@@ -320,8 +375,6 @@ def _check_direct_call(tool: Tool[Any, Any], explicit: dict[str, Any]) -> dict[s
     """Raise unless this direct call may run; return edited arguments when a stand-in edited it."""
     assert tool.approval is not None  # noqa: S101 - only called for guarded tools
     policy = tool.approval
-    if policy.when is not None and not policy.when(tool._binder.with_defaults(explicit)):
-        return None
     if consume_grant(tool.name, explicit, tool._binder.with_defaults):
         return None
     json_args = to_json_data(explicit)
@@ -594,10 +647,27 @@ class _Guard:
 
             wrapper = async_wrapper
         else:
+            full = guarded_tool._binder.full
+            when = self.policy.when
+            if when is not None and full is not None:
+                # The hot path of an allowed call, inlined: bind, ask, run.
+                call_guarded = guarded_tool._call_needing_approval
 
-            @functools.wraps(target)
-            def wrapper(*args: Any, **kwargs: Any) -> Any:
-                return guarded_tool._call_guarded(args, kwargs)
+                @functools.wraps(target)
+                def wrapper(*args: Any, **kwargs: Any) -> Any:
+                    try:
+                        bound = full(*args, **kwargs)
+                    except TypeError:
+                        return target(*args, **kwargs)
+                    if not when(bound):
+                        return target(*args, **kwargs)
+                    return call_guarded(args, kwargs)
+
+            else:
+
+                @functools.wraps(target)
+                def wrapper(*args: Any, **kwargs: Any) -> Any:
+                    return guarded_tool._call_guarded(args, kwargs)
 
         setattr(wrapper, _POLICY_ATTR, self.policy)
         wrapper.__toolguard_tool__ = guarded_tool  # type: ignore[attr-defined]

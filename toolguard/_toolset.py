@@ -69,6 +69,10 @@ class Toolset(Mapping[str, Tool[Any, Any]]):
     def __getitem__(self, name: str) -> Tool[Any, Any]:
         return self._tools[name]
 
+    def get(self, name: str, default: Any = None) -> Any:
+        """The tool called ``name``, or ``default``."""
+        return self._tools.get(name, default)
+
     def __iter__(self) -> Iterator[str]:
         return iter(self._tools)
 

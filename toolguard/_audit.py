@@ -1,0 +1,102 @@
+"""The audit trail: who asked for what, who decided how, and what ran."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Iterable
+from datetime import datetime
+from typing import Any, Literal
+
+from pydantic import BaseModel, ConfigDict, Field
+
+from toolguard._models import Action, new_id
+
+AuditKind = Literal[
+    "requested",
+    "decided",
+    "refused",
+    "executed",
+    "failed",
+    "rejected",
+    "expired",
+    "cancelled",
+    "interrupted",
+]
+
+
+class AuditEvent(BaseModel):
+    """One entry of a thread's audit trail.
+
+    Every approval request has a ``requested`` event, at most one
+    ``decided`` event (with the reviewer, the decision and the arguments it
+    allowed to run), and exactly one final event: ``executed``, ``failed``,
+    ``rejected``, ``expired``, ``cancelled`` or ``interrupted``. ``refused``
+    records a reviewer the authorization hook turned away.
+    """
+
+    model_config = ConfigDict(extra="ignore", frozen=True)
+
+    id: str = Field(default_factory=new_id)
+    """Unique id of the event."""
+    at: datetime
+    """When it happened (UTC)."""
+    kind: AuditKind
+    """What happened."""
+    thread_id: str
+    """The conversation."""
+    review_id: str | None = None
+    """The review the event belongs to."""
+    action_id: str | None = None
+    """The approval request, if the event concerns one."""
+    tool: str | None = None
+    """The tool's name (for ``decided``: the tool the decision lets run)."""
+    args: dict[str, Any] | None = None
+    """The arguments proposed (``requested``) or allowed to run (``decided``)."""
+    actor: str | None = None
+    """The reviewer, when known."""
+    decision: str | None = None
+    """``approve``, ``edit`` or ``reject`` for ``decided`` events."""
+    detail: str | None = None
+    """The reject reason, the result text, or why something was refused."""
+    digest: str | None = None
+    """SHA-256 of the name and arguments shown for review."""
+
+
+def requested_event(thread_id: str, review_id: str, action: Action) -> AuditEvent:
+    """The ``requested`` event of an approval request."""
+    return AuditEvent(
+        at=action.requested_at,
+        kind="requested",
+        thread_id=thread_id,
+        review_id=review_id,
+        action_id=action.id,
+        tool=action.name,
+        args=action.args,
+        digest=action.digest,
+        detail=f"expires at {action.expires_at.isoformat()}" if action.expires_at else None,
+    )
+
+
+def final_event(
+    thread_id: str, review_id: str | None, action: Action, kind: AuditKind, at: datetime
+) -> AuditEvent:
+    """The event that closes an approval request."""
+    result = action.result
+    return AuditEvent(
+        at=at,
+        kind=kind,
+        thread_id=thread_id,
+        review_id=review_id,
+        action_id=action.id,
+        tool=result.name if result is not None else action.name,
+        actor=action.reviewer,
+        detail=result.content if result is not None else None,
+    )
+
+
+def to_jsonl(events: Iterable[AuditEvent]) -> str:
+    """Events as JSON lines (one object per line, keys sorted, newline-terminated)."""
+    return "".join(
+        json.dumps(event.model_dump(mode="json"), ensure_ascii=False, sort_keys=True) + "\n"
+        for event in events
+    )
