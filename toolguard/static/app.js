@@ -1,0 +1,741 @@
+// toolguard's chat page: a chat view plus approval cards for pending tool calls.
+// Plain JavaScript, no build step, no network access beyond this server's API:
+//   POST /hitl/chat, POST /hitl/review, GET /hitl/threads/{id}.
+"use strict";
+
+(() => {
+  const REJECT_PROMPT = "Why are you rejecting this tool?";
+  const DECISION_LABELS = { approve: "Approve", edit: "Edit", reject: "Reject" };
+  const ALL_DECISIONS = ["approve", "edit", "reject"];
+
+  const $ = (id) => document.getElementById(id);
+  const dom = {
+    error: $("error"),
+    errorText: $("error-text"),
+    errorDismiss: $("error-dismiss"),
+    empty: $("empty"),
+    messages: $("messages"),
+    review: $("review"),
+    reviewTitle: $("review-title"),
+    reviewHint: $("review-hint"),
+    reviewDeadline: $("review-deadline"),
+    cards: $("cards"),
+    batch: $("batch"),
+    submitDecisions: $("submit-decisions"),
+    approveAll: $("approve-all"),
+    rejectAll: $("reject-all"),
+    status: $("status"),
+    form: $("chat-form"),
+    input: $("chat-input"),
+    send: $("send"),
+    chatHint: $("chat-hint"),
+    newThread: $("new-thread"),
+  };
+
+  const state = {
+    threadId: null,
+    threadStatus: "idle",
+    busy: false,
+    pending: null, // the pending_review payload shown in the cards
+    reviewKey: null, // identifies the review the cards were built for
+    reviewId: null,
+    cards: [], // per action: {request, choice, root, buttons, editPanel, editArgs, editError, rejectPanel, rejectReason, choiceText}
+  };
+
+  // ------------------------------------------------------------------ small helpers
+
+  function el(tag, attrs = {}, ...children) {
+    const node = document.createElement(tag);
+    for (const [name, value] of Object.entries(attrs)) {
+      if (value === null || value === undefined || value === false) continue;
+      if (name === "text") node.textContent = value;
+      else if (name === "className") node.className = value;
+      else node.setAttribute(name, value === true ? "" : String(value));
+    }
+    for (const child of children) {
+      if (child !== null && child !== undefined) node.append(child);
+    }
+    return node;
+  }
+
+  function pretty(value) {
+    return JSON.stringify(value, null, 2);
+  }
+
+  class ApiError extends Error {
+    constructor(status, message) {
+      super(message);
+      this.status = status;
+    }
+  }
+
+  function describeFailure(response, data, text) {
+    const prefix = `Error ${response.status}`;
+    const detail = data && typeof data === "object" ? data.detail : undefined;
+    if (typeof detail === "string") return `${prefix}: ${detail}`;
+    if (Array.isArray(detail)) {
+      const items = detail.map((item) => {
+        if (item && typeof item === "object") {
+          const loc = Array.isArray(item.loc) ? item.loc.join(".") : "";
+          const msg = typeof item.msg === "string" ? item.msg : JSON.stringify(item);
+          return loc ? `${loc}: ${msg}` : msg;
+        }
+        return String(item);
+      });
+      return `${prefix}: ${items.join("; ")}`;
+    }
+    const fallback = response.statusText || text.trim().slice(0, 300) || "the request failed";
+    return `${prefix}: ${fallback}`;
+  }
+
+  async function api(method, path, body) {
+    const init = { method, headers: { Accept: "application/json" } };
+    if (body !== undefined) {
+      init.headers["Content-Type"] = "application/json";
+      init.body = JSON.stringify(body);
+    }
+    let response;
+    try {
+      response = await fetch(path, init);
+    } catch (err) {
+      throw new ApiError(0, `Could not reach the server: ${err && err.message ? err.message : err}`);
+    }
+    const text = await response.text();
+    let data = null;
+    if (text) {
+      try {
+        data = JSON.parse(text);
+      } catch {
+        data = null;
+      }
+    }
+    if (!response.ok) throw new ApiError(response.status, describeFailure(response, data, text));
+    if (data === null || typeof data !== "object") {
+      throw new ApiError(response.status, `Error ${response.status}: the server's answer is not JSON`);
+    }
+    return data;
+  }
+
+  const threadPath = (id) => `/hitl/threads/${encodeURIComponent(id)}`;
+
+  // ------------------------------------------------------------------ error area and status
+
+  function showError(err) {
+    dom.errorText.textContent = err instanceof Error ? err.message : String(err);
+    dom.error.hidden = false;
+  }
+
+  function clearError() {
+    dom.error.hidden = true;
+    dom.errorText.textContent = "";
+  }
+
+  function setBusy(busy, text = "") {
+    state.busy = busy;
+    dom.status.textContent = busy ? text : "";
+    updateControls();
+  }
+
+  function updateControls() {
+    const pending = state.pending !== null;
+    const running = state.threadStatus === "running";
+    const blocked = state.busy || pending || running;
+    dom.input.disabled = blocked;
+    dom.send.disabled = blocked;
+    dom.newThread.disabled = state.busy;
+    if (pending) {
+      dom.chatHint.textContent = "Answer the pending approval before sending a new message.";
+      dom.input.placeholder = "Waiting for your decision…";
+    } else if (running) {
+      dom.chatHint.textContent =
+        "The last decisions are still being applied. Reload the page to check again.";
+      dom.input.placeholder = "Please wait…";
+    } else {
+      dom.chatHint.textContent = "";
+      dom.input.placeholder = "Ask the agent…";
+    }
+    for (const card of state.cards) {
+      for (const button of card.root.querySelectorAll("button")) button.disabled = state.busy;
+    }
+    const undecided = state.cards.some((card) => card.choice === null);
+    dom.submitDecisions.disabled = state.busy || undecided;
+    dom.approveAll.disabled = state.busy;
+    dom.rejectAll.disabled = state.busy;
+  }
+
+  // ------------------------------------------------------------------ thread id in the URL
+
+  function setThread(id) {
+    state.threadId = id;
+    const url = new URL(window.location.href);
+    if (id) url.searchParams.set("thread", id);
+    else url.searchParams.delete("thread");
+    window.history.replaceState(null, "", url);
+  }
+
+  // ------------------------------------------------------------------ messages
+
+  function toolCallName(call) {
+    return call && call.function && typeof call.function.name === "string"
+      ? call.function.name
+      : "unknown tool";
+  }
+
+  function toolCallArgs(call) {
+    const raw = call && call.function ? call.function.arguments : undefined;
+    if (typeof raw !== "string") return pretty(raw ?? {});
+    try {
+      return pretty(JSON.parse(raw));
+    } catch {
+      return raw; // the model sent arguments that are not JSON: show them as they are
+    }
+  }
+
+  function textOf(content) {
+    if (content === null || content === undefined) return "";
+    if (typeof content === "string") return content;
+    if (Array.isArray(content)) {
+      return content
+        .map((part) => (part && typeof part.text === "string" ? part.text : ""))
+        .join("");
+    }
+    return pretty(content);
+  }
+
+  function renderMessage(message, toolNames, key) {
+    const role = message.role;
+    if (role === "user") {
+      return el(
+        "li",
+        { className: "msg user", "data-testid": "message-user", "data-key": key },
+        el("span", { className: "who", text: "You" }),
+        el("div", { className: "text", "data-testid": "message-text", text: textOf(message.content) }),
+      );
+    }
+    if (role === "assistant") {
+      const calls = Array.isArray(message.tool_calls) ? message.tool_calls : [];
+      const text = textOf(message.content);
+      if (calls.length === 0) {
+        return el(
+          "li",
+          { className: "msg assistant", "data-testid": "message-assistant", "data-key": key },
+          el("span", { className: "who", text: "Assistant" }),
+          el("div", { className: "text", "data-testid": "message-text", text }),
+        );
+      }
+      const item = el("li", {
+        className: "msg calls",
+        "data-testid": "message-tool-calls",
+        "data-key": key,
+      });
+      item.append(el("span", { className: "who", text: "Assistant" }));
+      if (text) item.append(el("div", { className: "text", "data-testid": "message-text", text }));
+      for (const call of calls) {
+        item.append(
+          el(
+            "details",
+            { className: "call", "data-testid": "tool-call" },
+            el(
+              "summary",
+              {},
+              "Requested ",
+              el("code", { text: toolCallName(call) }),
+            ),
+            el("pre", { className: "json", text: toolCallArgs(call) }),
+          ),
+        );
+      }
+      return item;
+    }
+    if (role === "tool") {
+      const status = message.status === "error" ? "error" : "success";
+      const name = toolNames.get(message.tool_call_id) || "tool";
+      const content = textOf(message.content);
+      const head = [
+        el("span", { className: "who", text: "Tool" }),
+        el("code", { className: "tool-name", text: name }),
+        el("span", {
+          className: `badge ${status}`,
+          "data-testid": "tool-status",
+          text: status === "error" ? "error" : "ok",
+        }),
+      ];
+      const item = el("li", {
+        className: `msg tool ${status}`,
+        "data-testid": "message-tool",
+        "data-status": status,
+        "data-key": key,
+      });
+      const long = content.length > 120 || content.includes("\n");
+      if (long) {
+        item.append(
+          el(
+            "details",
+            {},
+            el("summary", {}, ...head, el("span", { className: "preview", text: content })),
+            el("pre", { className: "result", "data-testid": "tool-content", text: content }),
+          ),
+        );
+      } else {
+        item.append(
+          el(
+            "div",
+            { className: "tool-line" },
+            ...head,
+            el("span", { className: "result", "data-testid": "tool-content", text: content }),
+          ),
+        );
+      }
+      return item;
+    }
+    return null; // system messages and anything unknown are not shown
+  }
+
+  // Renders the history, keeping the nodes of messages already shown so that
+  // the aria-live list only announces what is new.
+  function renderMessages(messages) {
+    const toolNames = new Map();
+    const items = [];
+    for (const message of Array.isArray(messages) ? messages : []) {
+      if (!message || typeof message !== "object") continue;
+      if (message.role === "assistant" && Array.isArray(message.tool_calls)) {
+        for (const call of message.tool_calls) toolNames.set(call.id, toolCallName(call));
+      }
+      if (!["user", "assistant", "tool"].includes(message.role)) continue;
+      items.push({ key: JSON.stringify(message), message });
+    }
+    const nodes = Array.from(dom.messages.children);
+    let same = 0;
+    while (
+      same < items.length &&
+      same < nodes.length &&
+      nodes[same].dataset.key === items[same].key &&
+      !nodes[same].classList.contains("sending")
+    ) {
+      same += 1;
+    }
+    for (const node of nodes.slice(same)) node.remove();
+    for (const item of items.slice(same)) {
+      const node = renderMessage(item.message, toolNames, item.key);
+      if (node) dom.messages.append(node);
+    }
+    dom.empty.hidden = dom.messages.children.length > 0;
+    dom.messages.lastElementChild?.scrollIntoView({ block: "nearest" });
+  }
+
+  function appendSending(text) {
+    const node = renderMessage({ role: "user", content: text }, new Map(), "");
+    node.classList.add("sending");
+    dom.messages.append(node);
+    dom.empty.hidden = true;
+    return node;
+  }
+
+  // ------------------------------------------------------------------ approval cards
+
+  function parseArgs(text) {
+    let value;
+    try {
+      value = JSON.parse(text);
+    } catch (err) {
+      return { error: `The arguments are not valid JSON: ${err.message}` };
+    }
+    if (value === null || typeof value !== "object" || Array.isArray(value)) {
+      const kind =
+        value === null ? "null" : Array.isArray(value) ? "an array" : `a ${typeof value}`;
+      return { error: `The arguments must be a JSON object, not ${kind}.` };
+    }
+    return { args: value };
+  }
+
+  function setEditError(card, message) {
+    card.editError.textContent = message || "";
+    card.editError.hidden = !message;
+    if (message) card.editArgs.setAttribute("aria-invalid", "true");
+    else card.editArgs.removeAttribute("aria-invalid");
+  }
+
+  // The decision of one card, or null after showing why it cannot be sent.
+  function decisionOf(card, kind) {
+    if (kind === "approve") return { type: "approve" };
+    if (kind === "reject") {
+      const reason = card.rejectReason.value.trim();
+      return reason ? { type: "reject", message: reason } : { type: "reject" };
+    }
+    const parsed = parseArgs(card.editArgs.value);
+    if (parsed.error) {
+      setEditError(card, parsed.error);
+      return null;
+    }
+    setEditError(card, "");
+    return { type: "edit", edited_action: { name: card.request.name, args: parsed.args } };
+  }
+
+  function openPanel(card, kind) {
+    const editOpen = kind === "edit";
+    const rejectOpen = kind === "reject";
+    if (editOpen && !card.editArgs.dataset.filled) {
+      card.editArgs.value = pretty(card.request.args ?? {});
+      card.editArgs.dataset.filled = "1";
+    }
+    card.editPanel.hidden = !editOpen;
+    card.rejectPanel.hidden = !rejectOpen;
+    card.buttons.edit?.setAttribute("aria-expanded", String(editOpen));
+    card.buttons.reject?.setAttribute("aria-expanded", String(rejectOpen));
+    if (editOpen) card.editArgs.focus();
+    if (rejectOpen) card.rejectReason.focus();
+  }
+
+  function choose(card, kind) {
+    card.choice = card.choice === kind ? null : kind;
+    for (const [name, button] of Object.entries(card.buttons)) {
+      button.setAttribute("aria-pressed", String(card.choice === name));
+    }
+    card.root.dataset.choice = card.choice ?? "";
+    card.choiceText.textContent = card.choice
+      ? `Your decision: ${DECISION_LABELS[card.choice]}`
+      : "No decision yet";
+    openPanel(card, card.choice);
+    updateControls();
+  }
+
+  function buildCard(request, config, index, total) {
+    const single = total === 1;
+    const id = `card-${index}`;
+    const allowed =
+      config && Array.isArray(config.allowed_decisions) ? config.allowed_decisions : ALL_DECISIONS;
+    const root = el("article", {
+      className: "card",
+      "data-testid": "approval-card",
+      "data-index": index,
+      "aria-labelledby": `${id}-title`,
+    });
+    const card = { request, choice: null, root, buttons: {} };
+
+    const title = el("h3", { id: `${id}-title`, className: "tool-name" });
+    title.append(el("code", { "data-testid": "tool-name", text: request.name }));
+    if (!single) title.append(el("span", { className: "count", text: ` (${index + 1} of ${total})` }));
+    root.append(
+      el("header", {}, title, el("span", { className: "badge pending", text: "Awaiting approval" })),
+      el("p", { className: "description", "data-testid": "action-description", text: request.description }),
+      el("p", { className: "label", id: `${id}-args-label`, text: "Arguments" }),
+      el("pre", {
+        className: "json args",
+        "data-testid": "action-args",
+        "aria-labelledby": `${id}-args-label`,
+        tabindex: "0",
+        text: pretty(request.args ?? {}),
+      }),
+    );
+
+    const group = el("div", {
+      className: "decisions",
+      role: "group",
+      "aria-label": `Decision for ${request.name}`,
+    });
+    for (const kind of ALL_DECISIONS) {
+      if (!allowed.includes(kind)) continue;
+      const button = el("button", {
+        type: "button",
+        className: kind,
+        "data-testid": kind,
+        text: DECISION_LABELS[kind],
+      });
+      if (!single) button.setAttribute("aria-pressed", "false");
+      else if (kind !== "approve") button.setAttribute("aria-expanded", "false");
+      card.buttons[kind] = button;
+      group.append(button);
+    }
+    root.append(group);
+
+    // Edit: the JSON arguments, checked before anything is sent.
+    card.editArgs = el("textarea", {
+      id: `${id}-edit-args`,
+      "data-testid": "edit-args",
+      rows: "8",
+      spellcheck: "false",
+      "aria-describedby": `${id}-edit-error`,
+    });
+    card.editError = el("p", {
+      id: `${id}-edit-error`,
+      className: "inline-error",
+      "data-testid": "edit-error",
+      role: "alert",
+      hidden: true,
+    });
+    card.editPanel = el(
+      "div",
+      { className: "panel edit-panel", "data-testid": "edit-panel", hidden: true },
+      el("label", { for: `${id}-edit-args`, text: "Arguments to run (a JSON object)" }),
+      card.editArgs,
+      card.editError,
+    );
+    card.editArgs.addEventListener("input", () => setEditError(card, ""));
+
+    // Reject: the reason goes to the model.
+    card.rejectReason = el("textarea", {
+      id: `${id}-reject-reason`,
+      "data-testid": "reject-reason",
+      rows: "3",
+      placeholder: REJECT_PROMPT,
+    });
+    card.rejectPanel = el(
+      "div",
+      { className: "panel reject-panel", "data-testid": "reject-panel", hidden: true },
+      el("label", { for: `${id}-reject-reason`, text: REJECT_PROMPT }),
+      card.rejectReason,
+    );
+
+    if (single) {
+      const confirmEdit = el("button", {
+        type: "button",
+        className: "primary",
+        "data-testid": "confirm-edit",
+        text: "Run with these arguments",
+      });
+      const confirmReject = el("button", {
+        type: "button",
+        className: "reject",
+        "data-testid": "confirm-reject",
+        text: "Send rejection",
+      });
+      const cancel = () => {
+        openPanel(card, null);
+        card.buttons.approve?.focus();
+      };
+      card.editPanel.append(
+        el(
+          "div",
+          { className: "row" },
+          confirmEdit,
+          el("button", { type: "button", "data-testid": "cancel-edit", text: "Cancel" }),
+        ),
+      );
+      card.rejectPanel.append(
+        el(
+          "div",
+          { className: "row" },
+          confirmReject,
+          el("button", { type: "button", "data-testid": "cancel-reject", text: "Cancel" }),
+        ),
+      );
+      card.editPanel.querySelector("[data-testid=cancel-edit]").addEventListener("click", cancel);
+      card.rejectPanel.querySelector("[data-testid=cancel-reject]").addEventListener("click", cancel);
+      confirmEdit.addEventListener("click", () => {
+        const decision = decisionOf(card, "edit");
+        if (decision) submitReview([decision]);
+        else card.editArgs.focus();
+      });
+      confirmReject.addEventListener("click", () => submitReview([decisionOf(card, "reject")]));
+      card.buttons.approve?.addEventListener("click", () => submitReview([{ type: "approve" }]));
+      card.buttons.edit?.addEventListener("click", () =>
+        openPanel(card, card.editPanel.hidden ? "edit" : null),
+      );
+      card.buttons.reject?.addEventListener("click", () =>
+        openPanel(card, card.rejectPanel.hidden ? "reject" : null),
+      );
+      card.choiceText = el("p", { hidden: true });
+    } else {
+      for (const [kind, button] of Object.entries(card.buttons)) {
+        button.addEventListener("click", () => choose(card, kind));
+      }
+      card.choiceText = el("p", {
+        className: "choice",
+        "data-testid": "card-choice",
+        "aria-live": "polite",
+        text: "No decision yet",
+      });
+    }
+    root.append(card.editPanel, card.rejectPanel, card.choiceText);
+    return card;
+  }
+
+  function formatTime(iso) {
+    const date = new Date(iso);
+    return Number.isNaN(date.getTime()) ? String(iso) : date.toLocaleString();
+  }
+
+  function renderDeadline(expiresAt) {
+    const text = expiresAt
+      ? `Decide before ${formatTime(expiresAt)}. After that the actions expire and do not run.`
+      : "";
+    dom.reviewDeadline.textContent = text;
+    dom.reviewDeadline.hidden = !text;
+  }
+
+  function renderReview(pending, reviewId, expiresAt = null) {
+    const requests = pending && Array.isArray(pending.action_requests) ? pending.action_requests : [];
+    if (requests.length === 0) {
+      state.pending = null;
+      state.reviewKey = null;
+      state.reviewId = null;
+      state.cards = [];
+      renderDeadline(null);
+      dom.cards.replaceChildren();
+      dom.review.hidden = true;
+      dom.batch.hidden = true;
+      updateControls();
+      return;
+    }
+    renderDeadline(expiresAt);
+    const key = `${reviewId ?? ""}|${JSON.stringify(pending)}`;
+    if (key === state.reviewKey) return; // same review: keep what the user typed
+    const configs = Array.isArray(pending.review_configs) ? pending.review_configs : [];
+    state.pending = pending;
+    state.reviewKey = key;
+    state.reviewId = reviewId ?? null;
+    state.cards = requests.map((request, index) =>
+      buildCard(request, configs[index], index, requests.length),
+    );
+    dom.cards.replaceChildren(...state.cards.map((card) => card.root));
+    const several = requests.length > 1;
+    dom.batch.hidden = !several;
+    dom.reviewTitle.textContent = several
+      ? `${requests.length} actions are waiting for your approval`
+      : "An action is waiting for your approval";
+    dom.reviewHint.textContent = several
+      ? "Choose a decision for each action, then submit them — or approve or reject them all."
+      : "Check the arguments, then approve, edit or reject the action.";
+    dom.review.hidden = false;
+    updateControls();
+    dom.reviewTitle.focus();
+  }
+
+  // ------------------------------------------------------------------ talking to the API
+
+  function renderThread(thread) {
+    state.threadStatus = typeof thread.status === "string" ? thread.status : "idle";
+    renderMessages(thread.messages);
+    renderReview(thread.pending_review, thread.review_id, thread.expires_at);
+  }
+
+  async function loadThread(id) {
+    renderThread(await api("GET", threadPath(id)));
+  }
+
+  // After a chat or review call: show the whole thread (tool results included).
+  async function applyTurn(turn) {
+    try {
+      await loadThread(turn.thread_id);
+    } catch (err) {
+      showError(err);
+      if (typeof turn.reply === "string") {
+        const message = { role: "assistant", content: turn.reply };
+        dom.messages.append(renderMessage(message, new Map(), JSON.stringify(message)));
+        dom.empty.hidden = true;
+      }
+      renderReview(turn.pending_review, turn.review_id);
+    }
+  }
+
+  // After a failed call: show the thread as the server has it now (not after a
+  // 422, which never changes anything). The cards of an unchanged review stay.
+  async function resync(err) {
+    if (!state.threadId || err.status === 422 || err.status === 0) return;
+    try {
+      await loadThread(state.threadId);
+    } catch {
+      // the first error is the one shown
+    }
+  }
+
+  async function sendMessage(text) {
+    if (state.busy || state.pending) return;
+    clearError();
+    const sending = appendSending(text);
+    setBusy(true, "The agent is working…");
+    try {
+      const turn = await api("POST", "/hitl/chat", { message: text, thread_id: state.threadId });
+      dom.input.value = "";
+      setThread(turn.thread_id);
+      await applyTurn(turn);
+      sending.classList.remove("sending"); // still shown only if the thread could not be read
+    } catch (err) {
+      sending.remove();
+      dom.empty.hidden = dom.messages.children.length > 0;
+      showError(err);
+      await resync(err);
+    } finally {
+      setBusy(false);
+    }
+    if (!state.pending) dom.input.focus();
+  }
+
+  async function submitReview(decisions) {
+    if (state.busy || !state.pending) return;
+    clearError();
+    setBusy(true, "Applying your decisions…");
+    try {
+      const turn = await api("POST", "/hitl/review", {
+        thread_id: state.threadId,
+        decisions,
+        review_id: state.reviewId,
+      });
+      await applyTurn(turn);
+    } catch (err) {
+      showError(err);
+      await resync(err);
+    } finally {
+      setBusy(false);
+    }
+    if (!state.pending) dom.input.focus();
+  }
+
+  // ------------------------------------------------------------------ wiring
+
+  dom.form.addEventListener("submit", (event) => {
+    event.preventDefault();
+    const text = dom.input.value.trim();
+    if (text) sendMessage(text);
+  });
+
+  dom.errorDismiss.addEventListener("click", clearError);
+
+  dom.submitDecisions.addEventListener("click", () => {
+    const decisions = state.cards.map((card) => (card.choice ? decisionOf(card, card.choice) : null));
+    const bad = decisions.findIndex((decision) => decision === null);
+    if (bad !== -1) {
+      const card = state.cards[bad];
+      (card.choice === "edit" ? card.editArgs : card.buttons.approve || card.root).focus();
+      return;
+    }
+    submitReview(decisions);
+  });
+
+  dom.approveAll.addEventListener("click", () => {
+    submitReview(state.cards.map(() => ({ type: "approve" })));
+  });
+
+  dom.rejectAll.addEventListener("click", () => {
+    submitReview(state.cards.map((card) => decisionOf(card, "reject")));
+  });
+
+  dom.newThread.addEventListener("click", () => {
+    if (state.busy) return;
+    setThread(null);
+    clearError();
+    state.threadStatus = "idle";
+    dom.messages.replaceChildren();
+    dom.empty.hidden = false;
+    renderReview(null, null);
+    dom.input.focus();
+  });
+
+  async function start() {
+    const id = new URLSearchParams(window.location.search).get("thread");
+    updateControls();
+    if (!id) return;
+    state.threadId = id;
+    setBusy(true, "Loading the conversation…");
+    try {
+      await loadThread(id);
+    } catch (err) {
+      showError(err);
+      if (err.status === 404) setThread(null);
+    } finally {
+      setBusy(false);
+    }
+  }
+
+  start();
+})();
