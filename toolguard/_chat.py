@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import contextlib
 import dataclasses
+import functools
 import inspect
 import json
 from collections.abc import Awaitable, Callable, Iterator, Sequence
@@ -432,6 +433,8 @@ class ReviewedChat:
         """
         state = await self.get_thread(thread_id)
         if state.status != "awaiting_review" or state.pending is None:
+            if review_id is not None:
+                raise StaleReviewError(review_id, None)
             raise NoPendingReviewError
         if review_id is not None and review_id != state.pending.review_id:
             raise StaleReviewError(review_id, state.pending.review_id)
@@ -688,10 +691,50 @@ class BlockingChat:
         """Blocking :meth:`ReviewedChat.send_message`."""
         return self._portal.call(self._chat.send_message, message, thread_id)
 
-    def submit_review(self, decisions: Any, thread_id: str) -> ChatTurn:
+    def submit_review(
+        self,
+        decisions: Any,
+        thread_id: str,
+        *,
+        review_id: str | None = None,
+        reviewer: str | None = None,
+    ) -> ChatTurn:
         """Blocking :meth:`ReviewedChat.submit_review`."""
-        turn: ChatTurn = self._portal.call(self._chat.submit_review, decisions, thread_id)
+        turn: ChatTurn = self._portal.call(
+            functools.partial(
+                self._chat.submit_review,
+                decisions,
+                thread_id,
+                review_id=review_id,
+                reviewer=reviewer,
+            )
+        )
         return turn
+
+    def cancel_review(
+        self,
+        thread_id: str,
+        *,
+        review_id: str | None = None,
+        reviewer: str | None = None,
+        reason: str | None = None,
+    ) -> ChatTurn:
+        """Blocking :meth:`ReviewedChat.cancel_review`."""
+        turn: ChatTurn = self._portal.call(
+            functools.partial(
+                self._chat.cancel_review,
+                thread_id,
+                review_id=review_id,
+                reviewer=reviewer,
+                reason=reason,
+            )
+        )
+        return turn
+
+    def recover(self, thread_id: str) -> bool:
+        """Blocking :meth:`ReviewedChat.recover`."""
+        done: bool = self._portal.call(self._chat.recover, thread_id)
+        return done
 
     def get_thread(self, thread_id: str) -> ThreadState:
         """Blocking :meth:`ReviewedChat.get_thread`."""

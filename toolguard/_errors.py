@@ -165,7 +165,7 @@ class UnknownThreadError(ToolguardError, LookupError):
 
     def __init__(self, thread_id: str) -> None:
         self.thread_id = thread_id
-        super().__init__(f"Unknown thread_id {thread_id!r}: start a conversation with send_message")
+        super().__init__(message("unknown_thread", thread_id=thread_id))
 
     def __reduce__(self) -> tuple[Any, ...]:
         return (type(self), (self.thread_id,))

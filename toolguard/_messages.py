@@ -27,6 +27,9 @@ _CATALOGS: Final[dict[str, dict[str, str]]] = {
         "edited_action_shape": "'edited_action' must contain 'name' (text) and 'args' (object)",
         "decisions_not_list": "'decisions' must be a list of decision objects, got {kind}",
         "reject_message_type": "The 'message' of a 'reject' decision must be text, got {kind}",
+        "unknown_thread": (
+            "Unknown thread_id {thread_id!r}: start a conversation with send_message"
+        ),
         "stale_review": (
             "The review {review_id} is no longer current in this conversation."
             " Load the thread and decide on its current review."
@@ -54,6 +57,9 @@ _CATALOGS: Final[dict[str, dict[str, str]]] = {
         "decisions_not_list": "'decisions' harus berupa daftar objek keputusan, diterima {kind}",
         "reject_message_type": (
             "'message' pada keputusan 'reject' harus berupa teks, diterima {kind}"
+        ),
+        "unknown_thread": (
+            "thread_id {thread_id!r} tidak dikenal: mulai percakapan dengan send_message"
         ),
         "stale_review": (
             "Review {review_id} sudah tidak berlaku di percakapan ini."

@@ -1,0 +1,228 @@
+"""``toolguard serve``: the chat API and the approval page in one process.
+
+:func:`build_app` assembles the pieces — a tool registry (``--tools
+MODULE:ATTR``, else the demo workspace), a model (an OpenAI-compatible one
+when ``--model``, ``--base-url``, ``OPENAI_API_KEY`` or ``OPENAI_BASE_URL``
+is given, else the offline scripted :class:`~toolguard._demo.DemoModel`) and
+a :class:`~toolguard.SQLiteStore` — into the app of
+:func:`toolguard.http.create_app`; :func:`serve` runs it with uvicorn. So
+``toolguard serve`` alone works offline, and conversations survive restarts.
+"""
+
+from __future__ import annotations
+
+import importlib
+import os
+import sys
+from typing import TYPE_CHECKING, Any
+
+from toolguard._chat import ReviewedChat
+from toolguard._demo import DemoModel, build_demo_chat
+from toolguard._model import ChatModel
+from toolguard._sqlite import SQLiteStore
+from toolguard._toolset import Tools
+
+if TYPE_CHECKING:
+    from fastapi import FastAPI
+
+__all__ = [
+    "DEFAULT_DB",
+    "ServeError",
+    "build_app",
+    "build_chat",
+    "choose_model",
+    "load_tools",
+    "serve",
+]
+
+DEFAULT_DB = "toolguard.sqlite3"
+"""The SQLite file used when no ``--db`` is given (in the current directory)."""
+
+_LOCAL_API_KEY = "not-needed"  # local OpenAI-compatible servers want some key, not a real one
+
+
+class ServeError(Exception):
+    """A setting of ``toolguard serve`` cannot be used; the text says which and why."""
+
+
+def load_tools(spec: str) -> Any:
+    """Import the tool registry named by ``MODULE:ATTR`` (``ATTR`` may be dotted).
+
+    The current directory is searched too, so ``--tools myapp:tools`` finds
+    ``./myapp.py``.
+
+    Raises:
+        ServeError: ``spec`` is not ``MODULE:ATTR``, the module cannot be
+            imported, or it has no such attribute.
+    """
+    module_name, _, attr = spec.partition(":")
+    if not module_name or not attr:
+        msg = f"--tools expects MODULE:ATTR (e.g. myapp.tools:registry), got {spec!r}"
+        raise ServeError(msg)
+    if os.getcwd() not in sys.path:
+        sys.path.insert(0, os.getcwd())
+    try:
+        obj: Any = importlib.import_module(module_name)
+    except ImportError as exc:
+        msg = f"--tools {spec}: cannot import {module_name!r}: {exc}"
+        raise ServeError(msg) from exc
+    for part in attr.split("."):
+        if not hasattr(obj, part):
+            msg = f"--tools {spec}: {module_name!r} has no attribute {attr!r}"
+            raise ServeError(msg)
+        obj = getattr(obj, part)
+    return obj
+
+
+def choose_model(model: str | None = None, base_url: str | None = None) -> ChatModel:
+    """The model to serve: OpenAI-compatible when configured, else the offline demo model.
+
+    A real model is used when ``model`` or ``base_url`` is given, or when
+    ``OPENAI_API_KEY`` or ``OPENAI_BASE_URL`` is set. Its name is ``model``,
+    else ``TOOLGUARD_MODEL``, else ``gpt-4o-mini``; its server is
+    ``base_url``, else ``OPENAI_BASE_URL``, else OpenAI. A server given by
+    URL without ``OPENAI_API_KEY`` gets a placeholder key (local servers
+    need none).
+
+    Raises:
+        ServeError: the ``openai`` extra is missing, or OpenAI itself was
+            chosen without an API key.
+    """
+    env_key = os.environ.get("OPENAI_API_KEY") or None
+    env_url = os.environ.get("OPENAI_BASE_URL") or None
+    if model is None and base_url is None and env_key is None and env_url is None:
+        return DemoModel()
+    try:
+        import openai  # noqa: PLC0415 - the openai extra is optional
+
+        from toolguard.openai import DEFAULT_MODEL, OpenAIChatModel  # noqa: PLC0415
+    except ImportError as exc:
+        msg = f"a real model needs the 'openai' extra ({exc}): pip install 'toolguard-hitl[openai]'"
+        raise ServeError(msg) from exc
+    url = base_url or env_url
+    api_key = env_key or (_LOCAL_API_KEY if url is not None else None)
+    if api_key is None:
+        msg = (
+            "--model needs an API key: set OPENAI_API_KEY, or give --base-url for a local"
+            " OpenAI-compatible server"
+        )
+        raise ServeError(msg)
+    name = model or os.environ.get("TOOLGUARD_MODEL") or DEFAULT_MODEL
+    return OpenAIChatModel(openai.AsyncOpenAI(api_key=api_key, base_url=url), model=name)
+
+
+def build_chat(
+    *,
+    tools: str | None = None,
+    model: str | None = None,
+    base_url: str | None = None,
+    db: str | None = None,
+) -> ReviewedChat:
+    """The chat ``toolguard serve`` runs (arguments as in :func:`serve`).
+
+    Raises:
+        ServeError: a setting cannot be used (see :func:`load_tools` and
+            :func:`choose_model`), or the registry is not a list, mapping or
+            toolset of tools.
+    """
+    registry: Tools | None = load_tools(tools) if tools is not None else None
+    chat_model = choose_model(model, base_url)
+    store = SQLiteStore(db or DEFAULT_DB)
+    if registry is None:
+        return build_demo_chat(store=store, model=chat_model)
+    try:
+        return ReviewedChat(chat_model, registry, store=store)
+    except (TypeError, ValueError) as exc:
+        msg = f"--tools {tools}: {exc}"
+        raise ServeError(msg) from exc
+
+
+def build_app(
+    *,
+    tools: str | None = None,
+    model: str | None = None,
+    base_url: str | None = None,
+    db: str | None = None,
+) -> FastAPI:
+    """The app ``toolguard serve`` runs: the chat API under ``/hitl`` and the page at ``/``.
+
+    The chat is ``app.state.chat``; close its store (``app.state.chat.store.close()``)
+    when done.
+
+    Raises:
+        ServeError: a setting cannot be used.
+    """
+    from toolguard.http import create_app  # noqa: PLC0415 - the http extra is optional
+
+    return create_app(build_chat(tools=tools, model=model, base_url=base_url, db=db))
+
+
+def _describe(model: ChatModel) -> str:
+    """A short name for the model in the startup line."""
+    if isinstance(model, DemoModel):
+        return "built-in scripted demo model (offline)"
+    name = getattr(model, "model", None)
+    base_url = getattr(getattr(model, "client", None), "base_url", None)
+    if isinstance(name, str) and base_url is not None:
+        return f"{name} at {base_url}"
+    return repr(model)
+
+
+def serve(
+    *,
+    tools: str | None,
+    model: str | None,
+    base_url: str | None,
+    db: str | None,
+    host: str = "127.0.0.1",
+    port: int = 8000,
+) -> int:
+    """Serve the chat API and the approval page until interrupted.
+
+    Args:
+        tools: ``MODULE:ATTR`` of a tool registry; ``None`` serves the demo tools.
+        model: an OpenAI-compatible model name (see :func:`choose_model`).
+        base_url: an OpenAI-compatible server's URL.
+        db: the SQLite file for conversations; :data:`DEFAULT_DB` by default.
+        host: the address to listen on.
+        port: the port to listen on.
+
+    Returns:
+        The exit code: 130 after Ctrl-C, 2 for a setting that cannot be
+        used, uvicorn's non-zero code when the server could not start (e.g.
+        the port is taken). SIGTERM stops the server gracefully and then the
+        process, as uvicorn does.
+    """
+    try:
+        import uvicorn  # noqa: PLC0415 - the http extra is optional
+
+        app = build_app(tools=tools, model=model, base_url=base_url, db=db)
+    except ServeError as exc:
+        sys.stderr.write(f"error: {exc}\n")
+        return 2
+    except ImportError as exc:
+        sys.stderr.write(
+            f"error: toolguard serve needs the 'http' extra ({exc}):"
+            " pip install 'toolguard-hitl[http]'\n"
+        )
+        return 2
+    chat: ReviewedChat = app.state.chat
+    where = f"[{host}]" if ":" in host else host
+    sys.stdout.write(
+        f"toolguard serve: http://{where}:{port}/"
+        f" | model: {_describe(chat.model)} | db: {db or DEFAULT_DB}\n"
+    )
+    sys.stdout.flush()
+    try:
+        # After a graceful shutdown uvicorn raises the signal that stopped it again:
+        # SIGTERM then ends the process as killed by it, Ctrl-C arrives here.
+        uvicorn.run(app, host=host, port=port)
+    except KeyboardInterrupt:
+        return 130
+    except SystemExit as exc:  # uvicorn exits when it cannot bind
+        return exc.code if isinstance(exc.code, int) else 1
+    finally:
+        close = getattr(chat.store, "close", None)
+        if close is not None:
+            close()
+    return 0
