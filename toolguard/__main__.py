@@ -1,0 +1,8 @@
+"""``python -m toolguard``: the command line (see :mod:`toolguard._cli`)."""
+
+from __future__ import annotations
+
+from toolguard._cli import main
+
+if __name__ == "__main__":
+    raise SystemExit(main())

@@ -1,0 +1,495 @@
+"""The ``toolguard`` command line: ``demo``, ``serve`` and ``tools``.
+
+``toolguard demo`` is a terminal assistant over the demo workspace (see
+:mod:`toolguard._demo`): every guarded call stops at an approval card where
+you approve, edit or reject it, with a reason the model reads. It works
+offline with a scripted model, or with a real one when ``OPENAI_API_KEY``
+(or ``OPENAI_BASE_URL``) is set. ``--non-interactive`` reads the same
+answers from stdin (``--script FILE``: from a file), one per line: it shows
+no prompts (only the reject question, on its own line) and echoes every
+answer as ``> answer``, so a session can be scripted and tested. The end of
+the input ends the program with status 0, as ``quit`` does.
+"""
+
+from __future__ import annotations
+
+import argparse
+import importlib
+import json
+import os
+import sys
+from collections.abc import Callable, Sequence
+from typing import Any, Literal, TextIO
+
+from toolguard._chat import BlockingChat, ChatTurn, ReviewedChat
+from toolguard._demo import DemoModel, DemoWorkspace, build_demo_chat, weekday
+from toolguard._errors import ToolguardError
+from toolguard._models import Action, ActionRequest, PendingReview
+from toolguard._store import Store
+from toolguard._toolset import Toolset, guard
+from toolguard._version import __version__
+
+__all__ = ["describe_model", "main", "render_card", "render_outcome"]
+
+DECISION_PROMPT = "[a]pprove / [e]dit / [r]eject"
+"""The question under a card when one action waits."""
+BATCH_PROMPT = "[a]pprove / [e]dit / [r]eject / [A]pprove all / [R]eject all"
+"""The question under each card when several actions wait."""
+REJECT_QUESTION = "Why are you rejecting this tool?"
+"""Asked after a reject; the answer is the reason the model reads (empty: none)."""
+REJECT_ALL_QUESTION = "Why are you rejecting these tools?"
+"""Asked after a reject-all; the reason goes with every remaining action."""
+
+_EXAMPLES = (
+    "email alice that the meeting moved to 11",
+    "mail alice and bob that lunch is at 12:30",
+    "what's on my calendar tomorrow",
+    "add a task to renew my passport by friday",
+)
+
+
+# ---------------------------------------------------------------------------- rendering
+
+
+def render_card(request: ActionRequest, *, index: int = 1, total: int = 1) -> str:
+    """The approval card of one action: header, description and the FULL arguments.
+
+    Args:
+        request: the action, from ``pending_review.action_requests``.
+        index: its position, from 1.
+        total: how many actions wait in this review.
+
+    Returns:
+        Plain text without a trailing newline; the arguments are indented
+        JSON, so they can be copied into an edit.
+    """
+    return "\n".join(
+        [
+            f"== Approval {index}/{total}: {request.name} ==",
+            request.description,
+            "Arguments:",
+            json.dumps(request.args, indent=2, ensure_ascii=False),
+        ]
+    )
+
+
+def render_outcome(action: Action) -> str:
+    """One line about a decided action: its tool, final status and what the model read."""
+    line = f"[{action.status}] {action.name}"
+    if action.result is not None:
+        line += f": {action.result.content}"
+    elif action.status == "edited":
+        line += ": the edited call waits for its own approval"
+    return line
+
+
+def describe_model(model: object) -> str:
+    """The startup line naming the model a chat uses."""
+    if isinstance(model, DemoModel):
+        return (
+            "Model: built-in scripted demo model (offline; no OPENAI_API_KEY set)."
+            " Set OPENAI_API_KEY (or OPENAI_BASE_URL) to use a real model."
+        )
+    name = getattr(model, "model", None)
+    client = getattr(model, "client", None)
+    base_url = getattr(client, "base_url", None)
+    if isinstance(name, str) and base_url is not None:
+        return f"Model: {name} at {base_url}"
+    return f"Model: {model!r}"
+
+
+# ---------------------------------------------------------------------------- terminal I/O
+
+
+class _InputEndedError(Exception):
+    """The input ended (EOF): the program stops."""
+
+
+class Terminal:
+    """Questions and answers on a terminal, or from a script without prompts.
+
+    Args:
+        out: where everything is written.
+        answers: ``None`` to ask with :func:`input`; else a stream whose lines
+            are the answers (non-interactive: no prompt is shown and each
+            answer is echoed as ``> answer``).
+        color: emphasise headers with ANSI codes.
+    """
+
+    def __init__(self, out: TextIO, *, answers: TextIO | None = None, color: bool = False) -> None:
+        self.out = out
+        self.answers = answers
+        self.color = color
+
+    def say(self, text: str = "") -> None:
+        """Write ``text`` and a newline."""
+        self.out.write(f"{text}\n")
+        self.out.flush()
+
+    def strong(self, text: str) -> str:
+        """``text`` in bold when colours are on."""
+        return f"\033[1m{text}\033[0m" if self.color else text
+
+    def ask(self, prompt: str, *, question: bool = False) -> str:
+        """The next answer, without its line ending.
+
+        Args:
+            prompt: shown before the answer on a terminal.
+            question: the prompt is a question worth keeping in a transcript:
+                without a terminal it is printed on its own line.
+
+        Raises:
+            _InputEndedError: the input ended.
+        """
+        if self.answers is None:
+            try:
+                return input(f"{prompt} > ")
+            except EOFError:
+                self.say()
+                raise _InputEndedError from None
+        if question:
+            self.say(prompt)
+        line = self.answers.readline()
+        if not line:
+            raise _InputEndedError
+        answer = line.rstrip("\r\n")
+        self.say(f"> {answer}" if answer else ">")
+        return answer
+
+
+# ---------------------------------------------------------------------------- the review
+
+
+_Choice = Literal["approve", "edit", "reject", "approve_all", "reject_all"]
+_CHOICES: dict[str, _Choice] = {
+    "a": "approve",
+    "approve": "approve",
+    "e": "edit",
+    "edit": "edit",
+    "r": "reject",
+    "reject": "reject",
+    "A": "approve_all",
+    "approve all": "approve_all",
+    "R": "reject_all",
+    "reject all": "reject_all",
+}
+
+
+def _choice(answer: str) -> _Choice | None:
+    answer = answer.strip()
+    if answer in ("A", "R"):
+        return _CHOICES[answer]
+    return _CHOICES.get(" ".join(answer.lower().split()))
+
+
+def _reject(reason: str) -> dict[str, Any]:
+    reason = reason.strip()
+    return {"type": "reject", "message": reason} if reason else {"type": "reject"}
+
+
+def _ask_args(term: Terminal, request: ActionRequest) -> dict[str, Any] | None:
+    """New arguments for an edit, as a JSON object; ``None`` when the user gives up (empty line)."""
+    term.say(
+        "Type ALL the arguments as one line of JSON (an empty line goes back). Now:"
+        f" {json.dumps(request.args, ensure_ascii=False)}"
+    )
+    while True:
+        answer = term.ask("args")
+        if not answer.strip():
+            return None
+        try:
+            value = json.loads(answer)
+        except json.JSONDecodeError as exc:
+            term.say(f"Invalid JSON: {exc}. Try again.")
+            continue
+        if not isinstance(value, dict):
+            term.say(f"The arguments must be a JSON object, got {type(value).__name__}. Try again.")
+            continue
+        return value
+
+
+def ask_decisions(term: Terminal, review: PendingReview) -> list[dict[str, Any]]:
+    """One decision per action, asked card by card (wire-format dicts, in order).
+
+    Raises:
+        _InputEndedError: the input ended before every action was decided.
+    """
+    requests = review.action_requests
+    total = len(requests)
+    if total > 1:
+        term.say(f"{total} actions wait for your approval.")
+    prompt = BATCH_PROMPT if total > 1 else DECISION_PROMPT
+    decisions: list[dict[str, Any]] = []
+    while len(decisions) < total:
+        index = len(decisions)
+        request = requests[index]
+        term.say(term.strong(render_card(request, index=index + 1, total=total)))
+        while True:
+            choice = _choice(term.ask(prompt))
+            if choice == "approve":
+                decisions.append({"type": "approve"})
+            elif choice == "approve_all":
+                decisions.extend({"type": "approve"} for _ in requests[index:])
+            elif choice == "reject":
+                decisions.append(_reject(term.ask(REJECT_QUESTION, question=True)))
+            elif choice == "reject_all":
+                reason = term.ask(REJECT_ALL_QUESTION, question=True)
+                decisions.extend(_reject(reason) for _ in requests[index:])
+            elif choice == "edit":
+                args = _ask_args(term, request)
+                if args is None:
+                    continue
+                decisions.append(
+                    {"type": "edit", "edited_action": {"name": request.name, "args": args}}
+                )
+            else:
+                term.say(
+                    "Please answer a, e or r (or A / R for all)."
+                    if total > 1
+                    else "Please answer a, e or r."
+                )
+                continue
+            break
+    return decisions
+
+
+# ---------------------------------------------------------------------------- the demo loop
+
+
+def _paused_text(session: BlockingChat, thread_id: str) -> str | None:
+    """What the model said alongside the calls it proposed, if anything."""
+    for message in reversed(session.get_thread(thread_id).messages):
+        if message.get("role") == "assistant":
+            content = message.get("content")
+            return content if isinstance(content, str) and content else None
+    return None
+
+
+def _converse(term: Terminal, session: BlockingChat, turn: ChatTurn) -> None:
+    """Review until the model answers; show every outcome and the reply."""
+    while turn.pending_review is not None:
+        text = _paused_text(session, turn.thread_id)
+        if text:
+            term.say(f"assistant: {text}")
+        try:
+            decisions = ask_decisions(term, turn.pending_review)
+        except _InputEndedError:
+            term.say("The input ended while actions waited for your approval: nothing was run.")
+            raise
+        turn = session.submit_review(decisions, turn.thread_id)
+        for action in turn.actions:
+            if action.status != "requested":
+                term.say(render_outcome(action))
+    if turn.reply is not None:
+        term.say(f"assistant: {turn.reply}")
+
+
+def run_demo(
+    chat: ReviewedChat,
+    term: Terminal,
+    *,
+    store_line: str,
+    workspace: DemoWorkspace | None = None,
+) -> int:
+    """The demo's read-act loop; returns the exit code."""
+    term.say(term.strong("toolguard demo: an assistant whose risky tools wait for your approval."))
+    term.say(describe_model(chat.model))
+    term.say(store_line)
+    if workspace is not None:
+        term.say(
+            "Workspace: a demo mailbox, calendar and task list in memory;"
+            f" today is {weekday(workspace.today)} {workspace.today.isoformat()}."
+        )
+    term.say()
+    term.say("Tools (the ones marked 'required' wait for your approval):")
+    term.say(chat.toolset.table())
+    term.say()
+    term.say("Try: " + " | ".join(_EXAMPLES) + ". Type quit to leave.")
+    thread_id: str | None = None
+    with chat.blocking() as session:
+        try:
+            while True:
+                text = term.ask("you").strip()
+                if text.lower() in ("quit", "exit", "q"):
+                    break
+                if not text:
+                    continue
+                try:
+                    turn = session.send_message(text, thread_id)
+                    if thread_id is None and store_line.startswith("Store: SQLite"):
+                        term.say(f"Thread: {turn.thread_id}")
+                    thread_id = turn.thread_id
+                    _converse(term, session, turn)
+                except ToolguardError as exc:
+                    term.say(f"error: {exc}")
+        except _InputEndedError:
+            pass
+        except KeyboardInterrupt:
+            term.say()
+            return 130
+    term.say("Bye.")
+    return 0
+
+
+def _demo(args: argparse.Namespace) -> int:
+    store: Store | None = None
+    store_line = "Store: in memory (use --db PATH to keep the conversation in SQLite)"
+    if args.db:
+        from toolguard._sqlite import SQLiteStore  # noqa: PLC0415 - only when asked for
+
+        store = SQLiteStore(args.db)
+        store_line = f"Store: SQLite file {args.db}"
+    workspace = DemoWorkspace()
+    chat = build_demo_chat(store=store, workspace=workspace)
+    color = sys.stdout.isatty() and not os.environ.get("NO_COLOR")
+    try:
+        if args.script:
+            with open(args.script, encoding="utf-8") as script:
+                term = Terminal(sys.stdout, answers=script, color=color)
+                return run_demo(chat, term, store_line=store_line, workspace=workspace)
+        term = Terminal(
+            sys.stdout, answers=sys.stdin if args.non_interactive else None, color=color
+        )
+        return run_demo(chat, term, store_line=store_line, workspace=workspace)
+    finally:
+        close: Callable[[], None] | None = getattr(store, "close", None)
+        if close is not None:
+            close()
+
+
+# ---------------------------------------------------------------------------- serve and tools
+
+
+def _serve(args: argparse.Namespace) -> int:
+    try:
+        module = importlib.import_module("toolguard._serve")
+    except ModuleNotFoundError as exc:
+        if exc.name in ("toolguard._serve", "toolguard"):
+            sys.stderr.write(
+                "error: this installation of toolguard has no HTTP server"
+                " (the module toolguard._serve is missing).\n"
+            )
+        else:
+            sys.stderr.write(
+                f"error: toolguard serve needs the 'http' extra ({exc.name} is not installed):"
+                " pip install 'toolguard-hitl[http]'\n"
+            )
+        return 2
+    serve: Callable[..., Any] = module.serve
+    result = serve(
+        tools=args.tools,
+        model=args.model,
+        base_url=args.base_url,
+        db=args.db,
+        host=args.host,
+        port=args.port,
+    )
+    return result if isinstance(result, int) else 0
+
+
+def load_object(spec: str) -> object:
+    """Import ``MODULE:ATTR`` (ATTR may be dotted), looking in the current directory too.
+
+    Raises:
+        ValueError: ``spec`` is not ``MODULE:ATTR``, or the attribute does not exist.
+        ImportError: the module cannot be imported.
+    """
+    module_name, _, attr = spec.partition(":")
+    if not module_name or not attr:
+        msg = f"expected MODULE:ATTR (e.g. myapp.tools:registry), got {spec!r}"
+        raise ValueError(msg)
+    if os.getcwd() not in sys.path:
+        sys.path.insert(0, os.getcwd())
+    obj: object = importlib.import_module(module_name)
+    for part in attr.split("."):
+        if not hasattr(obj, part):
+            msg = f"{module_name!r} has no attribute {attr!r}"
+            raise ValueError(msg)
+        obj = getattr(obj, part)
+    return obj
+
+
+def _tools(args: argparse.Namespace) -> int:
+    try:
+        registry: Any = load_object(args.registry)
+        toolset = registry if isinstance(registry, Toolset) else guard(registry)
+    except (ImportError, ValueError, TypeError) as exc:
+        sys.stderr.write(f"error: {exc}\n")
+        return 2
+    sys.stdout.write(toolset.table() + "\n")
+    return 0
+
+
+# ---------------------------------------------------------------------------- parser
+
+
+def _parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(
+        prog="toolguard",
+        description="Human-in-the-loop approval for LLM agent tools.",
+    )
+    parser.add_argument("--version", action="version", version=f"toolguard {__version__}")
+    commands = parser.add_subparsers(dest="command", metavar="COMMAND")
+
+    demo = commands.add_parser(
+        "demo",
+        help="chat with a demo assistant whose risky tools wait for your approval",
+        description=(
+            "A terminal assistant over a demo mailbox, calendar and task list. Offline with a"
+            " scripted model; with OPENAI_API_KEY (or OPENAI_BASE_URL, TOOLGUARD_MODEL) it"
+            " uses a real model."
+        ),
+    )
+    demo.add_argument("--db", metavar="PATH", help="keep the conversation in this SQLite file")
+    source = demo.add_mutually_exclusive_group()
+    source.add_argument(
+        "--script", metavar="FILE", help="read the answers from FILE, one per line (no prompts)"
+    )
+    source.add_argument(
+        "--non-interactive",
+        action="store_true",
+        help="read the answers from stdin, one per line (no prompts; answers are echoed)",
+    )
+    demo.set_defaults(handler=_demo)
+
+    serve = commands.add_parser(
+        "serve",
+        help="serve a chat with human review over HTTP",
+        description="Serve the reviewed chat over HTTP (needs the 'http' extra).",
+    )
+    serve.add_argument(
+        "--tools", metavar="MODULE:ATTR", help="the tool registry (default: the demo tools)"
+    )
+    serve.add_argument("--model", metavar="NAME", help="the model name (default: TOOLGUARD_MODEL)")
+    serve.add_argument("--base-url", metavar="URL", help="an OpenAI-compatible server's URL")
+    serve.add_argument("--db", metavar="PATH", help="keep conversations in this SQLite file")
+    serve.add_argument("--host", default="127.0.0.1", help="the address to listen on")
+    serve.add_argument("--port", type=int, default=8000, help="the port to listen on")
+    serve.set_defaults(handler=_serve)
+
+    tools = commands.add_parser(
+        "tools",
+        help="show which tools of a registry need approval, and why",
+        description="Print the classification table of a tool registry.",
+    )
+    tools.add_argument("registry", metavar="MODULE:ATTR", help="a list, mapping or toolset")
+    tools.set_defaults(handler=_tools)
+    return parser
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    """Run the command line.
+
+    Args:
+        argv: the arguments after the program name; ``sys.argv[1:]`` by default.
+
+    Returns:
+        The exit code: 0 on success, 2 on a usage or setup error.
+    """
+    parser = _parser()
+    args = parser.parse_args(argv)
+    handler: Callable[[argparse.Namespace], int] | None = getattr(args, "handler", None)
+    if handler is None:
+        parser.print_help()
+        return 2
+    return handler(args)
