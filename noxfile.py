@@ -1,4 +1,4 @@
-"""Development sessions; `scripts/test` (the CI command) runs lint, typecheck and tests in one go."""
+"""Development sessions; `scripts/test` (the CI command) runs lint, types and tests at once."""
 
 from __future__ import annotations
 
