@@ -36,6 +36,7 @@ from toolguard._errors import (
     ThreadBusyError,
     UnknownThreadError,
 )
+from toolguard._json import clean_text
 from toolguard._model import ChatModel, Message, ModelResponse
 from toolguard._models import (
     REJECTED_BY_USER_MESSAGE,
@@ -213,6 +214,8 @@ class ReviewedChat:
             applied; return ``False`` to refuse (``ReviewerNotAllowedError``,
             audited, nothing else changes). ``None``: anyone may decide.
         clock: the time source (tests pass a fake one).
+        signing_key: secret for the digests binding approvals to the shown
+            calls (see :class:`~toolguard.Runner`); keep it out of the store.
     """
 
     def __init__(
@@ -229,6 +232,7 @@ class ReviewedChat:
         review_ttl: float | timedelta | None = None,
         authorize: Authorizer | None = None,
         clock: Callable[[], datetime] = utcnow,
+        signing_key: bytes | None = None,
     ) -> None:
         if max_steps < 1:
             msg = f"max_steps must be at least 1, got {max_steps}"
@@ -241,6 +245,7 @@ class ReviewedChat:
             sync_in_thread=sync_in_thread,
             review_ttl=review_ttl,
             clock=clock,
+            signing_key=signing_key,
         )
         self.toolset = self.runner.toolset
         self.store: Store = store if store is not None else MemoryStore()
@@ -328,7 +333,7 @@ class ReviewedChat:
             if state.status == "running":
                 raise ThreadBusyError(state.thread_id)
             expected = state.version
-        messages = [*state.messages, {"role": "user", "content": message}]
+        messages = [*state.messages, {"role": "user", "content": clean_text(message)}]
         return await self._loop(state, expected, messages)
 
     async def submit_review(
@@ -432,6 +437,10 @@ class ReviewedChat:
             ReviewerNotAllowedError: as for :meth:`submit_review`.
         """
         state = await self.get_thread(thread_id)
+        if state.status == "awaiting_review" and self._is_overdue(state):
+            expired_id = state.review_id or ""
+            await self._close(state, "expired")
+            raise ReviewExpiredError(expired_id)
         if state.status != "awaiting_review" or state.pending is None:
             if review_id is not None:
                 raise StaleReviewError(review_id, None)
@@ -472,6 +481,22 @@ class ReviewedChat:
         if state.status != "running" or state.pending is None:
             return False
         step = self.runner.interrupted(state.pending, state.decisions or [])
+        # Keep who decided and when (the claim recorded them in state.actions).
+        claimed = {a.id: a for a in state.actions}
+        step = dataclasses.replace(
+            step,
+            actions=[
+                a.model_copy(
+                    update={
+                        "reviewer": claimed[a.id].reviewer,
+                        "decided_at": claimed[a.id].decided_at or a.decided_at,
+                    }
+                )
+                if a.id in claimed
+                else a
+                for a in step.actions
+            ],
+        )
         now = self.clock()
         review_id = state.pending.review_id
         events = [
@@ -596,7 +621,7 @@ class ReviewedChat:
                 response = await self._complete(messages)
                 model_calls += 1
                 if not response.tool_calls:
-                    reply = response.text or ""
+                    reply: str = clean_text(response.text or "")
                     messages.append({"role": "assistant", "content": reply})
                     state = await self._save(
                         state,
@@ -608,7 +633,7 @@ class ReviewedChat:
                     )
                     return ChatTurn(thread_id=state.thread_id, reply=reply, actions=touched)
                 step = await self.runner.run(response.tool_calls)
-                messages.append(assistant_message(response.text, step.calls))
+                messages.append(assistant_message(clean_text(response.text), step.calls))
                 review_id = step.pending.review_id if step.pending else None
             else:
                 # Resumed: the paused turn's assistant message now records the calls as

@@ -17,9 +17,29 @@ def to_json_data(value: Any) -> Any:
     other object falls back to its ``repr`` so a payload can always be built.
     """
     try:
-        return to_jsonable_python(value, fallback=repr)
+        data = to_jsonable_python(value, fallback=repr)
     except (PydanticSerializationError, UnicodeDecodeError, ValueError):
-        return to_jsonable_python(value, fallback=repr, bytes_mode="base64")
+        data = to_jsonable_python(value, fallback=repr, bytes_mode="base64")
+    return clean_text(data)
+
+
+def clean_text(value: Any) -> Any:
+    """Replace lone surrogates (text JSON allows but UTF-8 cannot hold) with U+FFFD.
+
+    Walks dicts and lists; other values come back unchanged. Without this, a
+    ``"\\ud800"`` in a decision or a model's arguments could not be stored.
+    """
+    if isinstance(value, str):
+        try:
+            value.encode()
+        except UnicodeEncodeError:
+            return value.encode("utf-16", "surrogatepass").decode("utf-16", "replace")
+        return value
+    if isinstance(value, dict):
+        return {clean_text(k): clean_text(v) for k, v in value.items()}
+    if isinstance(value, list):
+        return [clean_text(v) for v in value]
+    return value
 
 
 def dumps(value: Any) -> str:
@@ -32,5 +52,5 @@ def dumps(value: Any) -> str:
 def result_text(value: Any) -> str:
     """The text a model reads for a tool's return value: text as is, anything else as JSON."""
     if isinstance(value, str):
-        return value
+        return clean_text(value)  # type: ignore[no-any-return]  # str in, str out
     return json.dumps(to_json_data(value), ensure_ascii=False)

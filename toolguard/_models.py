@@ -9,6 +9,7 @@ works unchanged.
 from __future__ import annotations
 
 import hashlib
+import hmac
 import json
 import os
 from datetime import datetime, timezone
@@ -40,12 +41,14 @@ def utcnow() -> datetime:
     return datetime.now(timezone.utc)
 
 
-def call_digest(name: str, args: dict[str, Any]) -> str:
-    """SHA-256 (hex) of a call's name and canonical JSON arguments."""
+def call_digest(name: str, args: dict[str, Any], key: bytes | None = None) -> str:
+    """SHA-256 (hex) of a call's name and canonical JSON arguments; HMAC-SHA-256 with ``key``."""
     canonical = json.dumps(
         {"name": name, "args": args}, ensure_ascii=False, sort_keys=True, separators=(",", ":")
-    )
-    return hashlib.sha256(canonical.encode()).hexdigest()
+    ).encode()
+    if key is not None:
+        return hmac.new(key, canonical, hashlib.sha256).hexdigest()
+    return hashlib.sha256(canonical).hexdigest()
 
 
 class _Wire(BaseModel):

@@ -9,6 +9,7 @@ decisions, in this process or another one.
 
 from __future__ import annotations
 
+import hmac
 import json
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
@@ -179,9 +180,22 @@ class Runner:
             ``None`` (the default): no deadline — it is the user's decision.
         clock: the time source for request times and deadlines (tests pass
             a fake one).
+        signing_key: a secret for the digest that binds an approval to the
+            shown call (HMAC-SHA-256). Without it the digest is a plain
+            SHA-256, which detects accidental or naive changes to a stored
+            review but not an attacker who can rewrite the store and
+            recompute it; with a key kept out of the store, they cannot.
     """
 
-    __slots__ = ("_limiter", "clock", "edit_policy", "review_ttl", "sync_in_thread", "toolset")
+    __slots__ = (
+        "_limiter",
+        "clock",
+        "edit_policy",
+        "review_ttl",
+        "signing_key",
+        "sync_in_thread",
+        "toolset",
+    )
 
     def __init__(
         self,
@@ -193,6 +207,7 @@ class Runner:
         max_concurrency: int | None = None,
         review_ttl: float | timedelta | None = None,
         clock: Callable[[], datetime] = utcnow,
+        signing_key: bytes | None = None,
     ) -> None:
         if edit_policy not in ("run", "recheck"):
             msg = f"edit_policy must be 'run' or 'recheck', got {edit_policy!r}"
@@ -205,6 +220,7 @@ class Runner:
         self._limiter = anyio.CapacityLimiter(max_concurrency) if max_concurrency else None
         self.review_ttl = ttl_seconds(review_ttl)
         self.clock = clock
+        self.signing_key = signing_key
 
     # ------------------------------------------------------------------ helpers
 
@@ -259,7 +275,7 @@ class Runner:
             description=tool.review_description() or message("action_description", name=call.name),
             requested_at=now,
             expires_at=now + timedelta(seconds=ttl) if ttl else None,
-            digest=call_digest(call.name, call.args),
+            digest=call_digest(call.name, call.args, self.signing_key),
         )
 
     # ------------------------------------------------------------------ run
@@ -396,7 +412,9 @@ class Runner:
                 finish(action, _error(call, reason), "rejected", decision)
             elif isinstance(decision, ApproveDecision):
                 tool = self.toolset.get(action.name)
-                if action.digest and action.digest != call_digest(action.name, action.args):
+                if not hmac.compare_digest(
+                    action.digest, call_digest(action.name, action.args, self.signing_key)
+                ):
                     # The stored request no longer matches what the reviewer was shown.
                     finish(action, _error(call, TAMPERED), "failed", decision)
                     continue

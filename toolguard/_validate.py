@@ -6,6 +6,7 @@ from collections.abc import Mapping, Sequence
 from typing import Any
 
 from toolguard._errors import InvalidReviewDecisionError, NoPendingReviewError
+from toolguard._json import clean_text, to_json_data
 from toolguard._messages import message
 from toolguard._models import (
     ALLOWED_DECISIONS,
@@ -47,7 +48,16 @@ def parse_decision(decision: Any) -> AnyDecision:
     Raises:
         InvalidReviewDecisionError: with the catalog text for the first problem.
     """
-    if isinstance(decision, (ApproveDecision, EditDecision, RejectDecision)):
+    if isinstance(decision, EditDecision):
+        edited_model = decision.edited_action
+        return EditDecision(
+            edited_action=EditedAction(
+                name=clean_text(edited_model.name), args=to_json_data(edited_model.args)
+            )
+        )
+    if isinstance(decision, RejectDecision):
+        return RejectDecision(message=clean_text(decision.message))
+    if isinstance(decision, ApproveDecision):
         return decision
     if not isinstance(decision, Mapping):
         raise InvalidReviewDecisionError(message("decision_type", type=None))
@@ -61,7 +71,7 @@ def parse_decision(decision: Any) -> AnyDecision:
         if edited is None:
             raise InvalidReviewDecisionError(message("edit_needs_action"))
         if isinstance(edited, EditedAction):
-            return EditDecision(edited_action=edited)
+            return parse_decision(EditDecision(edited_action=edited))
         if not (
             isinstance(edited, Mapping)
             and isinstance(edited.get("name"), str)
@@ -70,12 +80,14 @@ def parse_decision(decision: Any) -> AnyDecision:
         ):
             raise InvalidReviewDecisionError(message("edited_action_shape"))
         return EditDecision(
-            edited_action=EditedAction(name=edited["name"], args=dict(edited["args"]))
+            edited_action=EditedAction(
+                name=clean_text(edited["name"]), args=to_json_data(dict(edited["args"]))
+            )
         )
     reason = decision.get("message")
     if reason is not None and not isinstance(reason, str):
         raise InvalidReviewDecisionError(message("reject_message_type", kind=_kind(reason)))
-    return RejectDecision(message=reason)
+    return RejectDecision(message=clean_text(reason))
 
 
 def as_decision_list(decisions: Any) -> list[Any]:
