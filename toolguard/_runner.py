@@ -20,7 +20,7 @@ import anyio
 
 from toolguard._classify import Classifier
 from toolguard._errors import NoPendingReviewError
-from toolguard._json import result_text, to_json_data
+from toolguard._json import clean_text, to_json_data
 from toolguard._messages import message
 from toolguard._models import (
     NO_DECISION,
@@ -124,10 +124,14 @@ def parse_tool_call(raw: Any, index: int = 0) -> ToolCall:
     if arguments is None or arguments == "":
         return ToolCall(id=call_id, name=name, args={})
     if isinstance(arguments, str):
+        text = arguments
         try:
-            arguments = json.loads(arguments)
+            arguments = json.loads(text)
         except ValueError:
-            return ToolCall(id=call_id, name=name, arguments_error=arguments)
+            return ToolCall(id=call_id, name=name, arguments_error=clean_text(text))
+        if type(arguments) is dict and text.isascii() and "\\u" not in text:
+            # Parsed from plain ASCII JSON with no escapes: already clean JSON data.
+            return ToolCall(id=call_id, name=name, args=arguments)
     if isinstance(arguments, Mapping):
         return ToolCall(id=call_id, name=name, args=to_json_data(dict(arguments)))
     return ToolCall(id=call_id, name=name, arguments_error=json.dumps(to_json_data(arguments)))
@@ -241,12 +245,13 @@ class Runner:
             return _error(
                 call, f"Tool `{tool.name}` failed: {type(exc).__name__}: {exc}", tool.name
             )
+        data = to_json_data(value)
         return ToolResult(
             call_id=call.id,
             name=tool.name,
             status="success",
-            content=result_text(value),
-            value=to_json_data(value),
+            content=data if isinstance(data, str) else json.dumps(data, ensure_ascii=False),
+            value=data,
         )
 
     async def _execute_all(
