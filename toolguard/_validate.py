@@ -25,7 +25,7 @@ def _count_actions(pending_review: Any) -> int:
     if pending_review is None:
         return 0
     if isinstance(pending_review, PendingTurn):
-        pending_review = pending_review.pending_review
+        return sum(1 for a in pending_review.actions if a.status == "requested")
     if isinstance(pending_review, PendingReview):
         return len(pending_review.action_requests)
     if isinstance(pending_review, Mapping):
