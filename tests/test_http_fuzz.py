@@ -585,30 +585,15 @@ def test_a_body_that_is_not_json_is_a_422(world: World, path: str, raw: bytes) -
     world.post_raw(path, raw)
 
 
-# --- known bugs ---------------------------------------------------------------------------------
+# --- bodies FastAPI alone would answer wrongly ---------------------------------------------------
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason=(
-        "bug: a body that is not UTF-8 gets FastAPI's 400 'There was an error parsing the"
-        " body' instead of a 422 (toolguard/http.py maps no body-decoding error)"
-    ),
-)
 @pytest.mark.parametrize("path", ["/hitl/review", "/hitl/chat"])
 def test_a_body_that_is_not_utf8_is_a_422(world: World, path: str) -> None:
     """Bytes that are not UTF-8 are a body of the wrong shape: 422, nothing changes."""
     world.post_raw(path, b'{"message": "\x80"}')
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason=(
-        "bug: a lone surrogate escape (\\ud800) echoed in a 422's 'input' or in a 400's"
-        " detail cannot be encoded as UTF-8: Starlette's JSONResponse raises"
-        " UnicodeEncodeError and the client gets a 500 (toolguard/http.py)"
-    ),
-)
 @pytest.mark.parametrize(
     ("path", "template", "expected"),
     [

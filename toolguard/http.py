@@ -61,14 +61,18 @@ production: whoever may call them may approve the tools.
 # annotations at run time, and they refer to the router factory's locals.
 
 import inspect
-from collections.abc import Awaitable, Callable
+import json
+from collections.abc import Awaitable, Callable, Coroutine
 from datetime import datetime
 from importlib import resources
 from pathlib import Path
 from typing import Annotated, Any, Literal, TypeVar
 
-from fastapi import APIRouter, Depends, FastAPI, HTTPException, status
-from fastapi.responses import FileResponse
+from fastapi import APIRouter, Depends, FastAPI, HTTPException, Request, Response, status
+from fastapi.encoders import jsonable_encoder
+from fastapi.exceptions import RequestValidationError
+from fastapi.responses import FileResponse, JSONResponse
+from fastapi.routing import APIRoute
 from fastapi.staticfiles import StaticFiles
 from pydantic import (
     BaseModel,
@@ -91,6 +95,7 @@ from toolguard._errors import (
     ThreadBusyError,
     UnknownThreadError,
 )
+from toolguard._json import clean_text
 from toolguard._models import Action, PendingReview
 from toolguard._store import ConcurrentUpdateError, ThreadState, ThreadStatus
 from toolguard._version import __version__
@@ -293,7 +298,53 @@ async def _answer(call: Awaitable[_T]) -> _T:
         return await call
     except _HANDLED as exc:
         code = next(code for kind, code in _STATUS if isinstance(exc, kind))
-        raise HTTPException(status_code=code, detail=str(exc)) from exc
+        raise HTTPException(status_code=code, detail=clean_text(str(exc))) from exc
+
+
+class _AsciiJSONResponse(JSONResponse):
+    """JSON with non-ASCII escaped, so even a lone surrogate echoed from a body renders."""
+
+    def render(self, content: Any) -> bytes:
+        return json.dumps(
+            content, ensure_ascii=True, allow_nan=False, separators=(",", ":")
+        ).encode("ascii")
+
+
+def _invalid_body(reason: str) -> _AsciiJSONResponse:
+    error = {"type": "json_invalid", "loc": ["body"], "msg": "JSON decode error", "input": {}}
+    return _AsciiJSONResponse(
+        status_code=422,
+        content={"detail": [{**error, "ctx": {"error": reason}}]},
+    )
+
+
+class _Route(APIRoute):
+    """Answers every malformed body with a 422, wherever the router is mounted.
+
+    FastAPI answers a body that is not UTF-8 with a generic 400 and renders
+    validation errors with the app's handler, which fails on a lone surrogate
+    echoed from the body (a 500). The router keeps both cases in its
+    documented contract: 422, with the errors in ``detail``.
+    """
+
+    def get_route_handler(self) -> Callable[[Request], Coroutine[Any, Any, Response]]:
+        handle = super().get_route_handler()
+
+        async def route(request: Request) -> Response:
+            body = await request.body()
+            try:
+                body.decode("utf-8")
+            except UnicodeDecodeError:
+                return _invalid_body("the body is not valid UTF-8")
+            try:
+                return await handle(request)
+            except RequestValidationError as exc:
+                return _AsciiJSONResponse(
+                    status_code=422,
+                    content={"detail": jsonable_encoder(exc.errors())},
+                )
+
+        return route
 
 
 def _error(description: str) -> dict[str, Any]:
@@ -340,7 +391,7 @@ def create_router(
     def anonymous() -> None:
         return None
 
-    router = APIRouter(prefix=prefix, tags=["toolguard"])
+    router = APIRouter(prefix=prefix, tags=["toolguard"], route_class=_Route)
     common: dict[int | str, dict[str, Any]] = {
         404: _error("No thread has that id."),
         409: _error("Another request is changing the thread at the same time."),
