@@ -43,6 +43,7 @@ from toolguard._models import (
     Action,
     EditDecision,
     PendingReview,
+    PendingTurn,
     RejectDecision,
     ToolCall,
     ToolResult,
@@ -374,18 +375,7 @@ class ReviewedChat:
             ModelError: the model failed after the tools ran; their results
                 are saved in the thread.
         """
-        state = await self.get_thread(thread_id)
-        if state.status == "awaiting_review" and self._is_overdue(state):
-            expired_id = state.review_id or ""
-            await self._close(state, "expired")
-            raise ReviewExpiredError(expired_id)
-        if state.status != "awaiting_review" or state.pending is None:
-            if review_id is not None:
-                raise StaleReviewError(review_id, None)
-            raise NoPendingReviewError
-        pending = state.pending
-        if review_id is not None and review_id != pending.review_id:
-            raise StaleReviewError(review_id, pending.review_id)
+        state, pending = await self._current_review(thread_id, review_id)
         await self._check_reviewer(state, reviewer)
         parsed = validate_decisions(pending, decisions)
         now = self.clock()
@@ -436,19 +426,9 @@ class ReviewedChat:
             UnknownThreadError, NoPendingReviewError, StaleReviewError,
             ReviewerNotAllowedError: as for :meth:`submit_review`.
         """
-        state = await self.get_thread(thread_id)
-        if state.status == "awaiting_review" and self._is_overdue(state):
-            expired_id = state.review_id or ""
-            await self._close(state, "expired")
-            raise ReviewExpiredError(expired_id)
-        if state.status != "awaiting_review" or state.pending is None:
-            if review_id is not None:
-                raise StaleReviewError(review_id, None)
-            raise NoPendingReviewError
-        if review_id is not None and review_id != state.pending.review_id:
-            raise StaleReviewError(review_id, state.pending.review_id)
+        state, pending = await self._current_review(thread_id, review_id)
         await self._check_reviewer(state, reviewer)
-        closed_id = state.pending.review_id
+        closed_id = pending.review_id
         state = await self._close(state, "cancelled", reason=reason, actor=reviewer)
         closed = [a for a in state.actions if a.status == "cancelled"]
         return ChatTurn(thread_id=state.thread_id, review_id=closed_id, actions=closed)
@@ -537,6 +517,22 @@ class ReviewedChat:
         return found
 
     # ------------------------------------------------------------------ internals
+
+    async def _current_review(
+        self, thread_id: str, review_id: str | None
+    ) -> tuple[ThreadState, PendingTurn]:
+        """The thread and its pending review, after the deadline and binding checks."""
+        state = await self.get_thread(thread_id)
+        if state.status == "awaiting_review" and self._is_overdue(state):
+            await self._close(state, "expired")
+            raise ReviewExpiredError(state.review_id or "")
+        if state.status != "awaiting_review" or state.pending is None:
+            if review_id is not None:
+                raise StaleReviewError(review_id, None)
+            raise NoPendingReviewError
+        if review_id is not None and review_id != state.pending.review_id:
+            raise StaleReviewError(review_id, state.pending.review_id)
+        return state, state.pending
 
     def _is_overdue(self, state: ThreadState) -> bool:
         deadline = state.pending.expires_at if state.pending is not None else None
