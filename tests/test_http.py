@@ -954,8 +954,8 @@ async def test_the_chat_dependency_can_be_overridden() -> None:
     assert response.json() == reply_body(response.json()["thread_id"], "From the override.")
 
 
-async def test_openapi_lists_the_four_routes() -> None:
-    """The OpenAPI document lists exactly the four API routes (not the page)."""
+async def test_openapi_lists_the_api_routes() -> None:
+    """The OpenAPI document lists exactly the API routes (not the page)."""
     async with client_for(create_app(make_chat([], []))) as client:
         document = (await client.get("/openapi.json")).json()
     assert sorted(document["paths"]) == [
@@ -963,6 +963,7 @@ async def test_openapi_lists_the_four_routes() -> None:
         "/hitl/chat",
         "/hitl/review",
         "/hitl/threads/{thread_id}",
+        "/hitl/threads/{thread_id}/audit",
     ]
     assert sorted(document["paths"]["/hitl/review"]["post"]["responses"]) == [
         "200",

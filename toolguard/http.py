@@ -71,7 +71,7 @@ from typing import Annotated, Any, Literal, TypeVar
 from fastapi import APIRouter, Depends, FastAPI, HTTPException, Request, Response, status
 from fastapi.encoders import jsonable_encoder
 from fastapi.exceptions import RequestValidationError
-from fastapi.responses import FileResponse, JSONResponse
+from fastapi.responses import FileResponse, JSONResponse, PlainTextResponse
 from fastapi.routing import APIRoute
 from fastapi.staticfiles import StaticFiles
 from pydantic import (
@@ -473,6 +473,24 @@ def create_router(
         """The stored history, the pending review and the status of every action."""
         state = await _answer(reviewed_chat.get_thread(thread_id))
         return ThreadResponse.from_state(state)
+
+    @router.get(
+        "/threads/{thread_id}/audit",
+        response_class=PlainTextResponse,
+        responses={
+            200: {
+                "content": {"application/x-ndjson": {}},
+                "description": "One audit event per line (JSON), oldest first.",
+            },
+            404: _error("No thread has that id."),
+        },
+    )
+    async def get_audit(
+        thread_id: str, reviewed_chat: Annotated[ReviewedChat, Depends(get_chat)]
+    ) -> PlainTextResponse:
+        """The thread's audit trail as JSON lines: requests, decisions (who, how) and outcomes."""
+        text = await _answer(reviewed_chat.export_audit([thread_id]))
+        return PlainTextResponse(text, media_type="application/x-ndjson")
 
     return router
 
