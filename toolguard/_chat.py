@@ -489,18 +489,7 @@ class ReviewedChat:
             )
             for a in step.actions
         ]
-        messages = _rewrite_last_assistant(list(state.messages), step.calls)
-        messages.extend(tool_message(r) for r in step.results)
-        await self._save(
-            state,
-            state.version,
-            messages=messages,
-            status="idle",
-            pending=None,
-            decisions=None,
-            actions=_merge(state.actions, step.actions),
-            audit=[*state.audit, *events],
-        )
+        await self._end_turn(state, step, step.actions, events)
         return True
 
     async def running_threads(self) -> list[str]:
@@ -575,21 +564,27 @@ class ReviewedChat:
         events = [
             final_event(state.thread_id, state.pending.review_id, a, outcome, now) for a in closed
         ]
-        messages = _rewrite_last_assistant(list(state.messages), step.calls)
-        messages.extend(tool_message(r) for r in step.results)
         try:
-            return await self._save(
-                state,
-                state.version,
-                messages=messages,
-                status="idle",
-                pending=None,
-                decisions=None,
-                actions=_merge(state.actions, closed),
-                audit=[*state.audit, *events],
-            )
+            return await self._end_turn(state, step, closed, events)
         except ConcurrentUpdateError:
             raise NoPendingReviewError from None
+
+    async def _end_turn(
+        self, state: ThreadState, step: Step, actions: list[Action], events: list[AuditEvent]
+    ) -> ThreadState:
+        """Save a paused turn as finished without running anything: the model reads the results."""
+        messages = _rewrite_last_assistant(list(state.messages), step.calls)
+        messages.extend(tool_message(r) for r in step.results)
+        return await self._save(
+            state,
+            state.version,
+            messages=messages,
+            status="idle",
+            pending=None,
+            decisions=None,
+            actions=_merge(state.actions, actions),
+            audit=[*state.audit, *events],
+        )
 
     async def _complete(self, messages: list[Message]) -> ModelResponse:
         return await self.model.complete(messages, self._tool_schemas)
