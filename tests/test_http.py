@@ -18,7 +18,6 @@ import uvicorn
 from fastapi import FastAPI, Header
 
 from toolguard import (
-    ChatTurn,
     MemoryStore,
     Message,
     ModelResponse,
@@ -887,26 +886,6 @@ async def test_cancel_closes_the_review_without_running_anything() -> None:
     assert missing.status_code == 404
     assert message.json() == reply_body(thread_id, "Fine, cancelled.")
     assert log == []
-
-
-class LegacyChat(ReviewedChat):
-    """A chat whose submit_review takes only (decisions, thread_id), like earlier versions."""
-
-    async def submit_review(self, decisions: Any, thread_id: str) -> ChatTurn:  # type: ignore[override]
-        """Submit without review binding."""
-        return await super().submit_review(decisions, thread_id)
-
-
-async def test_chat_whose_submit_review_takes_no_review_id_still_works() -> None:
-    """The router passes review_id and reviewer only to a submit_review that accepts them."""
-    chat = LegacyChat(ScriptedModel([ONE_MAIL, "Sent."]), make_tools([]))
-    async with client_for(create_app(chat)) as client:
-        first = (await client.post("/hitl/chat", json={"message": ASK})).json()
-        response = await client.post(
-            "/hitl/review",
-            json={"thread_id": first["thread_id"], "decisions": [APPROVE], "review_id": "any"},
-        )
-    assert response.json() == reply_body(first["thread_id"], "Sent.")
 
 
 async def test_router_mounts_into_an_existing_app_with_its_own_prefix() -> None:

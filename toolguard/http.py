@@ -3,7 +3,7 @@
 Install the ``http`` extra (``pip install "toolguard-hitl[http]"``). This
 module imports ``fastapi``; ``import toolguard`` never imports it.
 
-Four routes, under ``/hitl`` by default:
+Five routes, under ``/hitl`` by default:
 
 * ``POST /hitl/chat`` ``{message, thread_id?}`` sends a user message;
 * ``POST /hitl/review`` ``{thread_id, decisions, review_id?}`` answers the
@@ -11,7 +11,8 @@ Four routes, under ``/hitl`` by default:
   older review then never approves a newer one);
 * ``POST /hitl/cancel`` ``{thread_id, review_id?, reason?}`` cancels it;
 * ``GET /hitl/threads/{thread_id}`` returns the stored history, the pending
-  review and every action's status, so a page can reload.
+  review and every action's status, so a page can reload;
+* ``GET /hitl/threads/{thread_id}/audit`` returns the audit trail as JSON lines.
 
 The ``POST`` routes answer ``{thread_id, reply, pending_review, review_id}``:
 a reply, or the review payload in LangChain's human-in-the-loop format.
@@ -60,7 +61,6 @@ production: whoever may call them may approve the tools.
 # No ``from __future__ import annotations`` here: FastAPI reads the routes'
 # annotations at run time, and they refer to the router factory's locals.
 
-import inspect
 import json
 from collections.abc import Awaitable, Callable, Coroutine
 from datetime import datetime
@@ -351,12 +351,6 @@ def _error(description: str) -> dict[str, Any]:
     return {"model": ErrorResponse, "description": description}
 
 
-def _supported(method: Callable[..., Any], **options: Any) -> dict[str, Any]:
-    """The keyword ``options`` that ``method`` accepts (chats written for older versions)."""
-    parameters = inspect.signature(method).parameters
-    return {name: value for name, value in options.items() if name in parameters}
-
-
 # --------------------------------------------------------------------------- router and app
 
 
@@ -436,8 +430,11 @@ def create_router(
     ) -> ChatResponse:
         """Answer the pending review; answers with the reply or the next pending review."""
         decisions = [decision.to_wire() for decision in body.decisions]
-        options = _supported(reviewed_chat.submit_review, review_id=body.review_id, reviewer=who)
-        turn = await _answer(reviewed_chat.submit_review(decisions, body.thread_id, **options))
+        turn = await _answer(
+            reviewed_chat.submit_review(
+                decisions, body.thread_id, review_id=body.review_id, reviewer=who
+            )
+        )
         return ChatResponse.from_turn(turn)
 
     @router.post(
