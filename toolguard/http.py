@@ -68,6 +68,12 @@ from importlib import resources
 from pathlib import Path
 from typing import Annotated, Any, Literal, TypeVar
 
+try:
+    import fastapi  # noqa: F401  (fail here, with a hint, when the extra is missing)
+except ImportError as exc:  # pragma: no cover - depends on the environment
+    msg = 'toolguard.http needs FastAPI: pip install "toolguard-hitl[http]"'
+    raise ImportError(msg) from exc
+
 from fastapi import APIRouter, Depends, FastAPI, HTTPException, Request, Response, status
 from fastapi.encoders import jsonable_encoder
 from fastapi.exceptions import RequestValidationError

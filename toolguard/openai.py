@@ -40,7 +40,11 @@ import os
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-import openai
+try:
+    import openai
+except ImportError as exc:  # pragma: no cover - depends on the environment
+    msg = 'toolguard.openai needs the openai package: pip install "toolguard-hitl[openai]"'
+    raise ImportError(msg) from exc
 
 from toolguard._errors import ModelError
 from toolguard._json import to_json_data
