@@ -28,7 +28,6 @@ from toolguard._errors import (
     ThreadBusyError,
     ToolguardError,
     UnknownThreadError,
-    UnknownToolError,
 )
 from toolguard._grants import allow_once
 from toolguard._history import (
@@ -131,7 +130,6 @@ __all__ = [
     "ToolguardError",
     "Toolset",
     "UnknownThreadError",
-    "UnknownToolError",
     "__version__",
     "allow_once",
     "describe_decision",

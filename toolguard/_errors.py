@@ -14,7 +14,6 @@ builtin they resemble, so existing ``except`` clauses keep working::
     ├── ReviewPendingError              RuntimeError: decisions are still awaited
     ├── ThreadBusyError                 RuntimeError: decisions are being applied right now
     ├── UnknownThreadError              LookupError: no conversation with that id
-    ├── UnknownToolError                LookupError: no tool with that name
     ├── StepLimitError                  RuntimeError: the agent loop did not finish
     └── ModelError                      RuntimeError: the model call failed
 
@@ -173,13 +172,6 @@ class UnknownThreadError(ToolguardError, LookupError):
     def __str__(self) -> str:
         # LookupError subclasses like KeyError quote their text; keep it readable.
         return str(self.args[0])
-
-
-class UnknownToolError(ToolguardError, LookupError):
-    """A tool name is not part of the toolset."""
-
-    def __str__(self) -> str:
-        return str(self.args[0]) if self.args else ""
 
 
 class StepLimitError(ToolguardError, RuntimeError):

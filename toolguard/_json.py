@@ -47,10 +47,3 @@ def dumps(value: Any) -> str:
     return json.dumps(
         to_json_data(value), ensure_ascii=False, sort_keys=True, separators=(",", ":")
     )
-
-
-def result_text(value: Any) -> str:
-    """The text a model reads for a tool's return value: text as is, anything else as JSON."""
-    if isinstance(value, str):
-        return clean_text(value)  # type: ignore[no-any-return]  # str in, str out
-    return json.dumps(to_json_data(value), ensure_ascii=False)
