@@ -423,7 +423,9 @@ class ReviewedChat:
         thread becomes idle and can go on with a new message.
 
         Raises:
-            UnknownThreadError, NoPendingReviewError, StaleReviewError,
+            UnknownThreadError: as for :meth:`submit_review`.
+            NoPendingReviewError: as for :meth:`submit_review`.
+            StaleReviewError: as for :meth:`submit_review`.
             ReviewerNotAllowedError: as for :meth:`submit_review`.
         """
         state, pending = await self._current_review(thread_id, review_id)
