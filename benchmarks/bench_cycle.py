@@ -19,6 +19,13 @@ Subjects:
   with ``InMemorySaver`` and ``SqliteSaver``, and the same through
   ``ainvoke`` with ``AsyncSqliteSaver``.
 
+* the same cycle through the real ``openai`` client (``AsyncOpenAI`` on an
+  ``httpx.MockTransport`` that answers like a Chat Completions server, no
+  network): a hand-written loop on the bare client ("bare openai loop",
+  state in a dict), and ``ReviewedChat`` + ``OpenAIChatModel`` in memory
+  and with SQLite, on the very same transport. Their ratio is toolguard's
+  whole cost next to the model call.
+
 The LangChain/toolguard ratio of a store compares toolguard's main row with
 the *fastest* LangChain variant measured for that store, so no calling
 style or setting is picked to flatter toolguard.
@@ -37,6 +44,7 @@ Run from the repository root::
     .venv/bin/python benchmarks/bench_cycle.py --json    # machine-readable output
     .venv/bin/python benchmarks/bench_cycle.py --profile # where toolguard's time goes
     .venv/bin/python benchmarks/bench_cycle.py --no-langchain  # toolguard only
+    .venv/bin/python benchmarks/bench_cycle.py --no-openai     # without the openai rows
 
 Each number is the median over several batches of the time per cycle in a
 batch; the batches of all rows are interleaved so that drift of the machine
@@ -78,6 +86,12 @@ APPROVE = [{"type": "approve"}]
 
 TARGETS = {"memory": 20.0, "sqlite": 5.0}
 """Least LangChain/toolguard ratio wanted, per store."""
+
+OPENAI_TARGETS = {"memory": 1.15, "sqlite": 1.30}
+"""Most (toolguard + OpenAIChatModel) / (bare openai loop) ratio wanted, per toolguard store."""
+
+FRAMEWORK_TARGETS_US = {"memory": 150.0, "sqlite": 500.0}
+"""Most µs per cycle wanted for toolguard's main row (scripted model), per store."""
 
 STORE_NAMES = {"memory": "memory", "sqlite": "SQLite"}
 
@@ -331,6 +345,260 @@ def _toolguard_case(store_kind: str, settings: Settings, *, sync_tool: bool = Fa
         main=not sync_tool,
         run_batch=lambda index: anyio.run(batch, index),
     )
+
+
+# ----------------------------------------------------------------------------- openai client
+
+OPENAI_TOOLS = [
+    {
+        "type": "function",
+        "function": {
+            "name": "send_email",
+            "description": "Send an email.",
+            "parameters": {
+                "type": "object",
+                "properties": {
+                    "to": {"type": "string", "description": "the recipient's address."},
+                    "subject": {"type": "string", "description": "the subject line."},
+                    "body": {"type": "string", "description": "the text."},
+                },
+                "required": ["to", "subject", "body"],
+                "additionalProperties": False,
+            },
+        },
+    }
+]
+
+
+def openai_available() -> bool:
+    """Whether the ``openai`` client (and httpx) can be imported."""
+    return importlib.util.find_spec("openai") is not None
+
+
+def _completion(index: int, message: dict[str, Any], finish: str) -> dict[str, Any]:
+    return {
+        "id": f"chatcmpl-{index}",
+        "object": "chat.completion",
+        "created": 1_700_000_000,
+        "model": "bench",
+        "choices": [{"index": 0, "message": message, "finish_reason": finish}],
+        "usage": {"prompt_tokens": 10, "completion_tokens": 5, "total_tokens": 15},
+    }
+
+
+def _openai_client(probe: Probe) -> Any:
+    """An ``AsyncOpenAI`` whose transport answers like a Chat Completions server.
+
+    The same scripted answers for every subject: a user message gets a
+    ``send_email`` tool call, a tool message gets ``Done: <its content>``.
+    """
+    import httpx
+    import openai
+
+    ids = itertools.count()
+
+    def answer(request: httpx.Request) -> httpx.Response:
+        probe.model_calls += 1
+        body = json.loads(request.content)
+        last = body["messages"][-1]
+        index = next(ids)
+        if last["role"] == "tool":
+            message: dict[str, Any] = {"role": "assistant", "content": f"Done: {last['content']}"}
+            return httpx.Response(200, json=_completion(index, message, "stop"))
+        call = {
+            "id": f"call_{index}",
+            "type": "function",
+            "function": {"name": "send_email", "arguments": json.dumps(EMAIL_ARGS)},
+        }
+        message = {"role": "assistant", "content": None, "tool_calls": [call]}
+        return httpx.Response(200, json=_completion(index, message, "tool_calls"))
+
+    http = httpx.AsyncClient(transport=httpx.MockTransport(answer))
+    return openai.AsyncOpenAI(
+        api_key="bench", base_url="http://bench.invalid/v1", http_client=http, max_retries=0
+    )
+
+
+class _BareLoop:
+    """A hand-written tool-calling loop on the bare client: what toolguard is compared with.
+
+    It does the least a correct loop must: ask the model, hold a call to a
+    dangerous tool until a person decides (state in a dict), then run it,
+    give the model the result and return its answer.
+    """
+
+    DANGEROUS = frozenset({"send_email"})
+
+    def __init__(self, client: Any, probe: Probe) -> None:
+        self.client = client
+        self.probe = probe
+        self.paused: dict[str, tuple[list[dict[str, Any]], list[Any]]] = {}
+        self.ids = itertools.count()
+
+    async def send_email(self, to: str, subject: str, body: str) -> str:
+        self.probe.tool_runs += 1
+        return f"sent to {to}"
+
+    async def send_message(self, text: str) -> tuple[str, list[str]]:
+        messages: list[dict[str, Any]] = [{"role": "user", "content": text}]
+        completion = await self.client.chat.completions.create(
+            model="bench", messages=messages, tools=OPENAI_TOOLS, parallel_tool_calls=True
+        )
+        reply = completion.choices[0].message
+        calls = list(reply.tool_calls or [])
+        messages.append(reply.model_dump(exclude_none=True))
+        waiting = [c.function.name for c in calls if c.function.name in self.DANGEROUS]
+        thread_id = f"t{next(self.ids)}"
+        self.paused[thread_id] = (messages, calls)
+        return thread_id, waiting
+
+    async def approve(self, thread_id: str) -> str:
+        messages, calls = self.paused.pop(thread_id)
+        for call in calls:
+            output = await self.send_email(**json.loads(call.function.arguments))
+            messages.append({"role": "tool", "tool_call_id": call.id, "content": output})
+        completion = await self.client.chat.completions.create(
+            model="bench", messages=messages, tools=OPENAI_TOOLS, parallel_tool_calls=True
+        )
+        return str(completion.choices[0].message.content)
+
+
+def _bare_openai_case(settings: Settings) -> Case:
+    label = "bare openai loop"
+
+    async def batch(index: int) -> Batch:
+        probe = Probe()
+        client = _openai_client(probe)
+        loop = _BareLoop(client, probe)
+
+        async def cycle() -> tuple[bool, bool]:
+            before = probe.tool_runs
+            thread_id, waiting = await loop.send_message(USER_TEXT)
+            paused = waiting == ["send_email"] and probe.tool_runs == before
+            reply = await loop.approve(thread_id)
+            return paused, reply == REPLY and probe.tool_runs == before + 1
+
+        for _ in range(settings.warmup):
+            await cycle()
+        cycles = settings.toolguard_cycles
+        pauses = finished = 0
+        with _Timed() as timed:
+            for _ in range(cycles):
+                paused, done = await cycle()
+                pauses += paused
+                finished += done
+        await client.close()
+        result = Batch(
+            timed.wall_ns / cycles,
+            timed.cpu_ns / cycles,
+            cycles,
+            pauses,
+            finished,
+            probe.model_calls - 2 * settings.warmup,
+        )
+        return _check_batch(label, result, probe, settings.warmup)
+
+    return Case(
+        framework="bare openai loop",
+        store="memory",
+        variant="AsyncOpenAI on a mock transport, hand-written loop, state in a dict",
+        main=True,
+        run_batch=lambda index: anyio.run(batch, index),
+    )
+
+
+def _toolguard_openai_case(store_kind: str, settings: Settings) -> Case:
+    label = f"toolguard+openai/{store_kind}"
+    from toolguard.openai import OpenAIChatModel
+
+    async def batch(index: int) -> Batch:
+        probe = Probe()
+        client = _openai_client(probe)
+        with tempfile.TemporaryDirectory(prefix="bench_cycle_") as folder:
+            store: toolguard.Store
+            if store_kind == "sqlite":
+                store = toolguard.SQLiteStore(Path(folder) / "toolguard.db")
+            else:
+                store = toolguard.MemoryStore()
+            chat = toolguard.ReviewedChat(
+                OpenAIChatModel(client, model="bench"),
+                _toolguard_tools(probe, sync=False),
+                store=store,
+            )
+            for _ in range(settings.warmup):
+                await _toolguard_cycle(chat, probe)
+            cycles = settings.toolguard_cycles
+            pauses = finished = 0
+            with _Timed() as timed:
+                for _ in range(cycles):
+                    paused, done, _thread = await _toolguard_cycle(chat, probe)
+                    pauses += paused
+                    finished += done
+            if isinstance(store, toolguard.SQLiteStore):
+                await store.aclose()
+        await client.close()
+        result = Batch(
+            timed.wall_ns / cycles,
+            timed.cpu_ns / cycles,
+            cycles,
+            pauses,
+            finished,
+            probe.model_calls - 2 * settings.warmup,
+        )
+        return _check_batch(label, result, probe, settings.warmup)
+
+    return Case(
+        framework="toolguard+openai",
+        store=store_kind,
+        variant="ReviewedChat + OpenAIChatModel on the same mock transport",
+        main=True,
+        run_batch=lambda index: anyio.run(batch, index),
+    )
+
+
+def openai_ratios(rows: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """toolguard + OpenAIChatModel over the bare openai loop, per toolguard store."""
+    bare = next((r for r in rows if r["framework"] == "bare openai loop"), None)
+    if bare is None:
+        return []
+    result = []
+    for row in rows:
+        if row["framework"] != "toolguard+openai":
+            continue
+        ratio = row["median_us"] / bare["median_us"]
+        target = OPENAI_TARGETS[row["store"]]
+        result.append(
+            {
+                "store": row["store"],
+                "toolguard_us": row["median_us"],
+                "bare_us": bare["median_us"],
+                "extra_us": round(row["median_us"] - bare["median_us"], 1),
+                "ratio": round(ratio, 3),
+                "ratio_of_min": round(row["min_us"] / bare["min_us"], 3),
+                "target": target,
+                "status": "PASS" if ratio <= target else "MISS",
+            }
+        )
+    return result
+
+
+def framework_verdicts(rows: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """toolguard's main rows (scripted model) against the µs-per-cycle targets."""
+    result = []
+    for row in rows:
+        if row["framework"] != "toolguard" or not row["main"]:
+            continue
+        target = FRAMEWORK_TARGETS_US[row["store"]]
+        result.append(
+            {
+                "store": row["store"],
+                "median_us": row["median_us"],
+                "min_us": row["min_us"],
+                "target_us": target,
+                "status": "PASS" if row["median_us"] <= target else "MISS",
+            }
+        )
+    return result
 
 
 # ----------------------------------------------------------------------------- LangChain
@@ -595,13 +863,21 @@ def _langchain_cases(settings: Settings) -> list[Case]:
 # ----------------------------------------------------------------------------- running
 
 
-def build_cases(settings: Settings, *, with_langchain: bool) -> list[Case]:
+def build_cases(
+    settings: Settings, *, with_langchain: bool, with_openai: bool = False
+) -> list[Case]:
     """Every row to measure, in report order."""
     cases = [
         _toolguard_case("memory", settings),
         _toolguard_case("memory", settings, sync_tool=True),
         _toolguard_case("sqlite", settings),
     ]
+    if with_openai:
+        cases += [
+            _bare_openai_case(settings),
+            _toolguard_openai_case("memory", settings),
+            _toolguard_openai_case("sqlite", settings),
+        ]
     if with_langchain:
         cases += _langchain_cases(settings)
     return cases
@@ -737,6 +1013,25 @@ def report(data: dict[str, Any]) -> str:
         " the tool ran, ran the tool exactly once after approval, and returned the final reply."
     )
     lines.append("")
+    lines.append("toolguard's own cycle (scripted model), against its targets:")
+    lines += [
+        f"  {STORE_NAMES[v['store']]}: median {v['median_us']:,.0f} µs (best {v['min_us']:,.0f})"
+        f" (target <= {v['target_us']:,.0f} µs): {v['status']}"
+        for v in data.get("framework_targets", [])
+    ]
+    lines.append("")
+    if data.get("openai_ratios"):
+        lines.append(
+            "Through the openai client, on one mock transport: toolguard + OpenAIChatModel over"
+            " the bare-client loop:"
+        )
+        lines += [
+            f"  {STORE_NAMES[r['store']]}: {r['toolguard_us']:,.0f} µs vs {r['bare_us']:,.0f} µs"
+            f" = {r['ratio']:.2f}x (+{r['extra_us']:,.0f} µs; of best batches"
+            f" {r['ratio_of_min']:.2f}x) (target <= {r['target']:.2f}x): {r['status']}"
+            for r in data["openai_ratios"]
+        ]
+        lines.append("")
     if data["ratios"]:
         header = (
             "store",
@@ -866,13 +1161,17 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument(
         "--no-langchain", action="store_true", help="measure toolguard only, even if installed"
     )
+    parser.add_argument(
+        "--no-openai", action="store_true", help="leave out the rows through the openai client"
+    )
     args = parser.parse_args(argv)
     settings = QUICK if args.quick else FULL
     if args.profile:
         print(profile(settings))
         return 0
     with_langchain = langchain_available() and not args.no_langchain
-    cases = build_cases(settings, with_langchain=with_langchain)
+    with_openai = openai_available() and not args.no_openai
+    cases = build_cases(settings, with_langchain=with_langchain, with_openai=with_openai)
     started = dt.datetime.now(dt.timezone.utc)
     measure(cases, settings)
     rows = [case.summary() for case in cases]
@@ -893,6 +1192,8 @@ def main(argv: list[str] | None = None) -> int:
         "rows": rows,
         "ratios": ratio_rows,
         "targets": verdicts(ratio_rows),
+        "openai_ratios": openai_ratios(rows),
+        "framework_targets": framework_verdicts(rows),
         "verified": all(r["verified"] for r in rows),
     }
     print(json.dumps(data, indent=2, ensure_ascii=False) if args.json else report(data))

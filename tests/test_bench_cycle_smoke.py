@@ -25,8 +25,10 @@ REPORT_KEYS = [
     "command",
     "date",
     "environment",
+    "framework_targets",
     "langchain",
     "langchain_calling",
+    "openai_ratios",
     "ratios",
     "rows",
     "settings",
@@ -71,6 +73,26 @@ TOOLGUARD_ROWS = [
         "main": True,
         **_counts(QUICK["toolguard_cycles"]),
     },
+]
+
+OPENAI_ROWS = [
+    {
+        "framework": "bare openai loop",
+        "store": "memory",
+        "variant": "AsyncOpenAI on a mock transport, hand-written loop, state in a dict",
+        "main": True,
+        **_counts(QUICK["toolguard_cycles"]),
+    },
+    *(
+        {
+            "framework": "toolguard+openai",
+            "store": store,
+            "variant": "ReviewedChat + OpenAIChatModel on the same mock transport",
+            "main": True,
+            **_counts(QUICK["toolguard_cycles"]),
+        }
+        for store in ("memory", "sqlite")
+    ),
 ]
 
 LANGCHAIN_VARIANTS = [
@@ -124,6 +146,36 @@ def test_toolguard_rows_are_present_and_every_cycle_was_verified(report: dict[st
     assert rows == TOOLGUARD_ROWS
 
 
+def test_openai_rows_compare_toolguard_with_the_bare_client_loop(report: dict[str, Any]) -> None:
+    """The bare-client loop and toolguard + OpenAIChatModel run verified cycles; ratios by store."""
+    rows = [
+        _without_timings(r)
+        for r in report["rows"]
+        if r["framework"] in ("bare openai loop", "toolguard+openai")
+    ]
+    assert rows == OPENAI_ROWS
+    bare = next(r for r in report["rows"] if r["framework"] == "bare openai loop")
+    ours = {r["store"]: r for r in report["rows"] if r["framework"] == "toolguard+openai"}
+    targets = {"memory": 1.15, "sqlite": 1.30}
+    for ratio in report["openai_ratios"]:
+        row = ours[ratio["store"]]
+        assert ratio["ratio"] == round(row["median_us"] / bare["median_us"], 3)
+        assert ratio["target"] == targets[ratio["store"]]
+        assert ratio["status"] == ("PASS" if ratio["ratio"] <= ratio["target"] else "MISS")
+    assert [r["store"] for r in report["openai_ratios"]] == ["memory", "sqlite"]
+    main = {r["store"]: r for r in report["rows"] if r["framework"] == "toolguard" and r["main"]}
+    assert report["framework_targets"] == [
+        {
+            "store": store,
+            "median_us": main[store]["median_us"],
+            "min_us": main[store]["min_us"],
+            "target_us": target,
+            "status": "PASS" if main[store]["median_us"] <= target else "MISS",
+        }
+        for store, target in (("memory", 150.0), ("sqlite", 500.0))
+    ]
+
+
 def test_langchain_rows_are_verified_and_compared_per_store(report: dict[str, Any]) -> None:
     """With LangChain installed, its five variants run verified cycles and get a ratio each."""
     if not HAS_LANGCHAIN:
@@ -165,12 +217,13 @@ def test_langchain_rows_are_verified_and_compared_per_store(report: dict[str, An
 
 def test_no_langchain_option_measures_toolguard_only() -> None:
     """`--no-langchain` reports the verified toolguard rows and no comparison."""
-    report = _run("--no-langchain")
+    report = _run("--no-langchain", "--no-openai")
     assert [_without_timings(r) for r in report["rows"]] == TOOLGUARD_ROWS
     assert (
         report["langchain"],
         report["langchain_calling"],
         report["ratios"],
         report["targets"],
+        report["openai_ratios"],
         report["verified"],
-    ) == (False, None, [], [], True)
+    ) == (False, None, [], [], [], True)
