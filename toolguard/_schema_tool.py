@@ -135,7 +135,10 @@ class SchemaTool(Tool[..., Any]):
     the runner once validated) calls ``func(**args)``.
     """
 
-    __slots__ = ("_validator",)
+    __slots__ = ("_validator", "annotations")
+
+    annotations: Mapping[str, Any] | None
+    """The MCP tool annotations the classifier reads (``None``: not an MCP tool)."""
 
     def __init__(
         self,
@@ -149,6 +152,7 @@ class SchemaTool(Tool[..., Any]):
     ) -> None:
         _check_inputs(name, description, parameters, func)
         schema: dict[str, Any] = copy.deepcopy(dict(parameters))
+        self.annotations = None
         self._validator = _validator if _validator is not None else _compile_validator(name, schema)
         self.func = func
         self.name = name
@@ -174,7 +178,7 @@ class SchemaTool(Tool[..., Any]):
         approval: ApprovalPolicy | None,
     ) -> SchemaTool:
         """A copy with another name, description or policy; same schema and function."""
-        return SchemaTool(
+        derived = SchemaTool(
             name,
             description,
             self.parameters,
@@ -182,6 +186,8 @@ class SchemaTool(Tool[..., Any]):
             approval=approval,
             _validator=self._validator,
         )
+        derived.annotations = self.annotations
+        return derived
 
     def validate_args(self, args: Mapping[str, Any]) -> dict[str, Any]:
         """Validate JSON arguments from a model against the JSON Schema.
@@ -202,7 +208,7 @@ class SchemaTool(Tool[..., Any]):
         try:
             errors = list(self._validator.iter_errors(data))
         except Exception as exc:  # an unresolvable $ref, a hostile depth: fail closed
-            text = _short(f"{type(exc).__name__}: {exc}")
+            text = _short(str(exc) or type(exc).__name__)
             msg = f"Invalid arguments for tool `{self.name}`: the schema cannot check them ({text})"
             raise ToolArgumentsError(msg) from None
         if not errors:
