@@ -201,11 +201,12 @@ class SchemaTool(Tool[..., Any]):
         Raises:
             ToolArgumentsError: naming the offending fields (at most 20 listed),
                 as ``Invalid arguments for tool `NAME`: 'field': message``; also
-                when the schema cannot be evaluated (e.g. an unresolvable
-                ``$ref``): the call then does not run.
+                when the arguments cannot be read as JSON data (too deep) or
+                the schema cannot be evaluated (e.g. an unresolvable ``$ref``,
+                which is never fetched): the call then does not run.
         """
-        data = to_json_data(dict(args))
         try:
+            data = to_json_data(dict(args))
             errors = list(self._validator.iter_errors(data))
         except Exception as exc:  # an unresolvable $ref, a hostile depth: fail closed
             text = _short(str(exc) or type(exc).__name__)
