@@ -77,7 +77,7 @@ from toolguard._tool import Tool, ToolArgumentsError
 from toolguard._toolset import Tools, Toolset
 from toolguard._validate import validate_decisions
 
-__all__ = ["ToolguardMiddleware", "middleware", "tools"]
+__all__ = ["APPROVED_KEY", "GuardedTool", "ToolguardMiddleware", "middleware", "tools"]
 
 APPROVED_KEY = "toolguard_approved_calls"
 """Agent-state key (private, checkpointed) holding the calls a reviewer approved, by call id."""
