@@ -373,3 +373,53 @@ async def test_a_stdio_subprocess_server(log: Path) -> None:
         {"tool": "read_file", "args": {"path": "r"}},
         {"tool": "delete_file", "args": {"path": "d"}},
     ]
+
+
+@pytest.mark.parametrize("with_middleware", [True, False])
+async def test_mcp_tools_in_a_langchain_agent(log: Path, with_middleware: bool) -> None:
+    """MCP tools given to LangChain's create_agent keep their review (async, ainvoke)."""
+    pytest.importorskip("langchain")
+    from langchain.agents import create_agent
+    from langchain_core.language_models.fake_chat_models import GenericFakeChatModel
+    from langchain_core.messages import AIMessage, HumanMessage, ToolMessage
+    from langgraph.checkpoint.memory import InMemorySaver
+    from langgraph.types import Command
+
+    from toolguard.integrations import langchain as tg
+
+    class FakeModel(GenericFakeChatModel):
+        def bind_tools(self, tools: Any, **kwargs: Any) -> Any:
+            return self
+
+    turn = AIMessage(
+        content="",
+        tool_calls=[
+            {"id": "c1", "name": "delete_file", "args": {"path": "p"}, "type": "tool_call"},
+            {"id": "c2", "name": "read_file", "args": {"path": "r"}, "type": "tool_call"},
+        ],
+    )
+    saver = InMemorySaver()
+    config: Any = {"configurable": {"thread_id": "mcp"}}
+    async with connected(log) as tools:
+
+        def agent(*replies: AIMessage) -> Any:
+            middleware = [tg.middleware(tools)] if with_middleware else []
+            return create_agent(
+                FakeModel(messages=iter(replies)),
+                tools=tg.tools(tools),
+                middleware=middleware,
+                checkpointer=saver,
+            )
+
+        paused = await agent(turn).ainvoke({"messages": [HumanMessage("tidy up")]}, config)
+        assert [a["name"] for a in paused["__interrupt__"][0].value["action_requests"]] == [
+            "delete_file"
+        ]
+        assert [e["tool"] for e in executions(log)] == ([] if with_middleware else ["read_file"])
+        done = await agent(AIMessage("Done.")).ainvoke(
+            Command(resume=[{"type": "approve"}]), config
+        )
+    assert sorted(
+        (m.tool_call_id, m.content) for m in done["messages"] if isinstance(m, ToolMessage)
+    ) == [("c1", 'delete_file done\n{"path": "p"}'), ("c2", 'read_file done\n{"path": "r"}')]
+    assert sorted(e["tool"] for e in executions(log)) == ["delete_file", "read_file"]
