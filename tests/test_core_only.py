@@ -7,7 +7,8 @@ import sys
 
 BLOCK_EXTRAS = """
 import importlib.abc, sys
-BLOCKED = {"openai", "fastapi", "starlette", "uvicorn", "httpx", "psycopg", "langchain"}
+BLOCKED = {"openai", "fastapi", "starlette", "uvicorn", "httpx", "psycopg", "langchain",
+           "langchain_core", "langgraph", "mcp", "jsonschema"}
 class Block(importlib.abc.MetaPathFinder):
     def find_spec(self, name, path=None, target=None):
         if name.split(".")[0] in BLOCKED:
@@ -31,11 +32,15 @@ async def main() -> None:
     turn = await chat.send_message("mail a")
     done = await chat.submit_review([{"type": "approve"}], turn.thread_id, review_id=turn.review_id)
     print(turn.pending_review.action_requests[0].name, done.reply)
-    for extra in ("openai", "http", "postgres"):
+    for extra in ("openai", "http", "postgres", "integrations.mcp", "integrations.langchain"):
         try:
             importlib.import_module(f"toolguard.{extra}")
         except ImportError as exc:
             print(exc)
+    try:
+        toolguard.Tool.from_schema("t", "T.", {"type": "object"}, send_email)
+    except ImportError as exc:
+        print(exc)
 
 anyio.run(main)
 """
@@ -56,4 +61,10 @@ def test_the_core_runs_without_any_optional_dependency() -> None:
         'toolguard.openai needs the openai package: pip install "toolguard-hitl[openai]"',
         'toolguard.http needs FastAPI: pip install "toolguard-hitl[http]"',
         'toolguard.postgres needs psycopg: pip install "toolguard-hitl[postgres]"',
+        'toolguard.integrations.mcp needs the mcp package: pip install "toolguard-hitl[mcp]"',
+        (
+            "toolguard.integrations.langchain needs LangChain and LangGraph:"
+            ' pip install "toolguard-hitl[langchain]"'
+        ),
+        'Tool.from_schema needs the jsonschema package: pip install "toolguard-hitl[schema]"',
     ]

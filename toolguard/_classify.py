@@ -30,9 +30,9 @@ decided and why, so that an approval prompt or a log line can explain it, and
 from __future__ import annotations
 
 import re
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
-from typing import Final, Literal
+from typing import Any, Final, Literal
 
 __all__ = [
     "DEFAULT_VERBS",
@@ -69,7 +69,7 @@ _findall: Final = _WORD_RE.findall
 # bound.
 _CACHE_MAX: Final = 65_536
 
-Rule = Literal["always", "never", "verb", "default", "decorator"]
+Rule = Literal["always", "never", "verb", "default", "decorator", "annotation"]
 """Which layer decided a :class:`Classification`."""
 
 DEFAULT_VERBS: tuple[str, ...] = (
@@ -140,7 +140,9 @@ class Classification:
             explicit lists, ``"verb"`` when a word of the name is an approval
             verb, ``"default"`` when nothing matched, ``"decorator"`` when the
             tool was guarded explicitly with ``@requires_approval`` (set by
-            :func:`~toolguard.guard`, never by the classifier itself).
+            :func:`~toolguard.guard`, never by the classifier itself),
+            ``"annotation"`` when a tool's MCP annotations decided (see
+            :meth:`Classifier.explain`).
         matched_word: The word of the name that matched a verb, when ``rule``
             is ``"verb"``; otherwise ``None``.
         matched_verb: The verb it matched, when ``rule`` is ``"verb"``;
@@ -150,7 +152,12 @@ class Classification:
             ``"listed in always"``,
             ``"listed in never (exempt)"``,
             ``"the word 'send' is an approval verb"``,
-            ``"no approval verb among the words ['sender', 'stats']"``.
+            ``"no approval verb among the words ['sender', 'stats']"``,
+            or, for a tool with MCP annotations (rule ``"annotation"``),
+            ``"the server marks it destructiveHint: true"``,
+            ``"the server does not mark it readOnlyHint: true (MCP tools are
+            destructive by default)"``, ``"the server marks it readOnlyHint:
+            true and no approval verb among the words ['list']"``.
     """
 
     name: str
@@ -299,26 +306,42 @@ class Classifier:
         """The tool names that never need approval."""
         return self._never
 
-    def requires_approval(self, name: str) -> bool:
+    def requires_approval(self, name: str, *, annotations: Mapping[str, Any] | None = None) -> bool:
         """Say whether calls to a tool need human approval.
 
         Args:
             name: The tool name.
+            annotations: The tool's MCP annotations, if it has any (see
+                :meth:`explain`).
 
         Returns:
             ``True`` if a human must approve calls to the tool.
         """
-        return self.explain(name).needs_approval
+        return self.explain(name, annotations=annotations).needs_approval
 
-    def explain(self, name: str) -> Classification:
+    def explain(self, name: str, *, annotations: Mapping[str, Any] | None = None) -> Classification:
         """Classify one tool and say which rule decided and why.
+
+        With ``annotations`` (an MCP tool's annotations in the wire format,
+        ``{"readOnlyHint": true, "destructiveHint": false, ...}``; an empty
+        mapping for an MCP tool that has none), the rules are, in order:
+        ``always``; ``never`` (the operator's list wins over the server's
+        hints); an approval verb in the name (hints cannot exempt it);
+        ``destructiveHint: true`` needs approval; a tool without
+        ``readOnlyHint: true`` needs approval (MCP's defaults are destructive);
+        a tool marked ``readOnlyHint: true`` runs at once. Only the JSON value
+        ``true`` counts as true.
 
         Args:
             name: The tool name.
+            annotations: The tool's MCP annotations, or ``None`` for a tool
+                that is not described by them (the two-layer rules above).
 
         Returns:
             The classification, with ``reason`` in plain English.
         """
+        if annotations is not None:
+            return self._decide_annotated(name, annotations)
         cache = self._cache
         found = cache.get(name)
         if found is not None:
@@ -369,6 +392,38 @@ class Classifier:
             return _make(name, "default", None, "no approval verb among the words " + listed)
         word = next(word for word in words if word in verbs)
         return _make(name, "verb", word, "the word '" + word + "' is an approval verb")
+
+    def _decide_annotated(self, name: str, annotations: Mapping[str, Any]) -> Classification:
+        given: object = annotations  # checked at run time for untyped callers
+        if not isinstance(given, Mapping):
+            msg = (
+                "annotations must be a mapping of MCP tool annotations"
+                f' ({{"readOnlyHint": true, ...}}), got {type(annotations).__name__}'
+            )
+            raise TypeError(msg)
+        by_name = self.explain(name)
+        if by_name.rule != "default":  # always, never or an approval verb: hints cannot change it
+            return by_name
+        if annotations.get("destructiveHint") is True:
+            reason = "the server marks it destructiveHint: true"
+            needs = True
+        elif annotations.get("readOnlyHint") is not True:
+            reason = (
+                "the server does not mark it readOnlyHint: true"
+                " (MCP tools are destructive by default)"
+            )
+            needs = True
+        else:
+            reason = "the server marks it readOnlyHint: true and " + by_name.reason
+            needs = False
+        return Classification(
+            name=name,
+            needs_approval=needs,
+            rule="annotation",
+            matched_word=None,
+            matched_verb=None,
+            reason=reason,
+        )
 
     def __or__(self, other: object) -> Classifier:
         """Combine two classifiers: approval is needed when either needs it.

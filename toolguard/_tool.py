@@ -252,6 +252,47 @@ class Tool(Generic[P, R]):
             # Python 3.12+: frameworks that ask inspect.iscoroutinefunction(tool) get True.
             inspect.markcoroutinefunction(self)
 
+    @classmethod
+    def from_schema(
+        cls,
+        name: str,
+        description: str,
+        parameters: Mapping[str, Any],
+        func: Callable[..., Any],
+    ) -> Tool[..., Any]:
+        """A tool whose parameters are a given JSON Schema, calling ``func(**args)``.
+
+        For tools described by a schema rather than a Python signature (an MCP
+        server's tools, an OpenAPI operation). The schema is kept exactly as
+        given (enums, nested objects, descriptions, ``$ref`` / ``$defs``), and a
+        model's arguments are validated against it with the ``jsonschema``
+        package (``pip install "toolguard-hitl[schema]"``). :func:`guard`,
+        :func:`requires_approval` and the runner take it like any other tool; a
+        ``when=`` predicate gets the arguments dict.
+
+        Args:
+            name: the name the model sees (a non-empty string).
+            description: what the model reads.
+            parameters: a JSON Schema with ``"type": "object"``.
+            func: sync or async callable taking the arguments as keyword arguments.
+
+        Raises:
+            TypeError: ``name``, ``description`` or ``parameters`` of the wrong
+                type, or ``func`` not callable.
+            ValueError: an empty name, a schema whose type is not ``object`` or
+                that is not a valid JSON Schema.
+            ImportError: ``jsonschema`` is not installed (with the install hint).
+        """
+        from toolguard._schema_tool import from_schema  # noqa: PLC0415 - imports _tool
+
+        return from_schema(name, description, parameters, func)
+
+    def _derive(
+        self, *, name: str, description: str, approval: ApprovalPolicy | None
+    ) -> Tool[P, R]:
+        """A copy with another name, description or policy (same function and schema)."""
+        return Tool(self.func, name=name, description=description, approval=approval)
+
     # ------------------------------------------------------------------ describing
 
     @property
@@ -539,8 +580,7 @@ def as_tool(
     if isinstance(obj, Tool):
         if name is None and description is None and approval is None:
             return obj
-        return Tool(
-            obj.func,
+        return obj._derive(
             name=name or obj.name,
             description=description if description is not None else obj.description,
             approval=approval or obj.approval,
@@ -630,9 +670,7 @@ class _Guard:
     def wrap(self, func: Any, localns: dict[str, Any]) -> Any:
         """Guard ``func``; ``localns`` resolves annotations naming local classes."""
         if isinstance(func, Tool):
-            return Tool(
-                func.func, name=func.name, description=func.description, approval=self.policy
-            )
+            return func._derive(name=func.name, description=func.description, approval=self.policy)
         _reject_unwrappable(func, "requires_approval")
         built: Tool[Any, Any] | None = getattr(func, "__toolguard_tool__", None)
         target = built.func if built is not None else func

@@ -6,6 +6,7 @@ from collections.abc import Callable, Iterable, Iterator, Mapping
 from typing import Any, Union, cast
 
 from toolguard._classify import Classification, Classifier, format_table
+from toolguard._schema_tool import SchemaTool
 from toolguard._tool import ApprovalPolicy, Tool, as_tool
 
 ToolLike = Callable[..., Any] | Tool[Any, Any]
@@ -60,7 +61,9 @@ class Toolset(Mapping[str, Tool[Any, Any]]):
                     ),
                 )
             else:
-                classification = classifier.explain(tool.name)
+                # A tool from an MCP server carries the server's annotations.
+                annotations = tool.annotations if isinstance(tool, SchemaTool) else None
+                classification = classifier.explain(tool.name, annotations=annotations)
                 if classification.needs_approval:
                     tool = as_tool(tool, approval=ApprovalPolicy())
             self._tools[tool.name] = tool

@@ -149,3 +149,11 @@ def check_guard() -> None:
     assert_type(toolset.openai_tools(), list[dict[str, Any]])
     assert_type(toolset.guarded, list[str])
     assert_type(toolguard.guard({"mail": send_email}), Toolset)
+
+
+def check_tool_from_schema() -> None:
+    """Tool.from_schema gives a Tool taking keyword arguments; it guards like any other."""
+    t = Tool.from_schema("lookup", "Look up.", {"type": "object"}, search)
+    assert_type(t, Tool[..., Any])
+    assert_type(requires_approval(t), Tool[..., Any])
+    Tool.from_schema("lookup", "Look up.", "not a dict", search)  # type: ignore[arg-type]

@@ -1,0 +1,1 @@
+"""Tests of toolguard.integrations and of tools built from JSON Schemas."""
