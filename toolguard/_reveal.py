@@ -432,7 +432,7 @@ def _findings(flags: dict[int, str], where: str) -> list[Finding]:
 
 
 def _key_label(key: str) -> str:
-    if _IDENTIFIER.match(key):
+    if len(key) <= _KEY_LIMIT and _IDENTIFIER.match(key):
         return "." + key
     cps = _code_points(key)
     cut = cps[:_KEY_LIMIT]

@@ -350,7 +350,7 @@
   }
 
   function keyLabel(key) {
-    if (IDENTIFIER.test(key)) return `.${key}`;
+    if (key.length <= KEY_LIMIT && IDENTIFIER.test(key)) return `.${key}`;
     const cps = codePointsOf(key);
     const cut = cps.slice(0, KEY_LIMIT);
     const out = [];
