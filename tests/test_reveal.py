@@ -9,10 +9,13 @@ from __future__ import annotations
 
 import itertools
 import json
+import re
+from pathlib import Path
 from typing import Any
 
 import pytest
 
+import toolguard
 from toolguard._reveal import (
     TABLES,
     WARNING_HEADER,
@@ -254,3 +257,36 @@ def test_tables_are_sorted_disjoint_json() -> None:
     for cp in TABLES["lookalikes"]:
         assert not any(a <= cp <= b for a, b in latin), hex(cp)
         assert any(a <= cp <= b for a, b in spans), hex(cp)
+
+
+STATIC = Path(toolguard.__file__).resolve().parent / "static"
+
+
+@pytest.mark.parametrize("script", ["app.js", "reveal.js"])
+def test_page_scripts_never_turn_text_into_markup(script: str) -> None:
+    """The page builds DOM nodes from text only: no HTML parsing, no eval, no inline styles."""
+    text = (STATIC / script).read_text(encoding="utf-8")
+    banned = [
+        "innerHTML",
+        "outerHTML",
+        "insertAdjacentHTML",
+        "document.write",
+        "eval(",
+        "new Function",
+        'setAttribute("style',
+        ".style.",
+        "DOMParser",
+        "createContextualFragment",
+    ]
+    assert [word for word in banned if word in text] == []
+
+
+def test_page_markup_has_no_inline_script_style_or_handlers() -> None:
+    """index.html loads reveal.js before app.js, with nothing inline (a strict CSP holds)."""
+    html = (STATIC / "index.html").read_text(encoding="utf-8")
+    scripts = re.findall(r"<script\b([^>]*)>(.*?)</script>", html, flags=re.DOTALL)
+    assert scripts == [
+        (' src="/static/reveal.js" defer', ""),
+        (' src="/static/app.js" defer', ""),
+    ]
+    assert re.findall(r"<style|\sstyle\s*=|\son[a-z]+\s*=|javascript:", html, flags=re.I) == []
