@@ -28,6 +28,7 @@ from tests.adversarial.strategies import (
     odd_names,
     plain_json,
     surrogate_text,
+    terminal_text,
 )
 from toolguard import (
     ActionRequest,
@@ -47,7 +48,7 @@ ANSI = "\x1b[2J\x1b[H\x1b]0;owned\x07\x1b[31m"
 """Clear the screen, move home, set the window title, turn text red."""
 ANSI_SHOWN = "\\u001b[2J\\u001b[H\\u001b]0;owned\\u0007\\u001b[31m"
 
-hostile_text = st.one_of(st.text(max_size=30), surrogate_text, deceptive_text, st.just(ANSI))
+hostile_text = st.one_of(st.text(max_size=30), surrogate_text, deceptive_text, terminal_text)
 hostile_args: st.SearchStrategy[Any] = st.recursive(
     hostile_text | st.integers() | st.booleans() | st.none(),
     lambda children: (
@@ -82,7 +83,7 @@ def test_deceptive_text_is_flagged_and_shown_escaped(text: str) -> None:
     assert nothing_hidden(shown)
 
 
-@given(st.one_of(st.text(), surrogate_text, deceptive_text, st.just(ANSI)))
+@given(st.one_of(st.text(), surrogate_text, deceptive_text, terminal_text))
 def test_revealed_names_hide_nothing(text: str) -> None:
     """A name rendered single-line has no control, bidi or invisible character left, not even
     a line feed, and can always be written as UTF-8."""
@@ -129,6 +130,14 @@ def test_card_never_writes_a_hidden_character(name: str, args: dict[str, Any]) -
     assert nothing_hidden(card)
     json_part = card[card.index("\nArguments:\n") + len("\nArguments:\n") :]
     assert json.loads(json_part) == args
+
+
+@given(terminal_text)
+def test_terminal_sequences_are_shown_not_run(text: str) -> None:
+    """No ESC, CSI, CR or backspace reaches the terminal, even in prose (line feeds aside)."""
+    for shown in (reveal_text(text, letters=False), reveal_text(text, single_line=True)):
+        assert not set(shown) & {"\x1b", "\x9b", "\r", "\x08", "\x07"}
+        assert nothing_hidden(shown)
 
 
 def test_card_escapes_ansi_and_bidi_and_warns() -> None:
