@@ -58,6 +58,8 @@ WARNING_HEADER = (
 """The first line of the warning on an approval card."""
 WARNING_LIMIT = 20
 """At most this many items are listed; the rest are counted in a last line."""
+_KEY_LIMIT = 40  # code points of a key or look-alike word quoted in the warning
+_PATH_LIMIT = 8  # a longer path to an argument is shortened to its first 3 and last 4 steps
 
 # ----------------------------------------------------------------------------- tables
 
@@ -192,6 +194,8 @@ TABLES: dict[str, Any] = {
     "separators": [ord(ch) for ch in _SEPARATORS],
     "warningHeader": WARNING_HEADER,
     "warningLimit": WARNING_LIMIT,
+    "keyLimit": _KEY_LIMIT,
+    "pathLimit": _PATH_LIMIT,
 }
 """The data both implementations use, as JSON data (``toolguardReveal.TABLES`` in the page)."""
 
@@ -203,8 +207,6 @@ _SEPARATOR_SET = frozenset(ord(ch) for ch in _SEPARATORS)
 _SCRIPT_ORDER = {name: i for i, (name, _) in enumerate(_SCRIPTS)}
 _SHORT_ESCAPES = {0x08: "\\b", 0x09: "\\t", 0x0A: "\\n", 0x0C: "\\f", 0x0D: "\\r"}
 _IDENTIFIER = re.compile(r"[A-Za-z_][A-Za-z0-9_]*\Z")
-_KEY_LIMIT = 40
-_PATH_LIMIT = 8
 
 
 def _always_name(cp: int) -> str | None:

@@ -158,6 +158,8 @@
     separators: codePointsOf(SEPARATORS),
     warningHeader: WARNING_HEADER,
     warningLimit: WARNING_LIMIT,
+    keyLimit: KEY_LIMIT,
+    pathLimit: PATH_LIMIT,
   });
 
   // The entry of a sorted [start, end, ...] table holding cp, or null.
