@@ -174,7 +174,7 @@ def test_reveal_action_and_its_warning() -> None:
         "Tool `send_ema\u0456l\n` is awaiting approval",
     )
     assert segments_text(shown.name) == "send_ema\\u0456l\\n"
-    assert segments_text(shown.description) == ("Tool `send_ema\\u0456l\n` is awaiting approval")
+    assert segments_text(shown.description) == "Tool `send_ema\\u0456l\\n` is awaiting approval"
     assert segments_text(shown.args) == (
         "{\n"
         '  "to": "bob@p\\u0430ypal.com",\n'
@@ -193,6 +193,7 @@ def test_reveal_action_and_its_warning() -> None:
         Finding(cyr_i, "the tool name"),
         Finding("U+000A LINE FEED", "the tool name"),
         Finding(cyr_i, "the description"),
+        Finding("U+000A LINE FEED", "the description"),
         Finding(CYR_A, "args.to"),
         Finding(ZWSP, "a key in args"),
         Finding(f"Cyrillic word {APPLE} that looks Latin", 'args["k\\u200b"][1].x'),
@@ -204,6 +205,7 @@ def test_reveal_action_and_its_warning() -> None:
         f"{cyr_i} in the tool name",
         "U+000A LINE FEED in the tool name",
         f"{cyr_i} in the description",
+        "U+000A LINE FEED in the description",
         f"{CYR_A} in args.to",
         f"{ZWSP} in a key in args",
         f'Cyrillic word {APPLE} that looks Latin in args["k\\u200b"][1].x',

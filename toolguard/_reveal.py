@@ -553,7 +553,7 @@ class Revealed:
     name: list[Segment]
     """The tool name (single line: ``\\n`` and ``\\t`` are escaped too)."""
     description: list[Segment]
-    """The description."""
+    """The description (single line, like the name: a line break cannot fake a card line)."""
     args: list[Segment]
     """The arguments as JSON indented by 2."""
     findings: list[Finding]
@@ -567,7 +567,7 @@ def reveal_action(name: str, args: Any, description: str) -> Revealed:
     name_flags = _scan(name_cps, single_line=True, letters=True)
     findings.extend(_findings(name_flags, "the tool name"))
     desc_cps = _code_points(description)
-    desc_flags = _scan(desc_cps, single_line=False, letters=True)
+    desc_flags = _scan(desc_cps, single_line=True, letters=True)
     findings.extend(_findings(desc_flags, "the description"))
     name_out: list[Segment] = []
     _text(name_out, name_cps, name_flags, quoted=False)

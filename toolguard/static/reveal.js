@@ -441,7 +441,7 @@
     const nameFlags = scanCodePoints(nameCps, true, true);
     findings.push(...findingsOf(nameFlags, "the tool name"));
     const descCps = codePointsOf(String(description ?? ""));
-    const descFlags = scanCodePoints(descCps, false, true);
+    const descFlags = scanCodePoints(descCps, true, true);
     findings.push(...findingsOf(descFlags, "the description"));
     const nameOut = [];
     pushText(nameOut, nameCps, nameFlags, false);
