@@ -25,7 +25,14 @@ from toolguard._chat import BlockingChat, ChatTurn, ReviewedChat
 from toolguard._demo import DemoModel, DemoWorkspace, build_demo_chat, weekday
 from toolguard._errors import ToolguardError
 from toolguard._models import Action, ActionRequest, PendingReview
-from toolguard._reveal import reveal_action, reveal_json, reveal_text, segments_text, warning_lines
+from toolguard._reveal import (
+    Segment,
+    reveal_action,
+    reveal_json,
+    reveal_text,
+    segments_text,
+    warning_lines,
+)
 from toolguard._store import Store
 from toolguard._toolset import Toolset, guard
 from toolguard._version import __version__
@@ -52,13 +59,21 @@ _EXAMPLES = (
 # ---------------------------------------------------------------------------- rendering
 
 
-def render_card(request: ActionRequest, *, index: int = 1, total: int = 1) -> str:
+def render_card(
+    request: ActionRequest,
+    *,
+    index: int = 1,
+    total: int = 1,
+    mark: Callable[[str], str] | None = None,
+) -> str:
     """The approval card of one action: header, description and the FULL arguments.
 
     Args:
         request: the action, from ``pending_review.action_requests``.
         index: its position, from 1.
         total: how many actions wait in this review.
+        mark: applied to each escaped character (e.g. reverse video on a
+            colour terminal); by default it is shown as it is.
 
     Returns:
         Plain text without a trailing newline; the arguments are indented
@@ -72,14 +87,20 @@ def render_card(request: ActionRequest, *, index: int = 1, total: int = 1) -> st
     """
     shown = reveal_action(request.name, request.args, request.description)
     warning = warning_lines(shown.findings)
+
+    def text(segments: list[Segment]) -> str:
+        if mark is None:
+            return segments_text(segments)
+        return "".join(part if what is None else mark(part) for part, what in segments)
+
     return "\n".join(
         [
-            f"== Approval {index}/{total}: {segments_text(shown.name)} ==",
-            segments_text(shown.description),
+            f"== Approval {index}/{total}: {text(shown.name)} ==",
+            text(shown.description),
             *warning[:1],
             *(f"  - {item}" for item in warning[1:]),
             "Arguments:",
-            segments_text(shown.args),
+            text(shown.args),
         ]
     )
 
@@ -145,6 +166,10 @@ class Terminal:
     def strong(self, text: str) -> str:
         """``text`` in bold when colours are on."""
         return f"\033[1m{text}\033[0m" if self.color else text
+
+    def mark(self, text: str) -> str:
+        """``text`` in reverse video when colours are on: an escaped character on a card."""
+        return f"\033[7m{text}\033[27m" if self.color else text
 
     def ask(self, prompt: str, *, question: bool = False) -> str:
         """The next answer, without its line ending.
@@ -239,7 +264,8 @@ def ask_decisions(term: Terminal, review: PendingReview) -> list[dict[str, Any]]
     while len(decisions) < total:
         index = len(decisions)
         request = requests[index]
-        term.say(term.strong(render_card(request, index=index + 1, total=total)))
+        card = render_card(request, index=index + 1, total=total, mark=term.mark)
+        term.say(term.strong(card))
         while True:
             choice = _choice(term.ask(prompt))
             if choice == "approve":

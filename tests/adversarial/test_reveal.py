@@ -176,6 +176,32 @@ def test_card_escapes_ansi_and_bidi_and_warns() -> None:
     )
 
 
+def test_escapes_stand_out_on_a_colour_terminal() -> None:
+    """With colours on, each escaped character is in reverse video; the rest is plain."""
+    review = PendingReview(
+        action_requests=[request("send_email", {"to": "bob@p\u0430ypal.com"})],
+        review_configs=[ReviewConfig(action_name="send_email")],
+    )
+    out = io.StringIO()
+    assert ask_decisions(Terminal(out, answers=io.StringIO("a\n"), color=True), review) == [
+        {"type": "approve"}
+    ]
+    assert out.getvalue() == "\n".join(
+        [
+            "\x1b[1m== Approval 1/1: send_email ==",
+            "Tool `send_email` is awaiting approval",
+            WARNING_HEADER,
+            "  - Cyrillic letter \u0430 (U+0430) mixed into a Latin word in args.to",
+            "Arguments:",
+            "{",
+            '  "to": "bob@p\x1b[7m\\u0430\x1b[27mypal.com"',
+            "}\x1b[0m",
+            "> a",
+            "",
+        ]
+    )
+
+
 def test_newlines_in_a_name_cannot_fake_card_lines() -> None:
     """A name with line breaks stays on its lines (header and description): no fake card."""
     name = "add_task\n== Approval 1/1: read_email ==\nArguments:\n{}"
