@@ -500,3 +500,22 @@ def test_replies_show_hidden_characters_escaped(page: Page) -> None:
         "U+001B ESCAPE",
         "U+202E RIGHT-TO-LEFT OVERRIDE",
     ]
+
+
+def test_without_reveal_js_the_page_shows_no_card(page: Page, server: Server) -> None:
+    """Fail closed: if reveal.js cannot load, no card (and no button) is shown at all."""
+    ask(page, "deceive")
+    page.route("**/static/reveal.js", lambda route: route.abort())
+    try:
+        page.reload()
+        expect(page.get_by_test_id("error-text")).to_have_text(
+            "The page could not load reveal.js: reload the page."
+        )
+        expect(page.get_by_test_id("approval-card")).to_have_count(0)
+        expect(page.get_by_test_id("chat-input")).to_be_disabled()
+        expect(page.get_by_test_id("send")).to_be_disabled()
+    finally:
+        page.unroute("**/static/reveal.js")
+    page.reload()
+    expect(page.get_by_test_id("approval-card")).to_have_count(1)
+    assert server.outbox.done == []

@@ -141,7 +141,9 @@
   // ------------------------------------------------------------------ error area and status
 
   function showError(err) {
-    dom.errorText.textContent = err instanceof Error ? err.message : String(err);
+    const text = err instanceof Error ? err.message : String(err);
+    // An error may quote what the model sent: hidden characters stay visible here too.
+    dom.errorText.replaceChildren(...(reveal ? proseNodes(text) : [text]));
     dom.error.hidden = false;
   }
 
