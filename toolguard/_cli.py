@@ -25,6 +25,14 @@ from toolguard._chat import BlockingChat, ChatTurn, ReviewedChat
 from toolguard._demo import DemoModel, DemoWorkspace, build_demo_chat, weekday
 from toolguard._errors import ToolguardError
 from toolguard._models import Action, ActionRequest, PendingReview
+from toolguard._reveal import (
+    Segment,
+    reveal_action,
+    reveal_json,
+    reveal_text,
+    segments_text,
+    warning_lines,
+)
 from toolguard._store import Store
 from toolguard._toolset import Toolset, guard
 from toolguard._version import __version__
@@ -51,33 +59,62 @@ _EXAMPLES = (
 # ---------------------------------------------------------------------------- rendering
 
 
-def render_card(request: ActionRequest, *, index: int = 1, total: int = 1) -> str:
+def render_card(
+    request: ActionRequest,
+    *,
+    index: int = 1,
+    total: int = 1,
+    mark: Callable[[str], str] | None = None,
+) -> str:
     """The approval card of one action: header, description and the FULL arguments.
 
     Args:
         request: the action, from ``pending_review.action_requests``.
         index: its position, from 1.
         total: how many actions wait in this review.
+        mark: applied to each escaped character (e.g. reverse video on a
+            colour terminal); by default it is shown as it is.
 
     Returns:
         Plain text without a trailing newline; the arguments are indented
-        JSON, so they can be copied into an edit.
+        JSON, so they can be copied into an edit. Invisible and look-alike
+        characters (bidi controls, zero-width characters, control characters
+        such as ``ESC``, a Cyrillic letter in a Latin word; see
+        :mod:`toolguard._reveal`) are shown escaped as ``\\uXXXX`` and listed in
+        a warning above the arguments, so nothing the model sent can hide
+        text or act on the terminal; the escaped JSON still parses back to
+        exactly the arguments.
     """
+    shown = reveal_action(request.name, request.args, request.description)
+    warning = warning_lines(shown.findings)
+
+    def text(segments: list[Segment]) -> str:
+        if mark is None:
+            return segments_text(segments)
+        return "".join(part if what is None else mark(part) for part, what in segments)
+
     return "\n".join(
         [
-            f"== Approval {index}/{total}: {request.name} ==",
-            request.description,
+            f"== Approval {index}/{total}: {text(shown.name)} ==",
+            text(shown.description),
+            *warning[:1],
+            *(f"  - {item}" for item in warning[1:]),
             "Arguments:",
-            json.dumps(request.args, indent=2, ensure_ascii=False),
+            text(shown.args),
         ]
     )
 
 
+def _prose(text: str) -> str:
+    """Untrusted text for the terminal: control, bidi and invisible characters escaped."""
+    return reveal_text(text, letters=False)
+
+
 def render_outcome(action: Action) -> str:
     """One line about a decided action: its tool, final status and what the model read."""
-    line = f"[{action.status}] {action.name}"
+    line = f"[{action.status}] {reveal_text(action.name, single_line=True)}"
     if action.result is not None:
-        line += f": {action.result.content}"
+        line += f": {_prose(action.result.content)}"
     elif action.status == "edited":
         line += ": the edited call waits for its own approval"
     return line
@@ -129,6 +166,10 @@ class Terminal:
     def strong(self, text: str) -> str:
         """``text`` in bold when colours are on."""
         return f"\033[1m{text}\033[0m" if self.color else text
+
+    def mark(self, text: str) -> str:
+        """``text`` in reverse video when colours are on: an escaped character on a card."""
+        return f"\033[7m{text}\033[27m" if self.color else text
 
     def ask(self, prompt: str, *, question: bool = False) -> str:
         """The next answer, without its line ending.
@@ -191,7 +232,7 @@ def _ask_args(term: Terminal, request: ActionRequest) -> dict[str, Any] | None:
     """New arguments for an edit, as a JSON object; ``None`` when the user gives up (empty line)."""
     term.say(
         "Type ALL the arguments as one line of JSON (an empty line goes back). Now:"
-        f" {json.dumps(request.args, ensure_ascii=False)}"
+        f" {reveal_json(request.args, indent=None)}"
     )
     while True:
         answer = term.ask("args")
@@ -223,7 +264,8 @@ def ask_decisions(term: Terminal, review: PendingReview) -> list[dict[str, Any]]
     while len(decisions) < total:
         index = len(decisions)
         request = requests[index]
-        term.say(term.strong(render_card(request, index=index + 1, total=total)))
+        card = render_card(request, index=index + 1, total=total, mark=term.mark)
+        term.say(term.strong(card))
         while True:
             choice = _choice(term.ask(prompt))
             if choice == "approve":
@@ -270,7 +312,7 @@ def _converse(term: Terminal, session: BlockingChat, turn: ChatTurn) -> None:
     while turn.pending_review is not None:
         text = _paused_text(session, turn.thread_id)
         if text:
-            term.say(f"assistant: {text}")
+            term.say(f"assistant: {_prose(text)}")
         try:
             decisions = ask_decisions(term, turn.pending_review)
         except _InputEndedError:
@@ -281,7 +323,7 @@ def _converse(term: Terminal, session: BlockingChat, turn: ChatTurn) -> None:
             if action.status != "requested":
                 term.say(render_outcome(action))
     if turn.reply is not None:
-        term.say(f"assistant: {turn.reply}")
+        term.say(f"assistant: {_prose(turn.reply)}")
 
 
 def run_demo(
@@ -321,7 +363,7 @@ def run_demo(
                     thread_id = turn.thread_id
                     _converse(term, session, turn)
                 except ToolguardError as exc:
-                    term.say(f"error: {exc}")
+                    term.say(f"error: {_prose(str(exc))}")
         except _InputEndedError:
             pass
         except KeyboardInterrupt:

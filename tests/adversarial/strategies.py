@@ -173,3 +173,24 @@ odd_ids = st.one_of(
     st.just("i" * 10_000),
 )
 """Call ids a hostile model could use."""
+
+ANSI_SEQUENCES = (
+    "\x1b[2J",  # clear the screen
+    "\x1b[H",  # cursor home
+    "\x1b[1A\x1b[2K",  # up one line, erase it: rewrite what was printed
+    "\x1b[31m",  # red text
+    "\x1b]0;owned\x07",  # set the window title
+    "\x1b]8;;https://evil.example\x1b\\click\x1b]8;;\x1b\\",  # a hyperlink
+    "\x9b2J",  # C1 CONTROL SEQUENCE INTRODUCER: clear the screen
+    "\r",  # back to the start of the line: overwrite it
+    "\x08\x08\x08",  # backspaces
+)
+"""Terminal escape and control sequences a model could use on a reviewer's terminal."""
+
+terminal_text = st.builds(
+    lambda head, seq, tail: head + seq + tail,
+    st.text(max_size=8),
+    st.sampled_from(ANSI_SEQUENCES),
+    st.text(max_size=8),
+)
+"""Text holding at least one terminal escape or control sequence."""

@@ -7,6 +7,11 @@
   const REJECT_PROMPT = "Why are you rejecting this tool?";
   const DECISION_LABELS = { approve: "Approve", edit: "Edit", reject: "Reject" };
   const ALL_DECISIONS = ["approve", "edit", "reject"];
+  const LONG_LINES = 30; // longer arguments get a note: their box scrolls
+  const LONG_CHARS = 3000;
+
+  // Invisible and look-alike characters are shown escaped (reveal.js, loaded first).
+  const reveal = globalThis.toolguardReveal;
 
   const $ = (id) => document.getElementById(id);
   const dom = {
@@ -61,6 +66,21 @@
   function pretty(value) {
     return JSON.stringify(value, null, 2);
   }
+
+  // DOM nodes for revealed text: plain text as text nodes, each escaped character
+  // as a <span class="reveal"> titled with what it is. Never markup.
+  function revealNodes(segments) {
+    return segments.map(([text, what]) =>
+      what === null ? document.createTextNode(text) : el("span", { className: "reveal", title: what, text }),
+    );
+  }
+
+  // Untrusted prose (model replies, tool results): invisible characters escaped.
+  function proseNodes(text) {
+    return revealNodes(reveal.textSegments(text, { letters: false }));
+  }
+
+  const nameText = (name) => reveal.joined(reveal.textSegments(name, { singleLine: true }));
 
   class ApiError extends Error {
     constructor(status, message) {
@@ -121,7 +141,9 @@
   // ------------------------------------------------------------------ error area and status
 
   function showError(err) {
-    dom.errorText.textContent = err instanceof Error ? err.message : String(err);
+    const text = err instanceof Error ? err.message : String(err);
+    // An error may quote what the model sent: hidden characters stay visible here too.
+    dom.errorText.replaceChildren(...(reveal ? proseNodes(text) : [text]));
     dom.error.hidden = false;
   }
 
@@ -181,13 +203,14 @@
       : "unknown tool";
   }
 
+  // The arguments of a call in the history, revealed like a card's.
   function toolCallArgs(call) {
     const raw = call && call.function ? call.function.arguments : undefined;
-    if (typeof raw !== "string") return pretty(raw ?? {});
+    if (typeof raw !== "string") return revealNodes(reveal.revealAction("", raw ?? {}, "").args);
     try {
-      return pretty(JSON.parse(raw));
+      return revealNodes(reveal.revealAction("", JSON.parse(raw), "").args);
     } catch {
-      return raw; // the model sent arguments that are not JSON: show them as they are
+      return proseNodes(raw); // the model sent arguments that are not JSON: show them as they are
     }
   }
 
@@ -209,7 +232,7 @@
         "li",
         { className: "msg user", "data-testid": "message-user", "data-key": key },
         el("span", { className: "who", text: "You" }),
-        el("div", { className: "text", "data-testid": "message-text", text: textOf(message.content) }),
+        el("div", { className: "text", "data-testid": "message-text" }, ...proseNodes(textOf(message.content))),
       );
     }
     if (role === "assistant") {
@@ -220,7 +243,7 @@
           "li",
           { className: "msg assistant", "data-testid": "message-assistant", "data-key": key },
           el("span", { className: "who", text: "Assistant" }),
-          el("div", { className: "text", "data-testid": "message-text", text }),
+          el("div", { className: "text", "data-testid": "message-text" }, ...proseNodes(text)),
         );
       }
       const item = el("li", {
@@ -229,7 +252,9 @@
         "data-key": key,
       });
       item.append(el("span", { className: "who", text: "Assistant" }));
-      if (text) item.append(el("div", { className: "text", "data-testid": "message-text", text }));
+      if (text) {
+        item.append(el("div", { className: "text", "data-testid": "message-text" }, ...proseNodes(text)));
+      }
       for (const call of calls) {
         item.append(
           el(
@@ -239,9 +264,9 @@
               "summary",
               {},
               "Requested ",
-              el("code", { text: toolCallName(call) }),
+              el("code", {}, ...revealNodes(reveal.textSegments(toolCallName(call), { singleLine: true }))),
             ),
-            el("pre", { className: "json", text: toolCallArgs(call) }),
+            el("pre", { className: "json" }, ...toolCallArgs(call)),
           ),
         );
       }
@@ -253,7 +278,7 @@
       const content = textOf(message.content);
       const head = [
         el("span", { className: "who", text: "Tool" }),
-        el("code", { className: "tool-name", text: name }),
+        el("code", { className: "tool-name" }, ...revealNodes(reveal.textSegments(name, { singleLine: true }))),
         el("span", {
           className: `badge ${status}`,
           "data-testid": "tool-status",
@@ -272,8 +297,8 @@
           el(
             "details",
             {},
-            el("summary", {}, ...head, el("span", { className: "preview", text: content })),
-            el("pre", { className: "result", "data-testid": "tool-content", text: content }),
+            el("summary", {}, ...head, el("span", { className: "preview" }, ...proseNodes(content))),
+            el("pre", { className: "result", "data-testid": "tool-content" }, ...proseNodes(content)),
           ),
         );
       } else {
@@ -282,7 +307,7 @@
             "div",
             { className: "tool-line" },
             ...head,
-            el("span", { className: "result", "data-testid": "tool-content", text: content }),
+            el("span", { className: "result", "data-testid": "tool-content" }, ...proseNodes(content)),
           ),
         );
       }
@@ -375,7 +400,8 @@
     const editOpen = kind === "edit";
     const rejectOpen = kind === "reject";
     if (editOpen && !card.editArgs.dataset.filled) {
-      card.editArgs.value = pretty(card.request.args ?? {});
+      // The escaped JSON: invisible characters stay visible, and it parses back exactly.
+      card.editArgs.value = reveal.revealJson(card.request.args ?? {});
       card.editArgs.dataset.filled = "1";
     }
     card.editPanel.hidden = !editOpen;
@@ -411,27 +437,61 @@
       "aria-labelledby": `${id}-title`,
     });
     const card = { request, choice: null, root, buttons: {} };
+    const shown = reveal.revealAction(request.name, request.args ?? {}, request.description);
+    const warning = reveal.warningLines(shown.findings);
 
     const title = el("h3", { id: `${id}-title`, className: "tool-name" });
-    title.append(el("code", { "data-testid": "tool-name", text: request.name }));
+    title.append(el("code", { "data-testid": "tool-name" }, ...revealNodes(shown.name)));
     if (!single) title.append(el("span", { className: "count", text: ` (${index + 1} of ${total})` }));
     root.append(
       el("header", {}, title, el("span", { className: "badge pending", text: "Awaiting approval" })),
-      el("p", { className: "description", "data-testid": "action-description", text: request.description }),
+      el(
+        "p",
+        { className: "description", "data-testid": "action-description" },
+        ...revealNodes(shown.description),
+      ),
+    );
+    if (warning.length > 0) {
+      root.classList.add("deceptive");
+      root.append(
+        el(
+          "div",
+          { className: "reveal-warning", id: `${id}-warning`, "data-testid": "reveal-warning" },
+          el("p", { "data-testid": "reveal-header", text: warning[0] }),
+          el(
+            "ul",
+            {},
+            ...warning.slice(1).map((line) => el("li", { "data-testid": "reveal-item", text: line })),
+          ),
+        ),
+      );
+    }
+    const argsText = reveal.joined(shown.args);
+    const lines = argsText.split("\n").length;
+    root.append(
       el("p", { className: "label", id: `${id}-args-label`, text: "Arguments" }),
       el("pre", {
         className: "json args",
         "data-testid": "action-args",
         "aria-labelledby": `${id}-args-label`,
         tabindex: "0",
-        text: pretty(request.args ?? {}),
-      }),
+      }, ...revealNodes(shown.args)),
     );
+    if (lines > LONG_LINES || argsText.length > LONG_CHARS) {
+      root.append(
+        el("p", {
+          className: "long-note",
+          "data-testid": "long-args",
+          text: `Long arguments (${lines} lines, ${argsText.length} characters): scroll inside the box to read all of them.`,
+        }),
+      );
+    }
 
     const group = el("div", {
       className: "decisions",
       role: "group",
-      "aria-label": `Decision for ${request.name}`,
+      "aria-label": `Decision for ${nameText(request.name)}`,
+      "aria-describedby": warning.length > 0 ? `${id}-warning` : null,
     });
     for (const kind of ALL_DECISIONS) {
       if (!allowed.includes(kind)) continue;
@@ -722,6 +782,13 @@
   });
 
   async function start() {
+    if (!reveal) {
+      // Fail closed: without reveal.js no card can be shown safely.
+      showError(new Error("The page could not load reveal.js: reload the page."));
+      state.busy = true;
+      updateControls();
+      return;
+    }
     const id = new URLSearchParams(window.location.search).get("thread");
     updateControls();
     if (!id) return;
