@@ -177,7 +177,7 @@ async def test_refused_decisions_do_not_use_up_the_turn() -> None:
     pending = await pause(runner)
 
     with pytest.raises(InvalidReviewDecisionError):
-        await runner.resume(pending, "approve")  # type: ignore[arg-type]
+        await runner.resume(pending, "approve")
     done = await runner.resume(pending, APPROVE)
 
     assert [r.status for r in done.results] == ["success"]
