@@ -408,7 +408,7 @@ class ReviewedChat:
         thread_id: str,
         *,
         review_id: str | None = None,
-        reviewer: str | None = None,
+        reviewer: str | int | UUID | None = None,
     ) -> ChatTurn:
         """Answer the pending review of a thread and carry on.
 
@@ -467,7 +467,7 @@ class ReviewedChat:
         thread_id: str,
         *,
         review_id: str | None = None,
-        reviewer: str | None = None,
+        reviewer: str | int | UUID | None = None,
         reason: str | None = None,
     ) -> ChatTurn:
         """Cancel the pending review: no action runs, the model is told why.
@@ -853,7 +853,7 @@ class BlockingChat:
         thread_id: str,
         *,
         review_id: str | None = None,
-        reviewer: str | None = None,
+        reviewer: str | int | UUID | None = None,
     ) -> ChatTurn:
         """Blocking :meth:`ReviewedChat.submit_review`."""
         turn: ChatTurn = self._portal.call(
@@ -872,7 +872,7 @@ class BlockingChat:
         thread_id: str,
         *,
         review_id: str | None = None,
-        reviewer: str | None = None,
+        reviewer: str | int | UUID | None = None,
         reason: str | None = None,
     ) -> ChatTurn:
         """Blocking :meth:`ReviewedChat.cancel_review`."""
