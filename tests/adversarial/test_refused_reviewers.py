@@ -11,6 +11,8 @@ most ``ReviewedChat.max_recorded_refusals`` refusals are recorded per review.
 
 from __future__ import annotations
 
+import os
+import uuid
 from collections.abc import AsyncIterator, Sequence
 from datetime import datetime, timezone
 from pathlib import Path
@@ -36,6 +38,7 @@ from toolguard import (
 from toolguard._chat import REFUSED_DETAIL
 from toolguard._store import MemoryStore
 
+DSN = os.environ.get("TOOLGUARD_POSTGRES_DSN", "")
 ALICE = {"to": "alice@example.com", "body": "At 10."}
 APPROVE = {"type": "approve"}
 ALLOWED = ("alice", "bob")
@@ -45,11 +48,28 @@ CANCELLED = "The review of this action was cancelled: not needed. It was not exe
 AnyStore = MemoryStore | SQLiteStore
 
 
-@pytest.fixture(params=["memory", "sqlite", "sqlite-two-connections"])
-async def stores(
-    request: pytest.FixtureRequest, tmp_path: Path
-) -> AsyncIterator[tuple[AnyStore, AnyStore]]:
+@pytest.fixture(params=["memory", "sqlite", "sqlite-two-connections", "postgres-two-connections"])
+async def stores(request: pytest.FixtureRequest, tmp_path: Path) -> AsyncIterator[tuple[Any, Any]]:
     """The store of the authorized chat and of the attacker's chat (another connection)."""
+    if request.param == "postgres-two-connections":
+        if not DSN:
+            pytest.skip("set TOOLGUARD_POSTGRES_DSN (scripts/start-postgres)")
+        import psycopg
+        from psycopg import sql
+
+        from toolguard.postgres import PostgresStore
+
+        table = f"tg_refusals_{uuid.uuid4().hex[:16]}"
+        try:
+            async with (
+                PostgresStore(DSN, table=table) as first,
+                PostgresStore(DSN, table=table) as second,
+            ):
+                yield first, second
+        finally:
+            async with await psycopg.AsyncConnection.connect(DSN, autocommit=True) as conn:
+                await conn.execute(sql.SQL("DROP TABLE IF EXISTS {}").format(sql.Identifier(table)))
+        return
     if request.param == "memory":
         shared = MemoryStore()
         yield shared, shared
