@@ -328,6 +328,9 @@ class ReviewedChat:
             UnknownThreadError: no thread has that id.
         """
         _text_arg(thread_id, "thread_id")
+        if clean_text(thread_id) != thread_id:
+            # Lone surrogates: no stored thread has such an id (and no database takes it).
+            raise UnknownThreadError(thread_id)
         state = await self.store.load(thread_id)
         if state is None:
             raise UnknownThreadError(thread_id)
@@ -575,10 +578,10 @@ class ReviewedChat:
             raise ReviewExpiredError(state.review_id or "")
         if state.status != "awaiting_review" or state.pending is None:
             if review_id is not None:
-                raise StaleReviewError(review_id, None)
+                raise StaleReviewError(clean_text(review_id), None)
             raise NoPendingReviewError
         if review_id is not None and review_id != state.pending.review_id:
-            raise StaleReviewError(review_id, state.pending.review_id)
+            raise StaleReviewError(clean_text(review_id), state.pending.review_id)
         return state, state.pending
 
     def _is_overdue(self, state: ThreadState) -> bool:

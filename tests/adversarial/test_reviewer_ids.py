@@ -29,8 +29,10 @@ from toolguard import (
     ReviewedChat,
     ScriptedModel,
     SQLiteStore,
+    StaleReviewError,
     ThreadState,
     ToolCall,
+    UnknownThreadError,
 )
 from toolguard._store import MemoryStore
 
@@ -222,6 +224,33 @@ async def test_wrong_id_types_are_type_errors(store: AnyStore, call: Any, text: 
     assert str(caught.value) == text
     assert log == []
     assert await snapshot(store, paused.thread_id) == before
+
+
+@settings(max_examples=25, deadline=None)
+@given(thread_id=odd_ids, review_id=odd_ids)
+def test_any_text_as_thread_or_review_id_gets_a_documented_error(
+    thread_id: str, review_id: str
+) -> None:
+    """Unknown (even unstorable) thread ids and stale review ids: documented, printable errors."""
+
+    async def go() -> tuple[str, str]:
+        async with SQLiteStore(":memory:") as sqlite_store:
+            chat = make_chat(sqlite_store, [])
+            paused = await chat.send_message("Mail Alice")
+            with pytest.raises(UnknownThreadError) as unknown:
+                await chat.submit_review([APPROVE], thread_id)
+            with pytest.raises(StaleReviewError) as stale:
+                await chat.submit_review([APPROVE], paused.thread_id, review_id=review_id)
+            return str(unknown.value), str(stale.value)
+
+    unknown, stale = anyio.run(go)
+    assert unknown == f"Unknown thread_id {thread_id!r}: start a conversation with send_message"
+    cleaned = "".join("\ufffd" if "\ud800" <= ch <= "\udfff" else ch for ch in review_id)
+    assert stale == (
+        f"The review {cleaned} is no longer current in this conversation."
+        " Load the thread and decide on its current review."
+    )
+    (unknown + stale).encode("utf-8")  # printable in any UTF-8 response
 
 
 # --- an authorize hook that cannot judge ----------------------------------------------------------
