@@ -19,6 +19,7 @@ from pathlib import Path
 from typing import Any
 
 import anyio
+import anyio.lowlevel
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
@@ -78,6 +79,7 @@ class SlowStore:
     async def load(self, thread_id: str) -> ThreadState | None:
         """Load, taking ``slow_load`` seconds."""
         state = await self.inner.load(thread_id)
+        await anyio.lowlevel.checkpoint()  # other tasks run meanwhile
         self.clock.advance(self.slow_load)
         return state
 
@@ -85,9 +87,11 @@ class SlowStore:
         """Save; the claim (status running) takes time before and after its write."""
         claim = state.status == "running"
         if claim:
+            await anyio.lowlevel.checkpoint()
             self.clock.advance(self.slow_claim_before)
         stored = await self.inner.save(state, expected_version=expected_version)
         if claim:
+            await anyio.lowlevel.checkpoint()
             self.clock.advance(self.slow_claim_after)
         return stored
 
