@@ -15,6 +15,7 @@ from hypothesis import strategies as st
 from toolguard import (
     NO_DECISION,
     REJECTED_BY_USER_MESSAGE,
+    AlreadyResumedError,
     ApproveDecision,
     EditDecision,
     EditedAction,
@@ -654,15 +655,26 @@ async def test_paused_turn_survives_json_round_trip(world: World) -> None:
     assert restored.pending_review == pending.pending_review
     decisions = [{"type": "edit", "edited_action": {"name": "send_email", "args": {"to": "b@x"}}}]
     other = World()
-    from_original = await world.runner().resume(pending, decisions)
     from_restored = await other.runner().resume(restored, decisions)
-    assert from_restored.calls == from_original.calls
-    assert from_restored.results == from_original.results
-    assert from_restored.replaced_calls == from_original.replaced_calls
+    edited = ToolCall(id="c2", name="send_email", args={"to": "b@x"})
+    assert from_restored.calls == [pending.calls[0], edited]
+    assert from_restored.replaced_calls == [edited]
+    assert [(r.call_id, r.status) for r in from_restored.results] == [
+        ("c1", "success"),
+        ("c2", "success"),
+    ]
     assert [(a.id, a.status, a.decision) for a in from_restored.actions] == [
-        (a.id, a.status, a.decision) for a in from_original.actions
+        (
+            pending.actions[0].id,
+            "executed",
+            EditDecision(edited_action=EditedAction(name="send_email", args={"to": "b@x"})),
+        )
     ]
     assert other.log == [("send_email", {"to": "b@x", "subject": ""})]
+    # The original is the same turn: it was resumed already, so it runs nothing.
+    with pytest.raises(AlreadyResumedError):
+        await world.runner().resume(pending, decisions)
+    assert world.log == [("search_events", "d1")]  # from the run only
 
 
 async def test_edit_to_another_guarded_tool_pauses_again(world: World) -> None:
@@ -913,18 +925,19 @@ NEAR_DECISION = st.fixed_dictionaries(
 
 
 @functools.cache
-def fuzz_setup() -> tuple[World, Runner, PendingTurn]:
-    """One world, runner and paused turn shared by the fuzz examples (built once, for speed)."""
+def fuzz_setup() -> tuple[World, Runner]:
+    """One world and runner shared by the fuzz examples (built once, for speed)."""
     world = World()
-    runner = world.runner(sync_in_thread=False)
-    return world, runner, paused(runner.run_sync([EMAIL, call("c3", "delete_event", event_id=1)]))
+    return world, world.runner(sync_in_thread=False)
 
 
 @settings(max_examples=100, deadline=None)
 @given(decisions=JSON | st.lists(JSON | NEAR_DECISION, max_size=3))
 def test_fuzz_resume_completes_or_refuses(decisions: Any) -> None:
     """Any JSON value as decisions completes the turn, pauses again, or is refused; nothing else."""
-    world, runner, turn = fuzz_setup()
+    world, runner = fuzz_setup()
+    # A fresh paused turn per example: a turn is resumed at most once.
+    turn = paused(runner.run_sync([EMAIL, call("c3", "delete_event", event_id=1)]))
     world.log.clear()
     before = turn.model_dump()
     try:

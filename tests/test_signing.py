@@ -25,22 +25,40 @@ def make_runner(log: list[dict[str, str]], key: bytes | None = None) -> Runner:
     return Runner([send_email], signing_key=key)
 
 
-def canonical(name: str, args: dict[str, str]) -> bytes:
-    """The bytes the digest covers."""
+def canonical(name: str, args: dict[str, str], thread_id: str = "", review_id: str = "") -> bytes:
+    """The bytes the digest covers: the call and the ids of its thread and review."""
     return json.dumps(
-        {"name": name, "args": args}, ensure_ascii=False, sort_keys=True, separators=(",", ":")
+        {"name": name, "args": args, "thread_id": thread_id, "review_id": review_id},
+        ensure_ascii=False,
+        sort_keys=True,
+        separators=(",", ":"),
     ).encode()
 
 
 def test_with_a_key_the_digest_is_an_hmac() -> None:
     """call_digest with a key is HMAC-SHA-256 of the canonical call; without, plain SHA-256."""
     key = b"server-secret"
-    assert call_digest("send_email", ARGS, key) == (
-        hmac.new(key, canonical("send_email", ARGS), hashlib.sha256).hexdigest()
+    assert call_digest("send_email", ARGS, key, thread_id="t1", review_id="r1") == (
+        hmac.new(key, canonical("send_email", ARGS, "t1", "r1"), hashlib.sha256).hexdigest()
+    )
+    assert call_digest("send_email", ARGS, thread_id="t1", review_id="r1") == (
+        hashlib.sha256(canonical("send_email", ARGS, "t1", "r1")).hexdigest()
     )
     assert call_digest("send_email", ARGS) == (
         hashlib.sha256(canonical("send_email", ARGS)).hexdigest()
     )
+
+
+async def test_a_runner_digest_covers_the_turns_review_id() -> None:
+    """Runner.run digests each action with its thread id and the new turn's review id."""
+    runner = make_runner([])
+    step = await runner.run([ToolCall(id="c1", name="send_email", args=ARGS)], thread_id="t1")
+    assert step.pending is not None
+    rid = step.pending.review_id
+
+    assert [a.digest for a in step.pending.actions] == [
+        hashlib.sha256(canonical("send_email", ARGS, "t1", rid)).hexdigest()
+    ]
 
 
 async def test_a_recomputed_plain_digest_does_not_pass_a_keyed_runner() -> None:
@@ -50,8 +68,9 @@ async def test_a_recomputed_plain_digest_does_not_pass_a_keyed_runner() -> None:
     step = await runner.run([ToolCall(id="c1", name="send_email", args=ARGS)])
     assert step.pending is not None
     evil = {"to": "mallory@example.com", "body": "hi"}
+    rid = step.pending.review_id
     action = step.pending.actions[0].model_copy(
-        update={"args": evil, "digest": call_digest("send_email", evil)}
+        update={"args": evil, "digest": call_digest("send_email", evil, review_id=rid)}
     )
     tampered = step.pending.model_copy(update={"actions": [action]})
 

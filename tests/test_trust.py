@@ -221,10 +221,13 @@ def event(kind: str, thread_id: str, review_id: str | None, **fields: Any) -> di
     return base
 
 
-def sha(name: str, args: dict[str, Any]) -> str:
-    """The digest computed independently of toolguard."""
+def sha(name: str, args: dict[str, Any], thread_id: str | None, review_id: str | None) -> str:
+    """The digest computed independently of toolguard: name, args, thread and review ids."""
     text = json.dumps(
-        {"name": name, "args": args}, ensure_ascii=False, sort_keys=True, separators=(",", ":")
+        {"name": name, "args": args, "thread_id": thread_id, "review_id": review_id},
+        ensure_ascii=False,
+        sort_keys=True,
+        separators=(",", ":"),
     )
     return hashlib.sha256(text.encode()).hexdigest()
 
@@ -395,7 +398,7 @@ def test_blocking_chat_binds_decisions_to_a_review() -> None:
 
 
 async def test_action_keeps_the_digest_of_what_was_shown(store: AnyStore) -> None:
-    """Action.digest is the SHA-256 of the proposed name and canonical JSON args."""
+    """Action.digest is the SHA-256 of the proposed name, canonical JSON args and the ids."""
     args = {"to": "zoë@example.com", "body": "Café at 10"}
     chat, _ = make_chat(store, [proposes(email("c1", args))], [], FakeClock())
     paused = await chat.send_message(ASK)
@@ -404,8 +407,10 @@ async def test_action_keeps_the_digest_of_what_was_shown(store: AnyStore) -> Non
 
     digests = [a.digest for a in state.pending.actions]
 
-    assert digests == [sha("send_email", args)]
-    assert digests == [call_digest("send_email", args)]
+    tid, rid = paused.thread_id, paused.review_id
+    assert rid is not None
+    assert digests == [sha("send_email", args, tid, rid)]
+    assert digests == [call_digest("send_email", args, thread_id=tid, review_id=rid)]
     assert [a.digest for a in paused.actions] == digests
     assert call_digest("send_email", {"body": "x", "to": "y"}) == call_digest(
         "send_email", {"to": "y", "body": "x"}
@@ -579,7 +584,7 @@ async def test_submit_after_the_deadline_expires_the_review(store: AnyStore) -> 
             tool="send_email",
             args=ALICE,
             detail="expires at 2025-01-01T09:01:00+00:00",
-            digest=sha("send_email", ALICE),
+            digest=sha("send_email", ALICE, paused.thread_id, paused.review_id),
         ),
         event(
             "expired",
@@ -963,7 +968,7 @@ async def test_audit_trail_of_an_edited_and_executed_action(store: AnyStore) -> 
             tool="send_email",
             args=ALICE,
             detail="expires at 2025-01-01T09:05:00+00:00",
-            digest=sha("send_email", ALICE),
+            digest=sha("send_email", ALICE, tid, rid),
         ),
         event(
             "decided",
@@ -974,7 +979,7 @@ async def test_audit_trail_of_an_edited_and_executed_action(store: AnyStore) -> 
             args=BOB,
             actor="alice",
             decision="edit",
-            digest=sha("send_email", ALICE),
+            digest=sha("send_email", ALICE, tid, rid),
         ),
         event(
             "executed",
@@ -1049,7 +1054,7 @@ async def test_audit_trail_of_a_rejected_action(store: AnyStore) -> None:
             action_id=aid,
             tool="send_email",
             args=ALICE,
-            digest=sha("send_email", ALICE),
+            digest=sha("send_email", ALICE, tid, rid),
         ),
         event(
             "decided",
@@ -1060,7 +1065,7 @@ async def test_audit_trail_of_a_rejected_action(store: AnyStore) -> None:
             actor="bob",
             decision="reject",
             detail="Wrong recipient",
-            digest=sha("send_email", ALICE),
+            digest=sha("send_email", ALICE, tid, rid),
         ),
         event(
             "rejected",
@@ -1094,7 +1099,7 @@ async def test_audit_trail_of_an_approved_tool_that_raises(store: AnyStore) -> N
             action_id=aid,
             tool="remove_user",
             args={"name": "dave"},
-            digest=sha("remove_user", {"name": "dave"}),
+            digest=sha("remove_user", {"name": "dave"}, tid, rid),
         ),
         event(
             "decided",
@@ -1105,7 +1110,7 @@ async def test_audit_trail_of_an_approved_tool_that_raises(store: AnyStore) -> N
             args={"name": "dave"},
             actor="alice",
             decision="approve",
-            digest=sha("remove_user", {"name": "dave"}),
+            digest=sha("remove_user", {"name": "dave"}, tid, rid),
         ),
         event("failed", tid, rid, action_id=aid, tool="remove_user", actor="alice", detail=failure),
     ]

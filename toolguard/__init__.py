@@ -16,6 +16,7 @@ from toolguard._chat import Authorizer, BlockingChat, ChatTurn, ReviewedChat, Re
 from toolguard._classify import DEFAULT_VERBS, Classification, Classifier, split_words
 from toolguard._errors import (
     ActionRejectedError,
+    AlreadyResumedError,
     ApprovalRequiredError,
     InvalidReviewDecisionError,
     ModelError,
@@ -58,7 +59,7 @@ from toolguard._models import (
     ToolCall,
     ToolResult,
 )
-from toolguard._runner import EditPolicy, Runner, Step, parse_tool_call
+from toolguard._runner import Claims, EditPolicy, Runner, Step, parse_tool_call
 from toolguard._sqlite import SchemaVersionError, SQLiteStore
 from toolguard._store import (
     ConcurrentUpdateError,
@@ -81,6 +82,7 @@ __all__ = [
     "ActionRejectedError",
     "ActionRequest",
     "ActionStatus",
+    "AlreadyResumedError",
     "ApprovalPolicy",
     "ApprovalRequiredError",
     "ApproveDecision",
@@ -90,6 +92,7 @@ __all__ = [
     "BlockingChat",
     "ChatModel",
     "ChatTurn",
+    "Claims",
     "Classification",
     "Classifier",
     "ConcurrentUpdateError",

@@ -30,8 +30,11 @@ class AuditEvent(BaseModel):
     Every approval request has a ``requested`` event, at most one
     ``decided`` event (with the reviewer, the decision and the arguments it
     allowed to run), and exactly one final event: ``executed``, ``failed``,
-    ``rejected``, ``expired``, ``cancelled`` or ``interrupted``. ``refused``
-    records a reviewer the authorization hook turned away.
+    ``rejected``, ``expired``, ``cancelled`` or ``interrupted`` (an approved
+    call whose deadline passed before it could start has ``decided`` then
+    ``expired``). ``refused`` records a reviewer the authorization hook
+    turned away; at most ``ReviewedChat.max_recorded_refusals`` of them are
+    kept per review.
     """
 
     model_config = ConfigDict(extra="ignore", frozen=True)
@@ -59,7 +62,7 @@ class AuditEvent(BaseModel):
     detail: str | None = None
     """The reject reason, the result text, or why something was refused."""
     digest: str | None = None
-    """SHA-256 of the name and arguments shown for review."""
+    """Digest of the name and arguments shown for review, bound to the thread and the review."""
 
 
 def requested_event(thread_id: str, review_id: str, action: Action) -> AuditEvent:

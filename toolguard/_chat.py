@@ -21,6 +21,7 @@ from contextlib import contextmanager
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 from typing import Any, TypeAlias
+from uuid import UUID
 
 from anyio.from_thread import BlockingPortal, start_blocking_portal
 
@@ -50,13 +51,63 @@ from toolguard._models import (
     new_id,
     utcnow,
 )
-from toolguard._runner import CloseOutcome, EditPolicy, Runner, Step
+from toolguard._runner import (
+    CloseOutcome,
+    EditPolicy,
+    Runner,
+    Step,
+    close_turn,
+    interrupted_turn,
+)
 from toolguard._store import ConcurrentUpdateError, MemoryStore, Store, ThreadState
 from toolguard._toolset import Tools
 from toolguard._validate import AnyDecision, validate_decisions
 
 Authorizer: TypeAlias = Callable[[str | None, ThreadState, list[Action]], bool | Awaitable[bool]]
 """Decides whether ``reviewer`` may decide on ``actions`` of ``thread``."""
+
+REFUSED_DETAIL = "the authorization hook refused this reviewer"
+"""The ``detail`` of the ``refused`` audit event of a reviewer the ``authorize`` hook refused."""
+
+
+def reviewer_id(reviewer: object, name: str = "reviewer") -> str | None:
+    """A reviewer identity as text: text as is, an ``int`` or a ``UUID`` as ``str()``.
+
+    ``None`` stays ``None`` (anonymous). Lone surrogates are replaced like in
+    any other text toolguard stores.
+
+    Raises:
+        TypeError: any other type (``bool`` included), naming the argument.
+    """
+    if reviewer is None:
+        return None
+    if isinstance(reviewer, str):
+        text: str = clean_text(reviewer)
+        return text
+    if isinstance(reviewer, UUID) or (isinstance(reviewer, int) and not isinstance(reviewer, bool)):
+        return str(reviewer)
+    msg = f"{name} must be text, an int, a UUID or None, got {type(reviewer).__name__}"
+    raise TypeError(msg)
+
+
+def _text_arg(value: object, name: str, *, optional: bool = False) -> None:
+    """Refuse an id argument that is not text (``None`` too, unless ``optional``)."""
+    if isinstance(value, str) or (optional and value is None):
+        return
+    kind = "text or None" if optional else "text"
+    msg = f"{name} must be {kind}, got {type(value).__name__}"
+    raise TypeError(msg)
+
+
+def _only_refusals_added(read: ThreadState, fresh: ThreadState) -> bool:
+    """Whether ``fresh`` is ``read`` plus ``refused`` audit events, and nothing else."""
+    count = len(read.audit)
+    if len(fresh.audit) <= count or fresh.audit[:count] != read.audit:
+        return False
+    if any(e.kind != "refused" for e in fresh.audit[count:]):
+        return False
+    same = {"version", "updated_at", "audit"}
+    return read.model_dump(exclude=same) == fresh.model_dump(exclude=same)
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -212,12 +263,23 @@ class ReviewedChat:
             no deadline.
         authorize: who may decide: called as ``authorize(reviewer, thread,
             actions)`` (sync or async) before any decision or cancellation is
-            applied; return ``False`` to refuse (``ReviewerNotAllowedError``,
-            audited, nothing else changes). ``None``: anyone may decide.
+            applied; return ``True`` to allow, ``False`` to refuse
+            (``ReviewerNotAllowedError``, audited, nothing else changes).
+            Fails closed: any other return value raises ``TypeError``, and an
+            exception raised by the hook propagates unchanged; either way
+            nothing is decided, run or recorded. ``None``: anyone may decide.
         clock: the time source (tests pass a fake one).
         signing_key: secret for the digests binding approvals to the shown
             calls (see :class:`~toolguard.Runner`); keep it out of the store.
+
+    Attributes:
+        max_recorded_refusals: most ``refused`` audit events kept per review
+            (default 20; set it on the class or an instance). Later refusals
+            still raise ``ReviewerNotAllowedError`` but are not written, so a
+            flood of refused attempts cannot grow a thread without bound.
     """
+
+    max_recorded_refusals: int = 20
 
     def __init__(
         self,
@@ -262,8 +324,13 @@ class ReviewedChat:
         """The stored thread.
 
         Raises:
+            TypeError: ``thread_id`` is not text.
             UnknownThreadError: no thread has that id.
         """
+        _text_arg(thread_id, "thread_id")
+        if clean_text(thread_id) != thread_id:
+            # Lone surrogates: no stored thread has such an id (and no database takes it).
+            raise UnknownThreadError(thread_id)
         state = await self.store.load(thread_id)
         if state is None:
             raise UnknownThreadError(thread_id)
@@ -320,6 +387,7 @@ class ReviewedChat:
         if not isinstance(text, str):
             msg = f"message must be text, got {type(text).__name__}"
             raise TypeError(msg)
+        _text_arg(thread_id, "thread_id", optional=True)
         if thread_id is None:
             state = ThreadState(thread_id=new_id(), created_at=self.clock())
             if self.system_prompt:
@@ -343,7 +411,7 @@ class ReviewedChat:
         thread_id: str,
         *,
         review_id: str | None = None,
-        reviewer: str | None = None,
+        reviewer: str | int | UUID | None = None,
     ) -> ChatTurn:
         """Answer the pending review of a thread and carry on.
 
@@ -353,7 +421,14 @@ class ReviewedChat:
         A refused call changes nothing (an authorization refusal is only
         audited). The review is then claimed with a compare-and-set save: if
         another submission claimed it first, this one gets
-        ``NoPendingReviewError`` and runs nothing.
+        ``NoPendingReviewError`` and runs nothing. A refused reviewer's audit
+        event saved meanwhile does not count: the claim is made again on top
+        of it.
+
+        Deadlines are absolute: the deadline is checked again, with the
+        chat's clock, after the hook and the validation, right before the
+        claim, and the runner checks it again when each approved call starts
+        (one that starts too late ends ``expired``; the model is told).
 
         Args:
             decisions: one decision per action, in order (wire dicts or models).
@@ -361,9 +436,13 @@ class ReviewedChat:
             review_id: the review these decisions answer (``ChatTurn.review_id``);
                 strongly recommended, so that a late decision never approves a
                 newer request.
-            reviewer: who decides, for the authorization hook and the audit trail.
+            reviewer: who decides, for the authorization hook and the audit
+                trail: text, or an ``int`` / ``UUID`` (turned into text with
+                ``str()``), or ``None``.
 
         Raises:
+            TypeError: ``thread_id`` or ``review_id`` is not text, or
+                ``reviewer`` is none of the above; nothing changed.
             UnknownThreadError: no thread has that id.
             NoPendingReviewError: nothing awaits a decision (or another
                 submission got there first).
@@ -375,37 +454,14 @@ class ReviewedChat:
             ModelError: the model failed after the tools ran; their results
                 are saved in the thread.
         """
+        _text_arg(thread_id, "thread_id")
+        _text_arg(review_id, "review_id", optional=True)
+        reviewer = reviewer_id(reviewer)
         state, pending = await self._current_review(thread_id, review_id)
         await self._check_reviewer(state, reviewer)
         parsed = validate_decisions(pending, decisions)
-        now = self.clock()
-        waiting = [a for a in pending.actions if a.status == "requested"]
-        decided = [
-            _decided_action(action, decision, reviewer, now)
-            for action, decision in zip(waiting, parsed, strict=True)
-        ]
-        audit = [
-            *state.audit,
-            *(
-                _decided_event(state.thread_id, pending.review_id, action, reviewer, now)
-                for action in decided
-            ),
-        ]
-        try:
-            claimed = await self.store.save(
-                state.model_copy(
-                    update={
-                        "status": "running",
-                        "decisions": parsed,
-                        "actions": _merge(state.actions, decided),
-                        "audit": audit,
-                    }
-                ),
-                expected_version=state.version,
-            )
-        except ConcurrentUpdateError:
-            raise NoPendingReviewError from None
-        step = await self.runner.resume(pending, parsed)
+        claimed = await self._claim(state, parsed, reviewer)
+        step = await self.runner.resume(pending, parsed, thread_id=claimed.thread_id)
         step = _with_reviewer(step, reviewer)
         return await self._loop(claimed, claimed.version, list(claimed.messages), step)
 
@@ -414,7 +470,7 @@ class ReviewedChat:
         thread_id: str,
         *,
         review_id: str | None = None,
-        reviewer: str | None = None,
+        reviewer: str | int | UUID | None = None,
         reason: str | None = None,
     ) -> ChatTurn:
         """Cancel the pending review: no action runs, the model is told why.
@@ -423,11 +479,17 @@ class ReviewedChat:
         thread becomes idle and can go on with a new message.
 
         Raises:
+            TypeError: as for :meth:`submit_review`, or ``reason`` is not text or ``None``.
             UnknownThreadError: as for :meth:`submit_review`.
             NoPendingReviewError: as for :meth:`submit_review`.
             StaleReviewError: as for :meth:`submit_review`.
+            ReviewExpiredError: as for :meth:`submit_review`.
             ReviewerNotAllowedError: as for :meth:`submit_review`.
         """
+        _text_arg(thread_id, "thread_id")
+        _text_arg(review_id, "review_id", optional=True)
+        _text_arg(reason, "reason", optional=True)
+        reviewer = reviewer_id(reviewer)
         state, pending = await self._current_review(thread_id, review_id)
         await self._check_reviewer(state, reviewer)
         closed_id = pending.review_id
@@ -462,7 +524,7 @@ class ReviewedChat:
         state = await self.get_thread(thread_id)
         if state.status != "running" or state.pending is None:
             return False
-        step = self.runner.interrupted(state.pending, state.decisions or [])
+        step = interrupted_turn(state.pending, state.decisions or [], self.clock())
         # Keep who decided and when (the claim recorded them in state.actions).
         claimed = {a.id: a for a in state.actions}
         step = dataclasses.replace(
@@ -519,10 +581,10 @@ class ReviewedChat:
             raise ReviewExpiredError(state.review_id or "")
         if state.status != "awaiting_review" or state.pending is None:
             if review_id is not None:
-                raise StaleReviewError(review_id, None)
+                raise StaleReviewError(clean_text(review_id), None)
             raise NoPendingReviewError
         if review_id is not None and review_id != state.pending.review_id:
-            raise StaleReviewError(review_id, state.pending.review_id)
+            raise StaleReviewError(clean_text(review_id), state.pending.review_id)
         return state, state.pending
 
     def _is_overdue(self, state: ThreadState) -> bool:
@@ -530,26 +592,100 @@ class ReviewedChat:
         return deadline is not None and self.clock() >= deadline
 
     async def _check_reviewer(self, state: ThreadState, reviewer: str | None) -> None:
+        """Ask the ``authorize`` hook; record and raise a refusal. Fails closed.
+
+        ``True`` allows; ``False`` refuses (audited, ``ReviewerNotAllowedError``);
+        anything else raises ``TypeError``, and an exception from the hook
+        propagates: neither changes anything.
+        """
         if self.authorize is None or state.pending is None:
             return
         waiting = [a for a in state.pending.actions if a.status == "requested"]
-        verdict = self.authorize(reviewer, state, waiting)
+        verdict: object = self.authorize(reviewer, state, waiting)
         if inspect.isawaitable(verdict):
             verdict = await verdict
-        if verdict:
+        if verdict is True:
             return
+        if verdict is not False:
+            msg = f"the authorize hook must return True or False, got {type(verdict).__name__}"
+            raise TypeError(msg)
         event = AuditEvent(
             at=self.clock(),
             kind="refused",
             thread_id=state.thread_id,
             review_id=state.pending.review_id,
             actor=reviewer,
-            detail="the authorization hook refused this reviewer",
+            detail=REFUSED_DETAIL,
         )
-        with contextlib.suppress(ConcurrentUpdateError):
-            # Only the audit trail changes; a concurrent save wins and keeps its state.
-            await self._save(state, state.version, audit=[*state.audit, event])
+        await self._record_refusal(state, event)
         raise ReviewerNotAllowedError(reviewer, state.thread_id)
+
+    async def _record_refusal(self, state: ThreadState, event: AuditEvent) -> None:
+        """Append a ``refused`` event to the thread's audit trail, within bounds.
+
+        At most :attr:`max_recorded_refusals` refused events are kept per
+        review (those outside a review count together); the last one kept says
+        that later ones are not recorded, and later ones write nothing. The
+        save is a compare-and-set on ``state``: when the thread changed since
+        it was read, the refusal is not recorded (the concurrent save wins).
+        Claims and other saves of the chat redo their save on top of a
+        concurrent refusal (:func:`_only_refusals_added`), so recording a
+        refusal never makes an authorized reviewer's submission fail; the cap
+        bounds how often they redo it.
+        """
+        review = state.review_id
+        kept = sum(1 for e in state.audit if e.kind == "refused" and e.review_id == review)
+        limit = self.max_recorded_refusals
+        if kept >= limit:
+            return
+        if kept == limit - 1:
+            detail = (
+                f"{event.detail or REFUSED_DETAIL}; later refusals for this review are not recorded"
+            )
+            event = event.model_copy(update={"review_id": review, "detail": detail})
+        elif event.review_id != review:
+            event = event.model_copy(update={"review_id": review})
+        with contextlib.suppress(ConcurrentUpdateError):
+            await self._save(state, state.version, audit=[*state.audit, event])
+
+    async def _claim(
+        self, state: ThreadState, parsed: list[AnyDecision], reviewer: str | None
+    ) -> ThreadState:
+        """Claim the pending review for ``parsed`` with a compare-and-set save.
+
+        The deadline is checked right before every attempt, with the chat's
+        clock. A concurrent save that only added ``refused`` events is not a
+        competing claim: the claim is made again on the fresh state.
+        """
+        while True:
+            if self._is_overdue(state):
+                await self._close(state, "expired")
+                raise ReviewExpiredError(state.review_id or "")
+            assert state.pending is not None  # noqa: S101 - checked by _current_review
+            now = self.clock()
+            waiting = [a for a in state.pending.actions if a.status == "requested"]
+            decided = [
+                _decided_action(action, decision, reviewer, now)
+                for action, decision in zip(waiting, parsed, strict=True)
+            ]
+            events = [
+                _decided_event(state.thread_id, state.pending.review_id, action, reviewer, now)
+                for action in decided
+            ]
+            try:
+                return await self._save(
+                    state,
+                    state.version,
+                    status="running",
+                    decisions=parsed,
+                    actions=_merge(state.actions, decided),
+                    audit=[*state.audit, *events],
+                )
+            except ConcurrentUpdateError:
+                fresh = await self.store.load(state.thread_id)
+                if fresh is None or not _only_refusals_added(state, fresh):
+                    raise NoPendingReviewError from None
+                state = fresh
 
     async def _close(
         self,
@@ -560,8 +696,8 @@ class ReviewedChat:
         actor: str | None = None,
     ) -> ThreadState:
         assert state.pending is not None  # noqa: S101 - callers check awaiting_review
-        step = self.runner.close(state.pending, outcome, reason)
         now = self.clock()
+        step = close_turn(state.pending, outcome, reason, now)
         closed = [a.model_copy(update={"reviewer": actor}) for a in step.actions]
         events = [
             final_event(state.thread_id, state.pending.review_id, a, outcome, now) for a in closed
@@ -577,16 +713,24 @@ class ReviewedChat:
         """Save a paused turn as finished without running anything: the model reads the results."""
         messages = _rewrite_last_assistant(list(state.messages), step.calls)
         messages.extend(tool_message(r) for r in step.results)
-        return await self._save(
-            state,
-            state.version,
-            messages=messages,
-            status="idle",
-            pending=None,
-            decisions=None,
-            actions=_merge(state.actions, actions),
-            audit=[*state.audit, *events],
-        )
+        while True:
+            try:
+                return await self._save(
+                    state,
+                    state.version,
+                    messages=messages,
+                    status="idle",
+                    pending=None,
+                    decisions=None,
+                    actions=_merge(state.actions, actions),
+                    audit=[*state.audit, *events],
+                )
+            except ConcurrentUpdateError:  # noqa: PERF203 - redone only over a refusal
+                # A refused reviewer's audit event is no competing change: save on top of it.
+                fresh = await self.store.load(state.thread_id)
+                if fresh is None or not _only_refusals_added(state, fresh):
+                    raise
+                state = fresh
 
     async def _complete(self, messages: list[Message]) -> ModelResponse:
         return await self.model.complete(messages, self._tool_schemas)
@@ -625,7 +769,7 @@ class ReviewedChat:
                         decisions=None,
                     )
                     return ChatTurn(thread_id=state.thread_id, reply=reply, actions=touched)
-                step = await self.runner.run(response.tool_calls)
+                step = await self.runner.run(response.tool_calls, thread_id=state.thread_id)
                 messages.append(assistant_message(clean_text(response.text), step.calls))
                 review_id = step.pending.review_id if step.pending else None
             else:
@@ -674,7 +818,7 @@ class ReviewedChat:
             if action.status == "requested":
                 new_review = step.pending.review_id if step.pending else review_id
                 events.append(requested_event(thread_id, new_review or "", action))
-            elif action.status in ("executed", "failed", "rejected"):
+            elif action.status in ("executed", "failed", "rejected", "expired"):
                 events.append(final_event(thread_id, review_id, action, action.status, now))
         return events
 
@@ -715,7 +859,7 @@ class BlockingChat:
         thread_id: str,
         *,
         review_id: str | None = None,
-        reviewer: str | None = None,
+        reviewer: str | int | UUID | None = None,
     ) -> ChatTurn:
         """Blocking :meth:`ReviewedChat.submit_review`."""
         turn: ChatTurn = self._portal.call(
@@ -734,7 +878,7 @@ class BlockingChat:
         thread_id: str,
         *,
         review_id: str | None = None,
-        reviewer: str | None = None,
+        reviewer: str | int | UUID | None = None,
         reason: str | None = None,
     ) -> ChatTurn:
         """Blocking :meth:`ReviewedChat.cancel_review`."""

@@ -12,6 +12,7 @@ builtin they resemble, so existing ``except`` clauses keep working::
     │   └── ReviewExpiredError          the review passed its deadline; nothing ran
     ├── ReviewerNotAllowedError         PermissionError: this reviewer may not decide here
     ├── ReviewPendingError              RuntimeError: decisions are still awaited
+    ├── AlreadyResumedError             RuntimeError: a paused turn was already resumed or closed
     ├── ThreadBusyError                 RuntimeError: decisions are being applied right now
     ├── UnknownThreadError              LookupError: no conversation with that id
     ├── StepLimitError                  RuntimeError: the agent loop did not finish
@@ -157,6 +158,23 @@ class ReviewPendingError(ToolguardError, RuntimeError):
 
     def __init__(self, text: str | None = None) -> None:
         super().__init__(text if text is not None else message("review_pending"))
+
+
+class AlreadyResumedError(ToolguardError, RuntimeError):
+    """This paused turn was already resumed (or closed): its tools are not run again.
+
+    Raised by :meth:`~toolguard.Runner.resume` and :meth:`~toolguard.Runner.close`
+    for a ``PendingTurn`` whose ``review_id`` this process already resumed or
+    closed, and by ``resume`` when the runner's ``claims`` store says another
+    process claimed it. Nothing ran.
+    """
+
+    def __init__(self, review_id: str) -> None:
+        self.review_id = review_id
+        super().__init__(message("already_resumed", review_id=review_id))
+
+    def __reduce__(self) -> tuple[Any, ...]:
+        return (type(self), (self.review_id,))
 
 
 class UnknownThreadError(ToolguardError, LookupError):

@@ -43,6 +43,10 @@ _CATALOGS: Final[dict[str, dict[str, str]]] = {
             "Decisions are being applied in conversation {thread_id!r}. Try again shortly;"
             " if the process applying them stopped, run recover() for this thread."
         ),
+        "already_resumed": (
+            "The paused turn {review_id} was already resumed or closed; its tools are not"
+            " run again."
+        ),
     },
     "id": {
         "action_description": "Tool `{name}` menunggu persetujuan",
@@ -73,6 +77,10 @@ _CATALOGS: Final[dict[str, dict[str, str]]] = {
         "thread_busy": (
             "Keputusan sedang diterapkan di percakapan {thread_id!r}. Coba lagi sebentar lagi;"
             " jika prosesnya berhenti, jalankan recover() untuk percakapan ini."
+        ),
+        "already_resumed": (
+            "Giliran yang dijeda {review_id} sudah dilanjutkan atau ditutup; tool-nya tidak"
+            " dijalankan lagi."
         ),
     },
 }

@@ -41,11 +41,29 @@ def utcnow() -> datetime:
     return datetime.now(timezone.utc)
 
 
-def call_digest(name: str, args: dict[str, Any], key: bytes | None = None) -> str:
-    """SHA-256 (hex) of a call's name and canonical JSON arguments; HMAC-SHA-256 with ``key``."""
+def call_digest(
+    name: str,
+    args: dict[str, Any],
+    key: bytes | None = None,
+    *,
+    thread_id: str = "",
+    review_id: str = "",
+) -> str:
+    """The digest binding an approval to one call of one review (hex).
+
+    SHA-256 of the canonical JSON ``{"args", "name", "review_id",
+    "thread_id"}`` (keys sorted, no spaces, non-ASCII kept), or HMAC-SHA-256
+    with ``key``. Covering the thread and review ids means a digested action
+    copied into another review or thread no longer matches. Digests written
+    by toolguard 0.1.0 covered only the name and the arguments: they never
+    match this format, so such an action fails closed (``TAMPERED``).
+    """
     canonical = json.dumps(
-        {"name": name, "args": args}, ensure_ascii=False, sort_keys=True, separators=(",", ":")
-    ).encode()
+        {"name": name, "args": args, "thread_id": thread_id, "review_id": review_id},
+        ensure_ascii=False,
+        sort_keys=True,
+        separators=(",", ":"),
+    ).encode("utf-8", "surrogatepass")
     if key is not None:
         return hmac.new(key, canonical, hashlib.sha256).hexdigest()
     return hashlib.sha256(canonical).hexdigest()
@@ -218,7 +236,8 @@ class Action(_Wire):
     expires_at: datetime | None = None
     """After this moment the request can no longer be approved (``None``: no deadline)."""
     digest: str = ""
-    """SHA-256 of the name and arguments shown to the reviewer; an approval covers only those."""
+    """Digest of the name and arguments shown to the reviewer, bound to the thread and the
+    review (see :func:`call_digest`); an approval covers only those."""
     reviewer: str | None = None
     """Who decided, when the decision came with a reviewer identity."""
 

@@ -65,8 +65,9 @@ from psycopg import sql
 from psycopg.conninfo import conninfo_to_dict, make_conninfo
 from psycopg.pq import TransactionStatus
 
+from toolguard._models import utcnow
 from toolguard._sqlite import SchemaVersionError
-from toolguard._store import ConcurrentUpdateError, ThreadState, next_state
+from toolguard._store import ConcurrentUpdateError, ThreadState, _check_key, next_state
 
 __all__ = ["SCHEMA_VERSION", "PostgresStore"]
 
@@ -88,6 +89,14 @@ CREATE TABLE {table} (
     seq BIGINT GENERATED ALWAYS AS IDENTITY
 )
 """
+
+_CREATE_CLAIMS: Final = """
+CREATE TABLE IF NOT EXISTS {table} (
+    key TEXT PRIMARY KEY,
+    claimed_at TIMESTAMPTZ NOT NULL
+)
+"""
+_CLAIMS_SUFFIX: Final = "_claims"
 
 _T = TypeVar("_T")
 _Connection = psycopg.AsyncConnection[tuple[Any, ...]]
@@ -165,6 +174,9 @@ class PostgresStore:
         self._shown = make_conninfo("", **params)
         self._table = table
         self._ident = sql.Identifier(table)
+        self._claims_table = table[: _MAX_IDENTIFIER - len(_CLAIMS_SUFFIX)] + _CLAIMS_SUFFIX
+        self._claims_ident = sql.Identifier(self._claims_table)
+        self._claims_ready = False
         self._conn: _Connection | None = None
         self._closed = False
         self._lock = anyio.Lock()
@@ -247,6 +259,42 @@ class PostgresStore:
         async def work(conn: _Connection) -> list[str]:
             cursor = await conn.execute(query)
             return [str(row[0]) for row in await cursor.fetchall()]
+
+        return await self._run(work)
+
+    async def claim(self, key: str) -> bool:
+        """Claim ``key`` once, across every process and machine using the database.
+
+        ``INSERT ... ON CONFLICT DO NOTHING`` into the table ``<table>_claims``
+        (``key TEXT PRIMARY KEY, claimed_at TIMESTAMPTZ``; for a ``table`` of
+        more than 56 characters, its first 56 characters plus ``_claims``),
+        created on first use with ``IF NOT EXISTS`` under the same advisory
+        lock as the threads table, so databases of older versions keep
+        working. Of several callers exactly one gets ``True``.
+        ``Runner(claims=store)`` claims each paused turn this way before
+        resuming it.
+
+        Args:
+            key: what to claim (text).
+
+        Returns:
+            ``True`` for the first claim of ``key``, ``False`` for every later one.
+
+        Raises:
+            TypeError: ``key`` is not text.
+        """
+        _check_key(key)
+        text = key.encode("utf-8", "surrogatepass").decode("utf-8", "replace").replace("\0", "")
+        query = sql.SQL(
+            "INSERT INTO {} (key, claimed_at) VALUES (%s, %s) ON CONFLICT (key) DO NOTHING"
+        ).format(self._claims_ident)
+        claimed_at = utcnow()
+
+        async def work(conn: _Connection) -> bool:
+            if not self._claims_ready:
+                await self._create_claims(conn)
+            cursor = await conn.execute(query, (text, claimed_at))
+            return cursor.rowcount == 1
 
         return await self._run(work)
 
@@ -334,6 +382,16 @@ class PostgresStore:
                     )
                 )
         await conn.execute("SELECT pg_advisory_unlock(%s, hashtext(%s))", key)
+
+    async def _create_claims(self, conn: _Connection) -> None:
+        """Create the claims table if missing (under the table-creation advisory lock)."""
+        key = (_LOCK_CLASS, self._table)
+        await conn.execute("SELECT pg_advisory_lock(%s, hashtext(%s))", key)
+        try:
+            await conn.execute(sql.SQL(_CREATE_CLAIMS).format(table=self._claims_ident))
+        finally:
+            await conn.execute("SELECT pg_advisory_unlock(%s, hashtext(%s))", key)
+        self._claims_ready = True
 
     async def _schema_version(self, conn: _Connection) -> int | None:
         """The table's schema version, or ``None`` when there is no table.

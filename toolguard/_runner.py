@@ -9,17 +9,20 @@ decisions, in this process or another one.
 
 from __future__ import annotations
 
+import functools
 import hmac
 import json
+import threading
+from collections import OrderedDict
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta
-from typing import Any, Literal
+from typing import Any, Final, Literal, Protocol, cast, runtime_checkable
 
 import anyio
 
 from toolguard._classify import Classifier
-from toolguard._errors import NoPendingReviewError
+from toolguard._errors import AlreadyResumedError, NoPendingReviewError
 from toolguard._json import clean_text, to_json_data
 from toolguard._messages import message
 from toolguard._models import (
@@ -49,12 +52,90 @@ TAMPERED = (
     " after review). It was not executed."
 )
 EXPIRED = "The review of this action expired before anyone decided. It was not executed."
+EXPIRED_BEFORE_START = (
+    "The review of this action expired before the approved call could start. It was not executed."
+)
 CANCELLED = "The review of this action was cancelled. It was not executed."
 INTERRUPTED = (
     "The process stopped while this approved tool was running, so its outcome is unknown."
     " It was not run again."
 )
 CloseOutcome = Literal["expired", "cancelled"]
+
+REMEMBERED_TURNS: Final = 10_000
+"""How many finished ``review_id`` s this process remembers to refuse a second resume."""
+
+
+@runtime_checkable
+class Claims(Protocol):
+    """Claims a key once, across processes: what makes ``Runner(claims=...)`` once-only.
+
+    :class:`~toolguard.MemoryStore`, :class:`~toolguard.SQLiteStore` and
+    ``toolguard.postgres.PostgresStore`` have it.
+    """
+
+    async def claim(self, key: str) -> bool:
+        """Record ``key``; ``True`` for the first caller ever, ``False`` for every later one."""
+        ...
+
+
+class _FinishedTurns:
+    """The review ids this process resumed or closed (bounded: the latest ``limit``)."""
+
+    def __init__(self, limit: int) -> None:
+        self._limit = limit
+        self._ids: OrderedDict[str, str] = OrderedDict()
+        self._lock = threading.Lock()  # runners may be used from several threads
+
+    def finish(self, review_id: str, how: str, *, after: tuple[str, ...] = ()) -> None:
+        """Record how the turn ended; raise when it already ended (unless in ``after``)."""
+        with self._lock:
+            done = self._ids.get(review_id)
+            if done is not None and done not in after:
+                raise AlreadyResumedError(review_id)
+            self._ids[review_id] = how
+            self._ids.move_to_end(review_id)
+            while len(self._ids) > self._limit:
+                self._ids.popitem(last=False)
+
+    def forget(self, review_id: str) -> None:
+        """Undo :meth:`finish` (the claim failed before anything ran)."""
+        with self._lock:
+            self._ids.pop(review_id, None)
+
+
+_FINISHED = _FinishedTurns(REMEMBERED_TURNS)
+
+
+class _Deadline:
+    """Stands in for the tool of one approved job: it refuses to start past the deadline.
+
+    The check runs at the moment the job would call the tool (after any wait
+    for a ``max_concurrency`` slot), with the runner's clock.
+    """
+
+    __slots__ = ("_clock", "_deadline", "_tool", "missed")
+
+    def __init__(
+        self, tool: Tool[Any, Any], deadline: datetime | None, clock: Callable[[], datetime]
+    ) -> None:
+        self._tool = tool
+        self._deadline = deadline
+        self._clock = clock
+        self.missed = False
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self._tool, name)
+
+    async def execute(self, validated: Mapping[str, Any], *, in_thread: bool = True) -> Any:
+        if self._deadline is not None and self._clock() >= self._deadline:
+            self.missed = True
+            raise _DeadlineMissed
+        return await self._tool.execute(validated, in_thread=in_thread)
+
+
+class _DeadlineMissed(Exception):  # noqa: N818 - internal signal, never escapes the runner
+    """The review's deadline passed before the approved call started."""
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -156,6 +237,12 @@ def _unique_ids(calls: list[ToolCall]) -> list[ToolCall]:
     return out
 
 
+def _check_thread_id(thread_id: object) -> None:
+    if not isinstance(thread_id, str):
+        msg = f"thread_id must be text, got {type(thread_id).__name__}"
+        raise TypeError(msg)
+
+
 def _error(call: ToolCall, content: str, name: str | None = None) -> ToolResult:
     return ToolResult(call_id=call.id, name=name or call.name, status="error", content=content)
 
@@ -189,10 +276,18 @@ class Runner:
             SHA-256, which detects accidental or naive changes to a stored
             review but not an attacker who can rewrite the store and
             recompute it; with a key kept out of the store, they cannot.
+            The digest also covers the thread and review ids, so an approved
+            call copied into another review never runs.
+        claims: a store with ``claim(key)`` (:class:`~toolguard.MemoryStore`,
+            :class:`~toolguard.SQLiteStore`, ``PostgresStore``): :meth:`resume`
+            claims the turn's ``review_id`` there before running anything, so a
+            paused turn is resumed once across processes sharing the store.
+            ``None`` (the default): once per process only.
     """
 
     __slots__ = (
         "_limiter",
+        "claims",
         "clock",
         "edit_policy",
         "review_ttl",
@@ -212,6 +307,7 @@ class Runner:
         review_ttl: float | timedelta | None = None,
         clock: Callable[[], datetime] = utcnow,
         signing_key: bytes | None = None,
+        claims: Claims | None = None,
     ) -> None:
         if edit_policy not in ("run", "recheck"):
             msg = f"edit_policy must be 'run' or 'recheck', got {edit_policy!r}"
@@ -225,6 +321,13 @@ class Runner:
         self.review_ttl = ttl_seconds(review_ttl)
         self.clock = clock
         self.signing_key = signing_key
+        if claims is not None and not callable(getattr(claims, "claim", None)):
+            msg = (
+                f"claims must be a store with an async claim(key) method (MemoryStore,"
+                f" SQLiteStore, PostgresStore), got {type(claims).__name__}"
+            )
+            raise TypeError(msg)
+        self.claims = claims
 
     # ------------------------------------------------------------------ helpers
 
@@ -269,7 +372,26 @@ class Runner:
                 tg.start_soon(one, i)
         return [r for r in out if r is not None]
 
-    def _action(self, call: ToolCall, tool: Tool[Any, Any]) -> Action:
+    def _gate(self, tool: Tool[Any, Any], action: Action) -> Tool[Any, Any]:
+        """The tool of an approved job, refusing to start past the action's deadline."""
+        return cast("Tool[Any, Any]", _Deadline(tool, action.expires_at, self.clock))
+
+    async def _claim(self, review_id: str) -> None:
+        """Mark the turn resumed in this process, and claim it in ``claims`` (once only)."""
+        _FINISHED.finish(review_id, "resumed")
+        if self.claims is None:
+            return
+        try:
+            claimed = await self.claims.claim(f"resume:{review_id}")
+        except BaseException:
+            _FINISHED.forget(review_id)  # nothing ran: the caller may try again
+            raise
+        if not claimed:
+            raise AlreadyResumedError(review_id)
+
+    def _action(
+        self, call: ToolCall, tool: Tool[Any, Any], thread_id: str, review_id: str
+    ) -> Action:
         now = self.clock()
         ttl = tool.approval.ttl if tool.approval and tool.approval.ttl else self.review_ttl
         return Action(
@@ -280,12 +402,14 @@ class Runner:
             description=tool.review_description() or message("action_description", name=call.name),
             requested_at=now,
             expires_at=now + timedelta(seconds=ttl) if ttl else None,
-            digest=call_digest(call.name, call.args, self.signing_key),
+            digest=call_digest(
+                call.name, call.args, self.signing_key, thread_id=thread_id, review_id=review_id
+            ),
         )
 
     # ------------------------------------------------------------------ run
 
-    async def run(self, calls: Sequence[Any]) -> Step:
+    async def run(self, calls: Sequence[Any], *, thread_id: str = "") -> Step:
         """Run one model turn of tool calls.
 
         Calls that need no approval run now (concurrently; sync tools in a
@@ -296,11 +420,15 @@ class Runner:
         Args:
             calls: the tool calls of one assistant message, in order (see
                 :func:`parse_tool_call` for the accepted shapes).
+            thread_id: the conversation the turn belongs to; the digests of the
+                actions cover it, so pass the same id to :meth:`resume`.
 
         Returns:
             A complete :class:`Step` (one result per call, in order) or a
             paused one whose ``pending`` is to be stored and resumed.
         """
+        _check_thread_id(thread_id)
+        review_id = new_id()
         parsed = _unique_ids([parse_tool_call(raw, index) for index, raw in enumerate(calls)])
         results: dict[str, ToolResult] = {}
         jobs: list[tuple[ToolCall, Tool[Any, Any], dict[str, Any]]] = []
@@ -323,7 +451,7 @@ class Runner:
                 results[call.id] = _error(call, str(exc))
                 continue
             if tool.needs_approval(validated):
-                actions.append(self._action(call, tool))
+                actions.append(self._action(call, tool, thread_id, review_id))
             else:
                 jobs.append((call, tool, validated))
         if jobs:
@@ -332,27 +460,28 @@ class Runner:
         if not actions:
             return Step(calls=parsed, results=[results[c.id] for c in parsed])
         pending = PendingTurn(
+            review_id=review_id,
             calls=parsed,
             results=[results[c.id] for c in parsed if c.id in results],
             actions=actions,
         )
         step = Step(calls=parsed, results=pending.results, pending=pending, actions=actions)
-        return await self._stand_in(step)
+        return await self._stand_in(step, thread_id)
 
-    async def _stand_in(self, step: Step) -> Step:
+    async def _stand_in(self, step: Step, thread_id: str) -> Step:
         stand_in = get_stand_in()
         while stand_in is not None and step.pending is not None:
             waiting = [a for a in step.pending.actions if a.status == "requested"]
             decisions = [
                 stand_in(ToolCall(id=a.call_id, name=a.name, args=a.args)) for a in waiting
             ]
-            step = await self.resume(step.pending, decisions)
+            step = await self.resume(step.pending, decisions, thread_id=thread_id)
         return step
 
     # ------------------------------------------------------------------ resume
 
     async def resume(  # noqa: PLR0915 - one flat pass over the decisions reads best
-        self, pending: PendingTurn, decisions: Sequence[Any]
+        self, pending: PendingTurn, decisions: Sequence[Any], *, thread_id: str = ""
     ) -> Step:
         """Apply decisions to a paused turn and run what they allow (lenient path).
 
@@ -369,6 +498,21 @@ class Runner:
         * reject: the call does not run; the model reads the reason, or
           ``REJECTED_BY_USER_MESSAGE``.
 
+        Once only: a turn is resumed at most once. This process remembers the
+        latest ``REMEMBERED_TURNS`` review ids it resumed or closed (any
+        runner), and with ``claims`` the review id is claimed in that store
+        first, so no other process resumes it too. An approved or edited call
+        whose deadline (``Action.expires_at``) has passed when its job starts
+        does not run: it ends ``expired`` and the model reads
+        ``EXPIRED_BEFORE_START``. An approval runs only when the action's
+        digest still matches its name, arguments, ``thread_id`` and the
+        turn's ``review_id`` (else it fails with ``TAMPERED``).
+
+        Args:
+            pending: the paused turn.
+            decisions: one decision per waiting action, in order.
+            thread_id: the id given to :meth:`run` for this turn.
+
         Returns:
             A complete :class:`Step` (one result per call of the turn, in
             order), or a paused one when an edit needs its own review.
@@ -377,11 +521,15 @@ class Runner:
             NoPendingReviewError: ``pending`` has no waiting action.
             InvalidReviewDecisionError: ``decisions`` is not a list, or one
                 of the decisions used is malformed; nothing ran.
+            AlreadyResumedError: the turn was already resumed or closed (in
+                this process, or claimed by another one); nothing ran.
         """
+        _check_thread_id(thread_id)
         waiting = [a for a in pending.actions if a.status == "requested"]
         if not waiting:
             raise NoPendingReviewError
         parsed = [parse_decision(d) for d in as_decision_list(decisions)[: len(waiting)]]
+        await self._claim(pending.review_id)
         calls = list(pending.calls)
         position = {c.id: i for i, c in enumerate(calls)}
         results = {r.call_id: r for r in pending.results}
@@ -390,6 +538,7 @@ class Runner:
         # Each decided action is copied once, at the end, with all its updates.
         decided: list[tuple[Action, dict[str, Any]]] = []
         again: list[Action] = []
+        again_id = new_id()
         jobs: list[tuple[int, ToolCall, Tool[Any, Any], dict[str, Any]]] = []
 
         def finish(action: Action, result: ToolResult, status: Any, decision: Any) -> None:
@@ -417,9 +566,14 @@ class Runner:
                 finish(action, _error(call, reason), "rejected", decision)
             elif isinstance(decision, ApproveDecision):
                 tool = self.toolset.get(action.name)
-                if not hmac.compare_digest(
-                    action.digest, call_digest(action.name, action.args, self.signing_key)
-                ):
+                expected = call_digest(
+                    action.name,
+                    action.args,
+                    self.signing_key,
+                    thread_id=thread_id,
+                    review_id=pending.review_id,
+                )
+                if not hmac.compare_digest(action.digest, expected):
                     # The stored request no longer matches what the reviewer was shown.
                     finish(action, _error(call, TAMPERED), "failed", decision)
                     continue
@@ -431,7 +585,7 @@ class Runner:
                 except ToolArgumentsError as exc:
                     finish(action, _error(call, str(exc)), "failed", decision)
                     continue
-                jobs.append((len(decided), call, tool, validated))
+                jobs.append((len(decided), call, self._gate(tool, action), validated))
                 decided.append(
                     (action, {"status": "approved", "decision": decision, "decided_at": now})
                 )
@@ -454,14 +608,19 @@ class Runner:
                 changes = {"status": "edited", "decision": decision, "decided_at": now}
                 if recheck and tool.needs_approval(validated):
                     decided.append((action, {**changes, "finished_at": now}))
-                    again.append(self._action(new_call, tool))
+                    again.append(self._action(new_call, tool, thread_id, again_id))
                     continue
-                jobs.append((len(decided), new_call, tool, validated))
+                jobs.append((len(decided), new_call, self._gate(tool, action), validated))
                 decided.append((action, changes))
         if jobs:
             outcomes = await self._execute_all([(c, t, a) for _, c, t, a in jobs])
             finished_at = self.clock()
-            for (slot, _, _, _), result in zip(jobs, outcomes, strict=True):
+            for (slot, call, gate, _), result in zip(jobs, outcomes, strict=True):
+                if cast("_Deadline", gate).missed:
+                    late = _error(call, EXPIRED_BEFORE_START, result.name)
+                    results[late.call_id] = late
+                    decided[slot][1].update(status="expired", result=late, finished_at=finished_at)
+                    continue
                 results[result.call_id] = result
                 decided[slot][1].update(
                     status="executed" if result.status == "success" else "failed",
@@ -471,6 +630,7 @@ class Runner:
         actions = [action.model_copy(update=changes) for action, changes in decided]
         if again:
             paused = PendingTurn(
+                review_id=again_id,
                 calls=calls,
                 results=[results[c.id] for c in calls if c.id in results],
                 actions=again,
@@ -483,7 +643,7 @@ class Runner:
                 replaced_calls=replaced,
                 actions=actions + again,
             )
-            return await self._stand_in(step)
+            return await self._stand_in(step, thread_id)
         return Step(
             calls=calls,
             results=[results[c.id] for c in calls],
@@ -502,78 +662,101 @@ class Runner:
 
         Raises:
             NoPendingReviewError: ``pending`` has no waiting action.
+            AlreadyResumedError: this process already resumed or closed the
+                turn (see :meth:`resume`).
         """
-        waiting = [a for a in pending.actions if a.status == "requested"]
-        if not waiting:
-            raise NoPendingReviewError
-        now = self.clock()
-        text = EXPIRED if outcome == "expired" else CANCELLED
-        if outcome == "cancelled" and reason:
-            text = f"The review of this action was cancelled: {reason}. It was not executed."
-        results = {r.call_id: r for r in pending.results}
-        calls = {c.id: c for c in pending.calls}
-        closed: list[Action] = []
-        for action in waiting:
-            result = _error(calls[action.call_id], text)
-            results[result.call_id] = result
-            closed.append(
-                action.model_copy(update={"status": outcome, "result": result, "finished_at": now})
-            )
-        return Step(
-            calls=list(pending.calls),
-            results=[results[c.id] for c in pending.calls],
-            replaced_calls=list(pending.replaced_calls),
-            actions=closed,
-        )
+        step = close_turn(pending, outcome, reason, self.clock())
+        _FINISHED.finish(pending.review_id, "closed")
+        return step
 
     def interrupted(self, pending: PendingTurn, decisions: Sequence[Any]) -> Step:
         """Finish a turn whose process died while applying ``decisions`` (at most once).
 
         Approved and edited actions end ``failed`` with a result saying the
         outcome is unknown; they are NOT run again. Rejected (or undecided)
-        actions end as the decisions say. Nothing runs.
+        actions end as the decisions say. Nothing runs. A turn this process
+        resumed may be finished this way (its outcome is what is unknown).
+
+        Raises:
+            AlreadyResumedError: this process already closed or finished the
+                turn this way.
         """
-        waiting = [a for a in pending.actions if a.status == "requested"]
-        parsed = [parse_decision(d) for d in list(decisions)[: len(waiting)]]
-        now = self.clock()
-        results = {r.call_id: r for r in pending.results}
-        calls = {c.id: c for c in pending.calls}
-        ended: list[Action] = []
-        for i, action in enumerate(waiting):
-            decision = parsed[i] if i < len(parsed) else None
-            call = calls[action.call_id]
-            if decision is None or isinstance(decision, RejectDecision):
-                text = NO_DECISION if decision is None else decision.message
-                result = _error(call, text or REJECTED_BY_USER_MESSAGE)
-                status: Any = "rejected"
-            else:
-                result = _error(call, INTERRUPTED)
-                status = "failed"
-            results[result.call_id] = result
-            ended.append(
-                action.model_copy(
-                    update={
-                        "status": status,
-                        "decision": decision,
-                        "result": result,
-                        "decided_at": action.decided_at or now,
-                        "finished_at": now,
-                    }
-                )
-            )
-        return Step(
-            calls=list(pending.calls),
-            results=[results[c.id] for c in pending.calls],
-            replaced_calls=list(pending.replaced_calls),
-            actions=ended,
-        )
+        step = interrupted_turn(pending, decisions, self.clock())
+        _FINISHED.finish(pending.review_id, "interrupted", after=("resumed",))
+        return step
 
     # ------------------------------------------------------------------ without an event loop
 
-    def run_sync(self, calls: Sequence[Any]) -> Step:
+    def run_sync(self, calls: Sequence[Any], *, thread_id: str = "") -> Step:
         """:meth:`run` for code without an event loop (starts one with anyio)."""
-        return anyio.run(self.run, calls)
+        return anyio.run(functools.partial(self.run, calls, thread_id=thread_id))
 
-    def resume_sync(self, pending: PendingTurn, decisions: Sequence[Any]) -> Step:
+    def resume_sync(
+        self, pending: PendingTurn, decisions: Sequence[Any], *, thread_id: str = ""
+    ) -> Step:
         """:meth:`resume` for code without an event loop (starts one with anyio)."""
-        return anyio.run(self.resume, pending, decisions)
+        return anyio.run(functools.partial(self.resume, pending, decisions, thread_id=thread_id))
+
+
+def close_turn(
+    pending: PendingTurn, outcome: CloseOutcome, reason: str | None, now: datetime
+) -> Step:
+    """The step ending ``pending`` as ``outcome`` (see :meth:`Runner.close`); records nothing."""
+    waiting = [a for a in pending.actions if a.status == "requested"]
+    if not waiting:
+        raise NoPendingReviewError
+    text = EXPIRED if outcome == "expired" else CANCELLED
+    if outcome == "cancelled" and reason:
+        text = f"The review of this action was cancelled: {reason}. It was not executed."
+    results = {r.call_id: r for r in pending.results}
+    calls = {c.id: c for c in pending.calls}
+    closed: list[Action] = []
+    for action in waiting:
+        result = _error(calls[action.call_id], text)
+        results[result.call_id] = result
+        closed.append(
+            action.model_copy(update={"status": outcome, "result": result, "finished_at": now})
+        )
+    return Step(
+        calls=list(pending.calls),
+        results=[results[c.id] for c in pending.calls],
+        replaced_calls=list(pending.replaced_calls),
+        actions=closed,
+    )
+
+
+def interrupted_turn(pending: PendingTurn, decisions: Sequence[Any], now: datetime) -> Step:
+    """The step finishing an interrupted turn (see :meth:`Runner.interrupted`); records nothing."""
+    waiting = [a for a in pending.actions if a.status == "requested"]
+    parsed = [parse_decision(d) for d in list(decisions)[: len(waiting)]]
+    results = {r.call_id: r for r in pending.results}
+    calls = {c.id: c for c in pending.calls}
+    ended: list[Action] = []
+    for i, action in enumerate(waiting):
+        decision = parsed[i] if i < len(parsed) else None
+        call = calls[action.call_id]
+        if decision is None or isinstance(decision, RejectDecision):
+            text = NO_DECISION if decision is None else decision.message
+            result = _error(call, text or REJECTED_BY_USER_MESSAGE)
+            status: Any = "rejected"
+        else:
+            result = _error(call, INTERRUPTED)
+            status = "failed"
+        results[result.call_id] = result
+        ended.append(
+            action.model_copy(
+                update={
+                    "status": status,
+                    "decision": decision,
+                    "result": result,
+                    "decided_at": action.decided_at or now,
+                    "finished_at": now,
+                }
+            )
+        )
+    return Step(
+        calls=list(pending.calls),
+        results=[results[c.id] for c in pending.calls],
+        replaced_calls=list(pending.replaced_calls),
+        actions=ended,
+    )

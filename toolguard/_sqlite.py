@@ -52,7 +52,8 @@ from typing import Final, TypeVar
 import anyio.to_thread
 
 from toolguard._errors import ToolguardError
-from toolguard._store import ConcurrentUpdateError, ThreadState, next_state
+from toolguard._models import utcnow
+from toolguard._store import ConcurrentUpdateError, ThreadState, _check_key, next_state
 
 __all__ = ["SCHEMA_VERSION", "SQLiteStore", "SchemaVersionError"]
 
@@ -65,6 +66,13 @@ CREATE TABLE IF NOT EXISTS toolguard_threads (
     version INTEGER NOT NULL,
     state TEXT NOT NULL,
     updated_at TEXT NOT NULL
+)
+"""
+
+_CREATE_CLAIMS: Final = """
+CREATE TABLE IF NOT EXISTS toolguard_claims (
+    key TEXT PRIMARY KEY,
+    claimed_at TEXT NOT NULL
 )
 """
 
@@ -194,6 +202,43 @@ class SQLiteStore:
         def work(conn: sqlite3.Connection) -> list[str]:
             rows = conn.execute("SELECT thread_id FROM toolguard_threads ORDER BY rowid")
             return [str(row[0]) for row in rows]
+
+        return await self._run(work)
+
+    async def claim(self, key: str) -> bool:
+        """Claim ``key`` once, across every process using the file.
+
+        ``INSERT OR IGNORE`` into the table ``toolguard_claims`` (created if
+        missing, so databases of older versions keep working): of several
+        callers, in any processes, exactly one inserts the row and gets
+        ``True``. ``Runner(claims=store)`` claims each paused turn this way
+        before resuming it.
+
+        Args:
+            key: what to claim (text).
+
+        Returns:
+            ``True`` for the first claim of ``key``, ``False`` for every later one.
+
+        Raises:
+            TypeError: ``key`` is not text.
+        """
+        _check_key(key)
+        claimed_at = utcnow().isoformat()
+
+        def work(conn: sqlite3.Connection) -> bool:
+            conn.execute("BEGIN IMMEDIATE")
+            try:
+                conn.execute(_CREATE_CLAIMS)
+                cursor = conn.execute(
+                    "INSERT OR IGNORE INTO toolguard_claims (key, claimed_at) VALUES (?, ?)",
+                    (key.encode("utf-8", "surrogatepass").decode("utf-8", "replace"), claimed_at),
+                )
+                conn.execute("COMMIT")
+            except BaseException:
+                _rollback(conn)
+                raise
+            return cursor.rowcount == 1
 
         return await self._run(work)
 

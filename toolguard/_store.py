@@ -110,6 +110,7 @@ class MemoryStore:
 
     def __init__(self) -> None:
         self._threads: dict[str, tuple[int, str]] = {}
+        self._claims: set[str] = set()
         # A plain lock: the critical section never awaits, and it also holds when
         # several event loops (threads) share one store.
         self._lock = threading.Lock()
@@ -137,3 +138,26 @@ class MemoryStore:
     async def thread_ids(self) -> list[str]:
         """Every stored thread id."""
         return list(self._threads)
+
+    async def claim(self, key: str) -> bool:
+        """Claim ``key`` once: ``True`` for the first caller, ``False`` ever after.
+
+        ``Runner(claims=store)`` claims each paused turn before resuming it.
+        Claims are kept for the store's lifetime (this process only).
+
+        Raises:
+            TypeError: ``key`` is not text.
+        """
+        _check_key(key)
+        with self._lock:
+            if key in self._claims:
+                return False
+            self._claims.add(key)
+            return True
+
+
+def _check_key(key: object) -> None:
+    """Refuse a claim key that is not text."""
+    if not isinstance(key, str):
+        msg = f"key must be text, got {type(key).__name__}"
+        raise TypeError(msg)

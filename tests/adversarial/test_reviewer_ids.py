@@ -1,0 +1,305 @@
+"""Ids of any type: reviewer, thread and review ids that are not plain text.
+
+Attack class: a login layer (or a hostile caller) hands ``submit_review`` /
+``cancel_review`` a reviewer id that is an ``int``, a ``UUID``, ``True``, a
+dict…, or a thread / review id of the wrong type, hoping for a pydantic error
+from deep inside (a 500) or a half-applied review. ``str``, ``int`` and
+``UUID`` reviewer ids are normalised to text; anything else is a
+``TypeError`` naming the argument, raised before anything changes. An
+``authorize`` hook that raises or answers something other than a bool fails
+closed: nothing is decided, run or recorded.
+"""
+
+from __future__ import annotations
+
+import uuid
+from collections.abc import AsyncIterator, Sequence
+from pathlib import Path
+from typing import Any
+
+import anyio
+import pytest
+from hypothesis import given, settings
+
+from tests.adversarial.strategies import odd_ids
+from toolguard import (
+    Action,
+    Message,
+    ModelResponse,
+    ReviewedChat,
+    ScriptedModel,
+    SQLiteStore,
+    StaleReviewError,
+    ThreadState,
+    ToolCall,
+    UnknownThreadError,
+)
+from toolguard._store import MemoryStore
+
+ALICE = {"to": "alice@example.com", "body": "At 10."}
+APPROVE = {"type": "approve"}
+ID = uuid.UUID("12345678-1234-5678-1234-567812345678")
+
+AnyStore = MemoryStore | SQLiteStore
+
+
+@pytest.fixture(params=["memory", "sqlite"])
+async def store(request: pytest.FixtureRequest, tmp_path: Path) -> AsyncIterator[AnyStore]:
+    """A MemoryStore or a fresh SQLiteStore file."""
+    if request.param == "memory":
+        yield MemoryStore()
+    else:
+        async with SQLiteStore(tmp_path / "ids.db") as sqlite_store:
+            yield sqlite_store
+
+
+def echo(messages: Sequence[Message]) -> ModelResponse:
+    """A model step that answers with what it read last."""
+    return ModelResponse(text=f"Read: {messages[-1]['content']}")
+
+
+def make_chat(store: AnyStore, log: list[Any], **options: Any) -> ReviewedChat:
+    """A chat proposing one guarded email, then echoing."""
+
+    def send_email(to: str, body: str) -> str:
+        """Send an email."""
+        log.append(to)
+        return f"Email sent to {to}"
+
+    proposal = ModelResponse(tool_calls=[ToolCall(id="c1", name="send_email", args=ALICE)])
+    return ReviewedChat(ScriptedModel([proposal, echo]), [send_email], store=store, **options)
+
+
+async def snapshot(store: AnyStore, thread_id: str) -> dict[str, Any]:
+    """The stored thread as a dict."""
+    state = await store.load(thread_id)
+    assert state is not None
+    return state.model_dump()
+
+
+# --- reviewer ids that are not text ---------------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    ("reviewer", "text"),
+    [(123, "123"), (-7, "-7"), (2**70, str(2**70)), (ID, str(ID)), ("alice", "alice")],
+)
+async def test_int_and_uuid_reviewers_become_text(
+    store: AnyStore, reviewer: Any, text: str
+) -> None:
+    """The hook, the action and the audit trail all get the reviewer as text."""
+    log: list[Any] = []
+    seen: list[Any] = []
+
+    def hook(who: str | None, thread: ThreadState, actions: list[Action]) -> bool:
+        seen.append(who)
+        return True
+
+    chat = make_chat(store, log, authorize=hook)
+    paused = await chat.send_message("Mail Alice")
+
+    turn = await chat.submit_review([APPROVE], paused.thread_id, reviewer=reviewer)
+
+    assert seen == [text]
+    assert turn.reply == "Read: Email sent to alice@example.com"
+    assert [(a.status, a.reviewer) for a in turn.actions] == [("executed", text)]
+    state = await chat.get_thread(paused.thread_id)
+    assert [(e.kind, e.actor) for e in state.audit] == [
+        ("requested", None),
+        ("decided", text),
+        ("executed", text),
+    ]
+
+
+async def test_cancel_review_normalises_the_reviewer(store: AnyStore) -> None:
+    """cancel_review(reviewer=UUID) records the UUID as text."""
+    chat = make_chat(store, [])
+    paused = await chat.send_message("Mail Alice")
+
+    turn = await chat.cancel_review(paused.thread_id, reviewer=ID)
+
+    assert [(a.status, a.reviewer) for a in turn.actions] == [("cancelled", str(ID))]
+
+
+BAD_REVIEWERS = [
+    (True, "bool"),
+    (False, "bool"),
+    (1.5, "float"),
+    (b"alice", "bytes"),
+    ({"id": 1}, "dict"),
+    (["alice"], "list"),
+    (object(), "object"),
+]
+
+
+@pytest.mark.parametrize(("reviewer", "kind"), BAD_REVIEWERS)
+async def test_other_reviewer_types_are_refused_before_anything(
+    store: AnyStore, reviewer: Any, kind: str
+) -> None:
+    """bool, float, bytes, dict, list, object: TypeError naming the argument; nothing changes."""
+    log: list[Any] = []
+    asked: list[Any] = []
+
+    def hook(who: str | None, thread: ThreadState, actions: list[Action]) -> bool:
+        asked.append(who)
+        return True
+
+    chat = make_chat(store, log, authorize=hook)
+    paused = await chat.send_message("Mail Alice")
+    before = await snapshot(store, paused.thread_id)
+    text = f"reviewer must be text, an int, a UUID or None, got {kind}"
+
+    with pytest.raises(TypeError) as submitted:
+        await chat.submit_review([APPROVE], paused.thread_id, reviewer=reviewer)
+    with pytest.raises(TypeError) as cancelled:
+        await chat.cancel_review(paused.thread_id, reviewer=reviewer)
+
+    assert (str(submitted.value), str(cancelled.value)) == (text, text)
+    assert (log, asked) == ([], [])
+    assert await snapshot(store, paused.thread_id) == before
+
+
+@settings(max_examples=25, deadline=None)
+@given(name=odd_ids)
+def test_any_text_reviewer_is_stored(name: str) -> None:
+    """Empty, huge, surrogate or deceptive reviewer ids decide and are stored (cleaned)."""
+
+    async def go() -> list[str | None]:
+        async with SQLiteStore(":memory:") as sqlite_store:
+            chat = make_chat(sqlite_store, [])
+            paused = await chat.send_message("Mail Alice")
+            await chat.submit_review([APPROVE], paused.thread_id, reviewer=name)
+            state = await chat.get_thread(paused.thread_id)
+            return [a.reviewer for a in state.actions]
+
+    cleaned = "".join("\ufffd" if "\ud800" <= ch <= "\udfff" else ch for ch in name)
+    assert anyio.run(go) == [cleaned]
+
+
+# --- thread and review ids of the wrong type ------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    ("call", "text"),
+    [
+        (lambda chat, t: chat.submit_review([APPROVE], 42), "thread_id must be text, got int"),
+        (
+            lambda chat, t: chat.submit_review([APPROVE], None),
+            "thread_id must be text, got NoneType",
+        ),
+        (
+            lambda chat, t: chat.submit_review([APPROVE], t, review_id=7),
+            "review_id must be text or None, got int",
+        ),
+        (
+            lambda chat, t: chat.submit_review([APPROVE], t, review_id=b"r"),
+            "review_id must be text or None, got bytes",
+        ),
+        (lambda chat, t: chat.cancel_review(uuid.UUID(int=1)), "thread_id must be text, got UUID"),
+        (
+            lambda chat, t: chat.cancel_review(t, review_id=["r"]),
+            "review_id must be text or None, got list",
+        ),
+        (
+            lambda chat, t: chat.cancel_review(t, reason=404),
+            "reason must be text or None, got int",
+        ),
+        (lambda chat, t: chat.get_thread(1), "thread_id must be text, got int"),
+        (lambda chat, t: chat.audit_trail(1.0), "thread_id must be text, got float"),
+        (lambda chat, t: chat.expire_overdue(b"t"), "thread_id must be text, got bytes"),
+        (lambda chat, t: chat.recover(["t"]), "thread_id must be text, got list"),
+        (lambda chat, t: chat.send_message("hi", 5), "thread_id must be text or None, got int"),
+    ],
+)
+async def test_wrong_id_types_are_type_errors(store: AnyStore, call: Any, text: str) -> None:
+    """Every public method taking a thread or review id names the argument; nothing changes."""
+    log: list[Any] = []
+    chat = make_chat(store, log)
+    paused = await chat.send_message("Mail Alice")
+    before = await snapshot(store, paused.thread_id)
+
+    with pytest.raises(TypeError) as caught:
+        await call(chat, paused.thread_id)
+
+    assert str(caught.value) == text
+    assert log == []
+    assert await snapshot(store, paused.thread_id) == before
+
+
+@settings(max_examples=25, deadline=None)
+@given(thread_id=odd_ids, review_id=odd_ids)
+def test_any_text_as_thread_or_review_id_gets_a_documented_error(
+    thread_id: str, review_id: str
+) -> None:
+    """Unknown (even unstorable) thread ids and stale review ids: documented, printable errors."""
+
+    async def go() -> tuple[str, str]:
+        async with SQLiteStore(":memory:") as sqlite_store:
+            chat = make_chat(sqlite_store, [])
+            paused = await chat.send_message("Mail Alice")
+            with pytest.raises(UnknownThreadError) as unknown:
+                await chat.submit_review([APPROVE], thread_id)
+            with pytest.raises(StaleReviewError) as stale:
+                await chat.submit_review([APPROVE], paused.thread_id, review_id=review_id)
+            return str(unknown.value), str(stale.value)
+
+    unknown, stale = anyio.run(go)
+    assert unknown == f"Unknown thread_id {thread_id!r}: start a conversation with send_message"
+    cleaned = "".join("\ufffd" if "\ud800" <= ch <= "\udfff" else ch for ch in review_id)
+    assert stale == (
+        f"The review {cleaned} is no longer current in this conversation."
+        " Load the thread and decide on its current review."
+    )
+    (unknown + stale).encode("utf-8")  # printable in any UTF-8 response
+
+
+# --- an authorize hook that cannot judge ----------------------------------------------------------
+
+
+class HookDownError(Exception):
+    """The hook's own backend failed."""
+
+
+@pytest.mark.parametrize("kind", ["sync", "async"])
+async def test_a_raising_hook_propagates_and_changes_nothing(store: AnyStore, kind: str) -> None:
+    """The hook's exception reaches the caller unchanged; nothing decided, run or audited."""
+    log: list[Any] = []
+
+    def broken(who: str | None, thread: ThreadState, actions: list[Action]) -> bool:
+        msg = "directory offline"
+        raise HookDownError(msg)
+
+    async def broken_async(who: str | None, thread: ThreadState, actions: list[Action]) -> bool:
+        return broken(who, thread, actions)
+
+    chat = make_chat(store, log, authorize=broken if kind == "sync" else broken_async)
+    paused = await chat.send_message("Mail Alice")
+    before = await snapshot(store, paused.thread_id)
+
+    with pytest.raises(HookDownError, match="directory offline"):
+        await chat.submit_review([APPROVE], paused.thread_id, reviewer="alice")
+    with pytest.raises(HookDownError, match="directory offline"):
+        await chat.cancel_review(paused.thread_id, reviewer="alice")
+
+    assert log == []
+    assert await snapshot(store, paused.thread_id) == before
+
+
+@pytest.mark.parametrize(
+    ("verdict", "kind"), [(None, "NoneType"), ("yes", "str"), (1, "int"), ([True], "list")]
+)
+async def test_a_hook_answering_a_non_bool_fails_closed(
+    store: AnyStore, verdict: Any, kind: str
+) -> None:
+    """Truthy or falsy non-bools are not answers: TypeError, nothing decided, run or audited."""
+    log: list[Any] = []
+    chat = make_chat(store, log, authorize=lambda *args: verdict)
+    paused = await chat.send_message("Mail Alice")
+    before = await snapshot(store, paused.thread_id)
+
+    with pytest.raises(TypeError) as caught:
+        await chat.submit_review([APPROVE], paused.thread_id, reviewer="alice")
+
+    assert str(caught.value) == f"the authorize hook must return True or False, got {kind}"
+    assert log == []
+    assert await snapshot(store, paused.thread_id) == before
