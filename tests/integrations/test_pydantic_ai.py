@@ -233,7 +233,7 @@ async def test_when_predicate_sees_the_actual_arguments() -> None:
 async def test_a_failing_predicate_asks_a_human() -> None:
     """A when= predicate that raises cannot judge the call: it pauses (fail closed)."""
 
-    @requires_approval(when=lambda args: 1 / 0 > args["n"])
+    @requires_approval(when=lambda args: args["n"] < 1 / 0)
     def risky(n: int) -> str:
         return "ran"
 
@@ -254,8 +254,10 @@ async def test_bad_arguments_get_an_error_result_without_review() -> None:
         (
             "c1",
             "send_email",
-            "Invalid arguments for tool `send_email`: 'subject': Input should be a valid string;"
-            " 'body': Field required",
+            (
+                "Invalid arguments for tool `send_email`: 'subject': Input should be a valid"
+                " string; 'body': Field required"
+            ),
             "failed",
         )
     ]
@@ -353,8 +355,10 @@ async def test_edit_with_arguments_that_break_the_schema_does_not_run() -> None:
         (
             "c2",
             "send_email",
-            "Invalid arguments for tool `send_email`: 'to': Input should be a valid string;"
-            " 'subject': Field required; 'body': Field required",
+            (
+                "Invalid arguments for tool `send_email`: 'to': Input should be a valid string;"
+                " 'subject': Field required; 'body': Field required"
+            ),
             "failed",
         )
     ]
@@ -534,6 +538,8 @@ def test_import_without_pydantic_ai_names_the_extra() -> None:
     assert (done.returncode, done.stderr, done.stdout) == (
         0,
         "",
-        "toolguard.integrations.pydantic_ai needs Pydantic AI:"
-        ' pip install "toolguard-hitl[pydantic-ai]"\n',
+        (
+            "toolguard.integrations.pydantic_ai needs Pydantic AI:"
+            ' pip install "toolguard-hitl[pydantic-ai]"\n'
+        ),
     )
