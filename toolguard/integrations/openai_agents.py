@@ -108,8 +108,9 @@ def _function_tool(tool: Tool[Any, Any]) -> FunctionTool:
         _ctx: RunContextWrapper[Any], params: dict[str, Any], _call_id: str
     ) -> bool:
         try:
+            to_json_data(params)  # what a reviewer would be shown must be JSON
             validated = tool.validate_args(params)
-        except ToolArgumentsError:
+        except (ValueError, RecursionError):
             return False  # the call gets its error result without asking anyone
         return _needs_approval(tool, validated)
 
@@ -142,13 +143,16 @@ def _parse_object(text: str | None) -> dict[str, Any] | None:
         return {}
     try:
         parsed = json.loads(text)
-    except ValueError:
+        return to_json_data(parsed) if isinstance(parsed, dict) else None
+    except (ValueError, RecursionError):  # not JSON, or too deep to be shown to anyone
         return None
-    return to_json_data(parsed) if isinstance(parsed, dict) else None
 
 
 def _result_text(value: Any) -> str:
-    data = to_json_data(value)
+    try:
+        data = to_json_data(value)
+    except (ValueError, RecursionError) as exc:
+        return f"The tool's result cannot be sent as JSON: {exc}"
     return data if isinstance(data, str) else json.dumps(data, ensure_ascii=False)
 
 
@@ -183,6 +187,8 @@ async def _invoke(tool: Tool[Any, Any], ctx: ToolContext[Any], input_json: str) 
         validated = tool.validate_args(args)
     except ToolArgumentsError as exc:
         return str(exc)
+    except RecursionError:
+        return f"Invalid arguments for tool `{tool.name}`: nested too deeply"
     if not approved and _needs_approval(tool, validated):
         call = ToolCall(id=ctx.tool_call_id, name=tool.name, args=args)
         review = review_payload([_review_item(tool, args)])

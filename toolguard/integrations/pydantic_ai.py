@@ -143,7 +143,15 @@ class GuardedToolset(AbstractToolset[Any]):
             validated = guarded.validate_args(tool_args)
         except ToolArgumentsError as exc:
             raise ToolFailed(str(exc)) from None
+        except RecursionError:
+            text = f"Invalid arguments for tool `{name}`: nested too deeply"
+            raise ToolFailed(text) from None
         if not ctx.tool_call_approved and _needs_approval(guarded, validated):
+            try:
+                to_json_data(tool_args)  # what a reviewer will be shown must be JSON
+            except (ValueError, RecursionError) as exc:
+                text = f"Invalid arguments for tool `{name}`: {exc}"
+                raise ToolFailed(text) from None
             raise ApprovalRequired(metadata={METADATA_KEY: _review_metadata(guarded)})
         if ctx.tool_call_approved:
             _record_edit(ctx, tool_args)
@@ -210,7 +218,7 @@ def _items(requests: DeferredToolRequests) -> list[ReviewItem]:
         items.append(
             ReviewItem(
                 name=call.tool_name,
-                args=_args_dict(call.args),
+                args=_args_dict(call),
                 description=meta.get("description"),
                 allowed_decisions=tuple(allowed),
             )
@@ -218,14 +226,20 @@ def _items(requests: DeferredToolRequests) -> list[ReviewItem]:
     return items
 
 
-def _args_dict(args: str | dict[str, Any] | None) -> dict[str, Any]:
-    if isinstance(args, str):
-        try:
-            parsed = json.loads(args) if args.strip() else {}
-        except ValueError:
-            return {}
-        return to_json_data(parsed) if isinstance(parsed, dict) else {}
-    return to_json_data(dict(args)) if args else {}
+def _args_dict(call: ToolCallPart) -> dict[str, Any]:
+    """The call's arguments as JSON data; refused when they cannot be shown faithfully."""
+    try:
+        args = call.args
+        parsed = json.loads(args) if isinstance(args, str) and args.strip() else (args or {})
+        if isinstance(parsed, dict):
+            return to_json_data(parsed)  # type: ignore[no-any-return]
+    except (ValueError, RecursionError):
+        pass
+    msg = (
+        f"The arguments of the call {call.tool_call_id!r} to `{call.tool_name}` are not a JSON"
+        " object a reviewer can be shown. Deny it with ToolDenied instead of reviewing it."
+    )
+    raise ValueError(msg)
 
 
 def pending_review(requests: DeferredToolRequests) -> PendingReview:
