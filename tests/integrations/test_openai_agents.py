@@ -338,7 +338,7 @@ async def test_edit_runs_the_edited_arguments_and_tells_the_model(
         (
             "c2",
             (
-                "A reviewer edited this call before it ran. It ran with the arguments"
+                "A reviewer edited this call; it ran with the arguments"
                 ' {"body": "The meeting is at 10.", "subject": "Meeting", "to": "bob@example.com"}.'
                 " Result: sent to bob@example.com"
             ),

@@ -80,9 +80,7 @@ FRAMEWORK = "the OpenAI Agents SDK"
 EDITS_KEY = "toolguard_edits"
 """The context key holding edited calls: ``{call_id: {"name": ..., "args": {...}}}``."""
 
-EDITED_RESULT = (
-    "A reviewer edited this call before it ran. It ran with the arguments {args}. Result: {result}"
-)
+EDITED_RESULT = "A reviewer edited this call; it ran with the arguments {args}. Result: {result}"
 """What the model reads for an edited call: the SDK's history keeps the model's own arguments."""
 
 _TOOL_ATTR = "_toolguard_tool"
