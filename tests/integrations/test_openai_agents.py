@@ -10,6 +10,7 @@ import json
 import subprocess
 import sys
 from collections.abc import AsyncIterator, Callable, Iterator
+from dataclasses import dataclass
 from typing import Any
 
 import openai
@@ -27,9 +28,11 @@ from agents.tool_context import ToolContext
 from tests.openai_server import ScriptedOpenAIServer, reply_text, reply_tool_calls
 from toolguard import (
     REJECTED_BY_USER_MESSAGE,
+    ApprovalPolicy,
     ApprovalRequiredError,
     InvalidReviewDecisionError,
     NoPendingReviewError,
+    Tool,
     guard,
     requires_approval,
 )
@@ -627,3 +630,24 @@ def test_import_without_the_agents_sdk_names_the_extra() -> None:
             ' pip install "toolguard-hitl[openai-agents]"\n'
         ),
     )
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class ApproveOrReject(ApprovalPolicy):
+    """A policy that lets the reviewer approve or reject only."""
+
+    allowed_decisions: tuple[str, ...] = ("approve", "reject")
+
+
+async def test_the_payload_keeps_the_tools_allowed_decisions(
+    server: ScriptedOpenAIServer, client: openai.AsyncOpenAI
+) -> None:
+    def wipe_disk(disk: str) -> str:
+        return "wiped"
+
+    guarded = Tool(wipe_disk, approval=ApproveOrReject())
+    server.add(reply_tool_calls([("w1", "wipe_disk", {"disk": "sda"})]))
+    result = await Runner.run(make_agent(client, tg.function_tools([guarded])), "wipe")
+    assert tg.pending_review(result.interruptions).model_dump()["review_configs"] == [
+        {"action_name": "wipe_disk", "allowed_decisions": ["approve", "reject"]}
+    ]

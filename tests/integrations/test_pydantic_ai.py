@@ -6,6 +6,7 @@ import json
 import subprocess
 import sys
 from collections.abc import Callable, Sequence
+from dataclasses import dataclass
 from typing import Any
 
 import pytest
@@ -27,9 +28,11 @@ from pydantic_ai.usage import RunUsage
 
 from toolguard import (
     REJECTED_BY_USER_MESSAGE,
+    ApprovalPolicy,
     Classifier,
     InvalidReviewDecisionError,
     NoPendingReviewError,
+    Tool,
     guard,
     requires_approval,
 )
@@ -543,3 +546,24 @@ def test_import_without_pydantic_ai_names_the_extra() -> None:
             ' pip install "toolguard-hitl[pydantic-ai]"\n'
         ),
     )
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class ApproveOrReject(ApprovalPolicy):
+    """A policy that lets the reviewer approve or reject only."""
+
+    allowed_decisions: tuple[str, ...] = ("approve", "reject")
+
+
+async def test_the_payload_keeps_the_tools_allowed_decisions() -> None:
+    """review_configs carry the tool policy's allowed_decisions, not the framework's default."""
+
+    def wipe_disk(disk: str) -> str:
+        return "wiped"
+
+    guarded = Tool(wipe_disk, approval=ApproveOrReject())
+    script = Script(calls(("w1", "wipe_disk", {"disk": "sda"})))
+    result = await agent_for(script, [guarded]).run("wipe")
+    assert tg.pending_review(result.output).model_dump()["review_configs"] == [
+        {"action_name": "wipe_disk", "allowed_decisions": ["approve", "reject"]}
+    ]
