@@ -322,10 +322,20 @@ async def test_reject_without_reason_sends_the_spec_constant(
     assert tool_messages(server) == [("c2", REJECTED_BY_USER_MESSAGE)]
 
 
-async def test_edit_runs_the_edited_arguments_and_tells_the_model(
+def assistant_calls(server: ScriptedOpenAIServer, index: int = -1) -> list[tuple[str, Any]]:
+    """The tool calls of the assistant messages in one request: (id, parsed arguments)."""
+    return [
+        (call["id"], json.loads(call["function"]["arguments"]))
+        for m in server.requests[index]["messages"]
+        if m["role"] == "assistant"
+        for call in m.get("tool_calls") or []
+    ]
+
+
+async def test_edit_runs_the_edited_arguments_and_the_history_shows_them(
     server: ScriptedOpenAIServer, client: openai.AsyncOpenAI
 ) -> None:
-    """Edit: the body runs once with the edited args; the model reads which args ran."""
+    """Edit: the body runs once with the edited args; the model's call is replaced by them."""
     counter = Counter()
     agent, result = await paused(
         server, client, counter, ("c2", "send_email", SEND_ARGS), then="Sent."
@@ -337,6 +347,33 @@ async def test_edit_runs_the_edited_arguments_and_tells_the_model(
     )
     done = await Runner.run(agent, state)
     assert counter.calls == [("send_email", edited)]
+    assert assistant_calls(server) == [("c2", edited)]
+    assert tool_messages(server) == [("c2", "sent to bob@example.com")]
+    assert done.context_wrapper.context == {
+        tg.EDITS_KEY: {"c2": {"name": "send_email", "args": edited, "in_history": True}}
+    }
+    # The next turn's input (the history the application keeps) shows what ran, too.
+    server.add(reply_text("Anything else?"))
+    await Runner.run(agent, [*done.to_input_list(), {"role": "user", "content": "thanks"}])
+    assert assistant_calls(server) == [("c2", edited)]
+    assert counter.calls == [("send_email", edited)]
+
+
+async def test_edit_tells_the_model_when_the_history_cannot_be_rewritten(
+    server: ScriptedOpenAIServer, client: openai.AsyncOpenAI, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """If the SDK's history item is not found, the tool result says which arguments ran."""
+    monkeypatch.setattr(tg, "_replace_in_history", lambda *_args: False)
+    counter = Counter()
+    agent, result = await paused(server, client, counter, ("c2", "send_email", SEND_ARGS))
+    edited = {**SEND_ARGS, "to": "bob@example.com"}
+    state = result.to_state()
+    tg.apply_decisions(
+        state, [{"type": "edit", "edited_action": {"name": "send_email", "args": edited}}]
+    )
+    await Runner.run(agent, state)
+    assert counter.calls == [("send_email", edited)]
+    assert assistant_calls(server) == [("c2", SEND_ARGS)]
     assert tool_messages(server) == [
         (
             "c2",
@@ -347,9 +384,6 @@ async def test_edit_runs_the_edited_arguments_and_tells_the_model(
             ),
         )
     ]
-    assert done.context_wrapper.context == {
-        tg.EDITS_KEY: {"c2": {"name": "send_email", "args": edited}}
-    }
 
 
 async def test_edit_survives_a_run_state_round_trip(
@@ -369,6 +403,7 @@ async def test_edit_survives_a_run_state_round_trip(
     fresh = make_agent(client, tg.function_tools(counter.tools()))
     await Runner.run(fresh, await RunState.from_string(fresh, stored))
     assert counter.calls == [("send_email", edited)]
+    assert assistant_calls(server) == [("c2", edited)]
 
 
 async def test_edit_of_a_run_without_context_keeps_it_in_a_new_dict(

@@ -24,15 +24,18 @@ without asking anyone, and so does a tool that raises.
 Decisions: approve is ``RunState.approve``; reject is ``RunState.reject``
 with the reason (or ``REJECTED_BY_USER_MESSAGE``) as the text the model
 reads; edit, which the SDK does not have, is an approval plus the edited
-arguments kept in the run's context (a dict: pass ``context={}`` or your own
-dict to ``Runner.run``), so it survives ``RunState.to_string()`` /
+arguments kept in the run's context under :data:`EDITS_KEY` (the context
+must be a dict: pass ``context={}`` or your own dict to ``Runner.run``; a run
+without context gets one), so it survives ``RunState.to_string()`` /
 ``from_string()``; the tool then runs with the edited arguments, checked
-against the schema. The SDK's history keeps the model's original arguments
-(it has no way to replace a call), so the tool result the model reads starts
-with :data:`EDITED_RESULT`'s note of the arguments that ran, and the edit is
-kept under the context key :data:`EDITS_KEY`. An edit
-that names another tool, or a run whose context is not a dict, is refused
-with an error: the original arguments never run in place of an edit.
+against the schema. The model's call in the run's history is replaced by the
+edited one, so the model (and ``result.to_input_list()``) sees what ran; if
+the SDK's history item cannot be found, the tool result starts with
+:data:`EDITED_RESULT`'s note of the arguments that ran instead. An edit that
+names another tool, or a run whose context is not a dict, is refused with an
+error: the original arguments never run in place of an edit. With the
+Responses API's server-side conversation (``previous_response_id``) the
+server keeps the model's own arguments: toolguard cannot rewrite it.
 
 The tools never run a guarded body without the SDK's approval of that call:
 calling ``FunctionTool.on_invoke_tool`` directly for a call that needs
@@ -47,7 +50,9 @@ from typing import Any, cast
 
 try:
     from agents import FunctionTool, RunContextWrapper, RunState, ToolApprovalItem
+    from agents.items import ToolCallItem
     from agents.tool_context import ToolContext
+    from openai.types.responses import ResponseFunctionToolCall
 except ImportError as exc:  # pragma: no cover - depends on the environment
     msg = (
         "toolguard.integrations.openai_agents needs the OpenAI Agents SDK:"
@@ -78,10 +83,10 @@ __all__ = ["EDITED_RESULT", "EDITS_KEY", "apply_decisions", "function_tools", "p
 
 FRAMEWORK = "the OpenAI Agents SDK"
 EDITS_KEY = "toolguard_edits"
-"""The context key holding edited calls: ``{call_id: {"name": ..., "args": {...}}}``."""
+"""The context key holding edited calls: ``{call_id: {"name", "args", "in_history"}}``."""
 
 EDITED_RESULT = "A reviewer edited this call; it ran with the arguments {args}. Result: {result}"
-"""What the model reads for an edited call: the SDK's history keeps the model's own arguments."""
+"""What the model reads for an edited call whose history item could not be replaced."""
 
 _TOOL_ATTR = "_toolguard_tool"
 
@@ -197,7 +202,7 @@ async def _invoke(tool: Tool[Any, Any], ctx: ToolContext[Any], input_json: str) 
         text = f"Tool `{tool.name}` failed: {type(exc).__name__}: {exc}"
     else:
         text = _result_text(value)
-    if edit is not None:
+    if edit is not None and not edit.get("in_history"):
         ran = json.dumps(args, ensure_ascii=False, sort_keys=True)
         return EDITED_RESULT.format(args=ran, result=text)
     return text
@@ -272,8 +277,9 @@ def apply_decisions(state: RunState[Any, Any], decisions: Any) -> None:
     list changes nothing. approve → ``state.approve``; reject →
     ``state.reject`` with the reason or ``REJECTED_BY_USER_MESSAGE``; edit →
     approval plus the edited arguments under ``context[EDITS_KEY]`` (the
-    tool runs them, checked against the schema). Calls with arguments that
-    are not a JSON object are approved so the model gets their error result.
+    tool runs them, checked against the schema), and the model's call in the
+    run's history replaced by the edited one. Calls with arguments that are
+    not a JSON object are approved so the model gets their error result.
 
     Raises:
         NoPendingReviewError: the state has no interruption to decide.
@@ -300,7 +306,11 @@ def apply_decisions(state: RunState[Any, Any], decisions: Any) -> None:
                 "args": dict(decision.edited_action.args),
             }
     if edits:
-        _store_edits(state, edits)
+        context = _edit_context(state)  # refuses before anything changes
+        for call_id, edit in edits.items():
+            edit["in_history"] = _replace_in_history(state, call_id, edit["args"])
+        stored = context.get(EDITS_KEY)
+        context[EDITS_KEY] = {**(stored if isinstance(stored, Mapping) else {}), **edits}
     for (item, _, _), decision in zip(reviewed, parsed, strict=True):
         if isinstance(decision, (ApproveDecision, EditDecision)):
             state.approve(item)
@@ -310,22 +320,44 @@ def apply_decisions(state: RunState[Any, Any], decisions: Any) -> None:
         state.approve(item)
 
 
-def _store_edits(state: RunState[Any, Any], edits: dict[str, dict[str, Any]]) -> None:
+def _replace_in_history(state: RunState[Any, Any], call_id: str, args: dict[str, Any]) -> bool:
+    """Replace the model's call by the edited one in the run's history (what the model reads next).
+
+    Only the history item is replaced (a copy); the SDK's approval record of
+    the call is left as it was. Returns whether the call was found.
+    """
+    items = getattr(state, "_generated_items", None)
+    if not isinstance(items, list):
+        return False
+    for item in items:
+        raw = getattr(item, "raw_item", None)
+        if (
+            isinstance(item, ToolCallItem)
+            and isinstance(raw, ResponseFunctionToolCall)
+            and raw.call_id == call_id
+        ):
+            text = json.dumps(args, ensure_ascii=False)
+            item.raw_item = raw.model_copy(update={"arguments": text})
+            return True
+    return False
+
+
+def _edit_context(state: RunState[Any, Any]) -> MutableMapping[str, Any]:
+    """The run's context dict, which carries edits (``None`` becomes ``{}``)."""
     wrapper: RunContextWrapper[Any] | None = getattr(state, "_context", None)
     if wrapper is None:
         msg = "This RunState has no run context, so it cannot carry an edit. Approve or reject."
         raise TypeError(msg)
-    if wrapper.context is None:
-        wrapper.context = {}
-    context = wrapper.context
-    if not isinstance(context, MutableMapping):
+    context: object = wrapper.context
+    if context is not None and not isinstance(context, MutableMapping):
         msg = (
             "An edit is kept in the run's context, which must be a dict to survive"
             f" RunState.to_string(); this run's context is a {type(context).__name__}."
             " Pass context={} (or a dict of your own) to Runner.run, or approve or reject."
         )
         raise TypeError(msg)
-    stored = context.get(EDITS_KEY)
-    merged = dict(stored) if isinstance(stored, Mapping) else {}
-    merged.update(edits)
-    context[EDITS_KEY] = merged
+    if context is None:
+        fresh: dict[str, Any] = {}
+        wrapper.context = fresh
+        return fresh
+    return cast("MutableMapping[str, Any]", context)
