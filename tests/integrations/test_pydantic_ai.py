@@ -35,6 +35,7 @@ from toolguard import (
     Tool,
     guard,
     requires_approval,
+    set_language,
 )
 from toolguard.integrations import pydantic_ai as tg
 
@@ -567,3 +568,19 @@ async def test_the_payload_keeps_the_tools_allowed_decisions() -> None:
     assert tg.pending_review(result.output).model_dump()["review_configs"] == [
         {"action_name": "wipe_disk", "allowed_decisions": ["approve", "reject"]}
     ]
+
+
+async def test_edit_to_another_tool_is_refused_in_indonesian_too() -> None:
+    """The new catalog text has its Indonesian entry."""
+    counter = Counter()
+    _, result = await paused_send(counter, Script(calls(("c2", "send_email", SEND_ARGS))))
+    set_language("id")
+    with pytest.raises(InvalidReviewDecisionError) as caught:
+        tg.deferred_results(
+            result.output,
+            [{"type": "edit", "edited_action": {"name": "search_contacts", "args": {}}}],
+        )
+    assert str(caught.value) == (
+        "Edit tidak bisa mengganti `send_email` dengan tool lain (`search_contacts`) di"
+        " Pydantic AI. Ubah argumen `send_email`, atau tolak panggilannya."
+    )
