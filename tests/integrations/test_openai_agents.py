@@ -296,6 +296,23 @@ async def test_approve_runs_the_body_exactly_once(
     assert done.interruptions == []
 
 
+async def test_resuming_the_same_state_twice_runs_the_body_once(
+    server: ScriptedOpenAIServer, client: openai.AsyncOpenAI
+) -> None:
+    """A retried resume of the same in-memory state does not run the approved call again."""
+    counter = Counter()
+    agent, result = await paused(
+        server, client, counter, ("c2", "send_email", SEND_ARGS), then="Sent."
+    )
+    server.add(reply_text("Sent, again."))
+    state = result.to_state()
+    tg.apply_decisions(state, [{"type": "approve"}])
+    await Runner.run(agent, state)
+    again = await Runner.run(agent, state)
+    assert again.final_output == "Sent, again."
+    assert counter.calls == [("send_email", SEND_ARGS)]
+
+
 async def test_reject_reason_reaches_the_model_and_nothing_runs(
     server: ScriptedOpenAIServer, client: openai.AsyncOpenAI
 ) -> None:
