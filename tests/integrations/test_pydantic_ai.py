@@ -584,3 +584,16 @@ async def test_edit_to_another_tool_is_refused_in_indonesian_too() -> None:
         "Edit tidak bisa mengganti `send_email` dengan tool lain (`search_contacts`) di"
         " Pydantic AI. Ubah argumen `send_email`, atau tolak panggilannya."
     )
+
+
+def test_a_call_whose_arguments_cannot_be_shown_is_not_put_to_a_reviewer() -> None:
+    """Arguments that are not a JSON object: refused with the fix, never shown as ``{}``."""
+    requests = DeferredToolRequests(
+        approvals=[ToolCallPart("send_email", "{not json", tool_call_id="c7")]
+    )
+    with pytest.raises(ValueError, match="not a JSON") as caught:
+        tg.pending_review(requests)
+    assert str(caught.value) == (
+        "The arguments of the call 'c7' to `send_email` are not a JSON object a reviewer can be"
+        " shown. Deny it with ToolDenied instead of reviewing it."
+    )
