@@ -27,6 +27,10 @@ _CATALOGS: Final[dict[str, dict[str, str]]] = {
         "edited_action_shape": "'edited_action' must contain 'name' (text) and 'args' (object)",
         "decisions_not_list": "'decisions' must be a list of decision objects, got {kind}",
         "reject_message_type": "The 'message' of a 'reject' decision must be text, got {kind}",
+        "edit_other_tool": (
+            "An edit cannot switch `{name}` to another tool (`{other}`) in {framework}."
+            " Edit the arguments of `{name}`, or reject the call."
+        ),
         "unknown_thread": (
             "Unknown thread_id {thread_id!r}: start a conversation with send_message"
         ),
@@ -61,6 +65,10 @@ _CATALOGS: Final[dict[str, dict[str, str]]] = {
         "decisions_not_list": "'decisions' harus berupa daftar objek keputusan, diterima {kind}",
         "reject_message_type": (
             "'message' pada keputusan 'reject' harus berupa teks, diterima {kind}"
+        ),
+        "edit_other_tool": (
+            "Edit tidak bisa mengganti `{name}` dengan tool lain (`{other}`) di {framework}."
+            " Ubah argumen `{name}`, atau tolak panggilannya."
         ),
         "unknown_thread": (
             "thread_id {thread_id!r} tidak dikenal: mulai percakapan dengan send_message"

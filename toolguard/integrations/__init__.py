@@ -1,4 +1,14 @@
-"""Adapters that plug toolguard into agent frameworks, one module per framework.
+"""Ready-made glue between toolguard and agent frameworks, one module per framework.
+
+Each module turns a toolguard :class:`~toolguard.Toolset` (or a list of
+functions and tools) into the framework's own tools, so a guarded call becomes
+the framework's own pause and a reviewer's decisions resume it with
+toolguard's guarantees:
+
+* ``toolguard.integrations.openai_agents`` — the OpenAI Agents SDK;
+* ``toolguard.integrations.pydantic_ai`` — Pydantic AI;
+* ``toolguard.integrations.langchain`` — LangChain ``create_agent`` and LangGraph;
+* ``toolguard.integrations.mcp`` — the tools of any MCP server.
 
 Each module needs its framework (an optional extra, e.g.
 ``pip install "toolguard-hitl[langchain]"``); importing it without that extra

@@ -1,0 +1,705 @@
+"""toolguard.integrations.openai_agents with the real Agents SDK, the real openai client and HTTP.
+
+The agent talks Chat Completions to the local scripted server (tests/openai_server.py);
+tracing is disabled, so nothing leaves 127.0.0.1.
+"""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from collections.abc import AsyncIterator, Callable, Iterator
+from dataclasses import dataclass
+from typing import Any
+
+import openai
+import pytest
+from agents import (
+    Agent,
+    FunctionTool,
+    OpenAIChatCompletionsModel,
+    Runner,
+    RunState,
+    set_tracing_disabled,
+)
+from agents.tool_context import ToolContext
+
+from tests.openai_server import ScriptedOpenAIServer, reply_text, reply_tool_calls
+from toolguard import (
+    REJECTED_BY_USER_MESSAGE,
+    ApprovalPolicy,
+    ApprovalRequiredError,
+    InvalidReviewDecisionError,
+    NoPendingReviewError,
+    Tool,
+    guard,
+    requires_approval,
+)
+from toolguard.integrations import openai_agents as tg
+
+SEND_ARGS = {"to": "alice@example.com", "subject": "Meeting", "body": "The meeting is at 10."}
+MAIL_PROMPT = "Mail Alice that the meeting moved to 10"
+
+
+@pytest.fixture(autouse=True)
+def _no_tracing() -> None:
+    """The SDK's trace exporter would call api.openai.com: keep it off."""
+    set_tracing_disabled(True)
+
+
+@pytest.fixture
+def server() -> Iterator[ScriptedOpenAIServer]:
+    with ScriptedOpenAIServer() as running:
+        yield running
+
+
+@pytest.fixture
+async def client(server: ScriptedOpenAIServer) -> AsyncIterator[openai.AsyncOpenAI]:
+    async with server.client() as opened:
+        yield opened
+
+
+class Counter:
+    """Records every body that ran, with its arguments."""
+
+    def __init__(self) -> None:
+        self.calls: list[tuple[str, dict[str, Any]]] = []
+
+    def tools(self) -> list[Callable[..., Any]]:
+        calls = self.calls
+
+        def search_contacts(query: str) -> list[str]:
+            """Find contacts by name.
+
+            Args:
+                query: words to look for.
+            """
+            calls.append(("search_contacts", {"query": query}))
+            return ["alice@example.com"]
+
+        def send_email(to: str, subject: str, body: str) -> str:
+            """Send an email.
+
+            Args:
+                to: the recipient's address.
+                subject: the subject line.
+                body: the text.
+            """
+            calls.append(("send_email", {"to": to, "subject": subject, "body": body}))
+            return f"sent to {to}"
+
+        return [search_contacts, send_email]
+
+
+def make_agent(client: openai.AsyncOpenAI, tools: Any) -> Agent[Any]:
+    model = OpenAIChatCompletionsModel(model="scripted-model", openai_client=client)
+    return Agent(name="assistant", model=model, tools=list(tools))
+
+
+def tool_messages(server: ScriptedOpenAIServer, index: int = -1) -> list[tuple[str, str]]:
+    """The tool results sent in one request: (tool_call_id, content)."""
+    return [
+        (m["tool_call_id"], m["content"])
+        for m in server.requests[index]["messages"]
+        if m["role"] == "tool"
+    ]
+
+
+async def paused(
+    server: ScriptedOpenAIServer,
+    client: openai.AsyncOpenAI,
+    counter: Counter,
+    *tool_calls: tuple[str, str, dict[str, Any] | str],
+    then: str = "Done.",
+    context: Any = None,
+) -> tuple[Agent[Any], Any]:
+    server.add(reply_tool_calls(list(tool_calls)), reply_text(then))
+    agent = make_agent(client, tg.function_tools(counter.tools()))
+    result = await Runner.run(agent, MAIL_PROMPT, context={} if context is None else context)
+    return agent, result
+
+
+# --------------------------------------------------------------------------- pausing
+
+
+async def test_safe_tool_runs_at_once_and_guarded_call_pauses_with_spec_payload(
+    server: ScriptedOpenAIServer, client: openai.AsyncOpenAI
+) -> None:
+    counter = Counter()
+    _, result = await paused(
+        server,
+        client,
+        counter,
+        ("c1", "search_contacts", {"query": "alice"}),
+        ("c2", "send_email", SEND_ARGS),
+    )
+    assert counter.calls == [("search_contacts", {"query": "alice"})]
+    assert [i.tool_name for i in result.interruptions] == ["send_email"]
+    assert tg.pending_review(result.interruptions).model_dump() == {
+        "action_requests": [
+            {
+                "name": "send_email",
+                "args": SEND_ARGS,
+                "description": "Tool `send_email` is awaiting approval",
+            }
+        ],
+        "review_configs": [
+            {"action_name": "send_email", "allowed_decisions": ["approve", "edit", "reject"]}
+        ],
+    }
+    assert len(server.requests) == 1  # paused: the model was not asked again
+
+
+async def test_tools_keep_names_descriptions_and_parameter_descriptions(
+    server: ScriptedOpenAIServer, client: openai.AsyncOpenAI
+) -> None:
+    """The request carries toolguard's schema, parameter descriptions included."""
+    counter = Counter()
+    toolset = guard(counter.tools())
+    server.add(reply_text("Nothing to do."))
+    await Runner.run(make_agent(client, tg.function_tools(toolset)), "hi")
+    sent = {t["function"]["name"]: t["function"] for t in server.requests[0]["tools"]}
+    assert {name: (f["description"], f["parameters"]) for name, f in sent.items()} == {
+        name: (tool.description, tool.parameters) for name, tool in toolset.items()
+    }
+    assert sent["send_email"]["parameters"]["properties"]["to"] == {
+        "description": "the recipient's address.",
+        "type": "string",
+    }
+
+
+async def test_description_override_reaches_the_payload(
+    server: ScriptedOpenAIServer, client: openai.AsyncOpenAI
+) -> None:
+    ran: list[int] = []
+
+    @requires_approval(description="Wire money to another account")
+    def pay(amount: int) -> str:
+        ran.append(amount)
+        return "paid"
+
+    server.add(reply_tool_calls([("p1", "pay", {"amount": 5})]))
+    result = await Runner.run(make_agent(client, tg.function_tools([pay])), "pay 5", context={})
+    assert tg.pending_review(result.interruptions).model_dump() == {
+        "action_requests": [
+            {"name": "pay", "args": {"amount": 5}, "description": "Wire money to another account"}
+        ],
+        "review_configs": [
+            {"action_name": "pay", "allowed_decisions": ["approve", "edit", "reject"]}
+        ],
+    }
+    assert ran == []
+
+
+async def test_when_predicate_sees_the_actual_arguments(
+    server: ScriptedOpenAIServer, client: openai.AsyncOpenAI
+) -> None:
+    """when= decides per call: a small transfer runs at once, a large one pauses."""
+    ran: list[int] = []
+
+    @requires_approval(when=lambda args: args["amount"] > 1000)
+    def transfer(amount: int, to: str) -> str:
+        ran.append(amount)
+        return f"moved {amount}"
+
+    server.add(
+        reply_tool_calls(
+            [
+                ("t1", "transfer", {"amount": 10, "to": "bob"}),
+                ("t2", "transfer", {"amount": 5000, "to": "eve"}),
+            ]
+        ),
+        reply_text("ok"),
+    )
+    agent = make_agent(client, tg.function_tools([transfer]))
+    result = await Runner.run(agent, "two transfers", context={})
+    assert ran == [10]
+    assert [(a.name, a.args) for a in tg.pending_review(result.interruptions).action_requests] == [
+        ("transfer", {"amount": 5000, "to": "eve"})
+    ]
+    state = result.to_state()
+    tg.apply_decisions(state, [{"type": "approve"}])
+    done = await Runner.run(agent, state)
+    assert (ran, done.final_output) == ([10, 5000], "ok")
+    assert tool_messages(server) == [("t1", "moved 10"), ("t2", "moved 5000")]
+
+
+async def test_bad_arguments_get_an_error_result_without_review(
+    server: ScriptedOpenAIServer, client: openai.AsyncOpenAI
+) -> None:
+    counter = Counter()
+    _, result = await paused(
+        server,
+        client,
+        counter,
+        ("c1", "send_email", {"to": "alice@example.com", "subject": 3}),
+        then="Sorry.",
+    )
+    assert (result.interruptions, result.final_output, counter.calls) == ([], "Sorry.", [])
+    assert tool_messages(server) == [
+        (
+            "c1",
+            (
+                "Invalid arguments for tool `send_email`: 'subject': Input should be a valid"
+                " string; 'body': Field required"
+            ),
+        )
+    ]
+
+
+async def test_arguments_that_are_not_an_object_never_reach_a_reviewer(
+    server: ScriptedOpenAIServer, client: openai.AsyncOpenAI
+) -> None:
+    """The SDK pauses a call whose arguments its policy cannot read; nobody is asked about it."""
+    counter = Counter()
+    agent, result = await paused(
+        server,
+        client,
+        counter,
+        ("c1", "send_email", "{not json"),
+        ("c2", "send_email", SEND_ARGS),
+        then="Half done.",
+    )
+    assert [i.call_id for i in result.interruptions] == ["c1", "c2"]
+    review = tg.pending_review(result.interruptions)
+    assert [a.args for a in review.action_requests] == [SEND_ARGS]
+    state = result.to_state()
+    tg.apply_decisions(state, [{"type": "approve"}])
+    await Runner.run(agent, state)
+    assert counter.calls == [("send_email", SEND_ARGS)]
+    assert tool_messages(server) == [
+        (
+            "c1",
+            "Invalid arguments for tool `send_email`: expected a JSON object, got {not json",
+        ),
+        ("c2", "sent to alice@example.com"),
+    ]
+
+
+# --------------------------------------------------------------------------- decisions
+
+
+async def test_approve_runs_the_body_exactly_once(
+    server: ScriptedOpenAIServer, client: openai.AsyncOpenAI
+) -> None:
+    counter = Counter()
+    agent, result = await paused(
+        server, client, counter, ("c2", "send_email", SEND_ARGS), then="Sent."
+    )
+    state = result.to_state()
+    tg.apply_decisions(state, [{"type": "approve"}])
+    done = await Runner.run(agent, state)
+    assert done.final_output == "Sent."
+    assert counter.calls == [("send_email", SEND_ARGS)]
+    assert tool_messages(server) == [("c2", "sent to alice@example.com")]
+    assert done.interruptions == []
+
+
+async def test_resuming_the_same_state_twice_runs_the_body_once(
+    server: ScriptedOpenAIServer, client: openai.AsyncOpenAI
+) -> None:
+    """A retried resume of the same in-memory state does not run the approved call again."""
+    counter = Counter()
+    agent, result = await paused(
+        server, client, counter, ("c2", "send_email", SEND_ARGS), then="Sent."
+    )
+    server.add(reply_text("Sent, again."))
+    state = result.to_state()
+    tg.apply_decisions(state, [{"type": "approve"}])
+    await Runner.run(agent, state)
+    again = await Runner.run(agent, state)
+    assert again.final_output == "Sent, again."
+    assert counter.calls == [("send_email", SEND_ARGS)]
+
+
+async def test_reject_reason_reaches_the_model_and_nothing_runs(
+    server: ScriptedOpenAIServer, client: openai.AsyncOpenAI
+) -> None:
+    counter = Counter()
+    agent, result = await paused(
+        server, client, counter, ("c2", "send_email", SEND_ARGS), then="Not sent."
+    )
+    state = result.to_state()
+    tg.apply_decisions(state, [{"type": "reject", "message": "Alice is on leave"}])
+    done = await Runner.run(agent, state)
+    assert (done.final_output, counter.calls) == ("Not sent.", [])
+    assert tool_messages(server) == [("c2", "Alice is on leave")]
+
+
+async def test_reject_without_reason_sends_the_spec_constant(
+    server: ScriptedOpenAIServer, client: openai.AsyncOpenAI
+) -> None:
+    counter = Counter()
+    agent, result = await paused(server, client, counter, ("c2", "send_email", SEND_ARGS))
+    state = result.to_state()
+    tg.apply_decisions(state, [{"type": "reject"}])
+    await Runner.run(agent, state)
+    assert counter.calls == []
+    assert tool_messages(server) == [("c2", REJECTED_BY_USER_MESSAGE)]
+
+
+def assistant_calls(server: ScriptedOpenAIServer, index: int = -1) -> list[tuple[str, Any]]:
+    """The tool calls of the assistant messages in one request: (id, parsed arguments)."""
+    return [
+        (call["id"], json.loads(call["function"]["arguments"]))
+        for m in server.requests[index]["messages"]
+        if m["role"] == "assistant"
+        for call in m.get("tool_calls") or []
+    ]
+
+
+async def test_edit_runs_the_edited_arguments_and_the_history_shows_them(
+    server: ScriptedOpenAIServer, client: openai.AsyncOpenAI
+) -> None:
+    """Edit: the body runs once with the edited args; the model's call is replaced by them."""
+    counter = Counter()
+    agent, result = await paused(
+        server, client, counter, ("c2", "send_email", SEND_ARGS), then="Sent."
+    )
+    edited = {**SEND_ARGS, "to": "bob@example.com"}
+    state = result.to_state()
+    tg.apply_decisions(
+        state, [{"type": "edit", "edited_action": {"name": "send_email", "args": edited}}]
+    )
+    done = await Runner.run(agent, state)
+    assert counter.calls == [("send_email", edited)]
+    assert assistant_calls(server) == [("c2", edited)]
+    assert tool_messages(server) == [("c2", "sent to bob@example.com")]
+    assert done.context_wrapper.context == {
+        tg.EDITS_KEY: {"c2": {"name": "send_email", "args": edited, "in_history": True}}
+    }
+    # The next turn's input (the history the application keeps) shows what ran, too.
+    server.add(reply_text("Anything else?"))
+    await Runner.run(agent, [*done.to_input_list(), {"role": "user", "content": "thanks"}])
+    assert assistant_calls(server) == [("c2", edited)]
+    assert counter.calls == [("send_email", edited)]
+
+
+async def test_edit_tells_the_model_when_the_history_cannot_be_rewritten(
+    server: ScriptedOpenAIServer, client: openai.AsyncOpenAI, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """If the SDK's history item is not found, the tool result says which arguments ran."""
+    monkeypatch.setattr(tg, "_replace_in_history", lambda *_args: False)
+    counter = Counter()
+    agent, result = await paused(server, client, counter, ("c2", "send_email", SEND_ARGS))
+    edited = {**SEND_ARGS, "to": "bob@example.com"}
+    state = result.to_state()
+    tg.apply_decisions(
+        state, [{"type": "edit", "edited_action": {"name": "send_email", "args": edited}}]
+    )
+    await Runner.run(agent, state)
+    assert counter.calls == [("send_email", edited)]
+    assert assistant_calls(server) == [("c2", SEND_ARGS)]
+    assert tool_messages(server) == [
+        (
+            "c2",
+            (
+                "A reviewer edited this call; it ran with the arguments"
+                ' {"body": "The meeting is at 10.", "subject": "Meeting", "to": "bob@example.com"}.'
+                " Result: sent to bob@example.com"
+            ),
+        )
+    ]
+
+
+async def test_edit_survives_a_run_state_round_trip(
+    server: ScriptedOpenAIServer, client: openai.AsyncOpenAI
+) -> None:
+    """Decide, store the state as text, load it in a fresh agent: the edited call runs once."""
+    counter = Counter()
+    _, result = await paused(server, client, counter, ("c2", "send_email", SEND_ARGS))
+    loaded = await RunState.from_string(
+        make_agent(client, tg.function_tools(counter.tools())), result.to_state().to_string()
+    )
+    edited = {**SEND_ARGS, "subject": "Moved"}
+    tg.apply_decisions(
+        loaded, [{"type": "edit", "edited_action": {"name": "send_email", "args": edited}}]
+    )
+    stored = loaded.to_string()
+    fresh = make_agent(client, tg.function_tools(counter.tools()))
+    await Runner.run(fresh, await RunState.from_string(fresh, stored))
+    assert counter.calls == [("send_email", edited)]
+    assert assistant_calls(server) == [("c2", edited)]
+
+
+async def test_edit_of_a_run_without_context_keeps_it_in_a_new_dict(
+    server: ScriptedOpenAIServer, client: openai.AsyncOpenAI
+) -> None:
+    counter = Counter()
+    server.add(reply_tool_calls([("c2", "send_email", SEND_ARGS)]), reply_text("ok"))
+    agent = make_agent(client, tg.function_tools(counter.tools()))
+    result = await Runner.run(agent, MAIL_PROMPT)
+    edited = {**SEND_ARGS, "body": "Now at 11."}
+    state = result.to_state()
+    tg.apply_decisions(
+        state, [{"type": "edit", "edited_action": {"name": "send_email", "args": edited}}]
+    )
+    await Runner.run(agent, await RunState.from_string(agent, state.to_string()))
+    assert counter.calls == [("send_email", edited)]
+
+
+async def test_edit_with_arguments_that_break_the_schema_does_not_run(
+    server: ScriptedOpenAIServer, client: openai.AsyncOpenAI
+) -> None:
+    counter = Counter()
+    agent, result = await paused(server, client, counter, ("c2", "send_email", SEND_ARGS))
+    state = result.to_state()
+    tg.apply_decisions(
+        state, [{"type": "edit", "edited_action": {"name": "send_email", "args": {"to": 7}}}]
+    )
+    await Runner.run(agent, state)
+    assert counter.calls == []
+    assert tool_messages(server) == [
+        (
+            "c2",
+            (
+                "Invalid arguments for tool `send_email`: 'to': Input should be a valid string;"
+                " 'subject': Field required; 'body': Field required"
+            ),
+        )
+    ]
+
+
+async def test_edit_to_another_tool_is_refused_and_nothing_changes(
+    server: ScriptedOpenAIServer, client: openai.AsyncOpenAI
+) -> None:
+    counter = Counter()
+    agent, result = await paused(server, client, counter, ("c2", "send_email", SEND_ARGS))
+    state = result.to_state()
+    before = state.to_json()
+    with pytest.raises(InvalidReviewDecisionError) as caught:
+        tg.apply_decisions(
+            state,
+            [
+                {
+                    "type": "edit",
+                    "edited_action": {"name": "search_contacts", "args": {"query": "x"}},
+                }
+            ],
+        )
+    assert str(caught.value) == (
+        "An edit cannot switch `send_email` to another tool (`search_contacts`) in the OpenAI"
+        " Agents SDK. Edit the arguments of `send_email`, or reject the call."
+    )
+    assert state.to_json() == before
+    tg.apply_decisions(state, [{"type": "approve"}])
+    await Runner.run(agent, state)
+    assert counter.calls == [("send_email", SEND_ARGS)]
+
+
+async def test_edit_needs_a_dict_context(
+    server: ScriptedOpenAIServer, client: openai.AsyncOpenAI
+) -> None:
+    """A context that cannot carry the edit: refused with the fix, the call stays pending."""
+
+    class Deps:
+        pass
+
+    counter = Counter()
+    _, result = await paused(
+        server, client, counter, ("c2", "send_email", SEND_ARGS), context=Deps()
+    )
+    state = result.to_state()
+    with pytest.raises(TypeError) as caught:
+        tg.apply_decisions(
+            state, [{"type": "edit", "edited_action": {"name": "send_email", "args": SEND_ARGS}}]
+        )
+    assert str(caught.value) == (
+        "An edit is kept in the run's context, which must be a dict to survive"
+        " RunState.to_string(); this run's context is a Deps. Pass context={} (or a dict of"
+        " your own) to Runner.run, or approve or reject."
+    )
+    assert [i.call_id for i in state.get_interruptions()] == ["c2"]
+    assert counter.calls == []
+
+
+@pytest.mark.parametrize(
+    ("decisions", "error"),
+    [
+        ([], "Expected 1 decisions (one per action), got 0"),
+        (
+            [{"type": "postpone"}],
+            "Unknown decision type 'postpone'. Choices: ['approve', 'edit', 'reject']",
+        ),
+        (
+            [{"type": "edit", "edited_action": {"name": "send_email"}}],
+            "'edited_action' must contain 'name' (text) and 'args' (object)",
+        ),
+        ({"type": "approve"}, "'decisions' must be a list of decision objects, got dict"),
+    ],
+)
+async def test_decisions_are_validated_with_spec_texts(
+    server: ScriptedOpenAIServer, client: openai.AsyncOpenAI, decisions: Any, error: str
+) -> None:
+    counter = Counter()
+    _, result = await paused(server, client, counter, ("c2", "send_email", SEND_ARGS))
+    state = result.to_state()
+    before = state.to_json()
+    with pytest.raises(InvalidReviewDecisionError) as caught:
+        tg.apply_decisions(state, decisions)
+    assert str(caught.value) == error
+    assert state.to_json() == before
+
+
+async def test_a_finished_run_has_nothing_to_decide(
+    server: ScriptedOpenAIServer, client: openai.AsyncOpenAI
+) -> None:
+    server.add(reply_text("Hello."))
+    result = await Runner.run(make_agent(client, tg.function_tools(Counter().tools())), "hi")
+    with pytest.raises(NoPendingReviewError):
+        tg.apply_decisions(result.to_state(), [{"type": "approve"}])
+
+
+async def test_approve_after_a_run_state_round_trip(
+    server: ScriptedOpenAIServer, client: openai.AsyncOpenAI
+) -> None:
+    """The paused run stored as text and loaded with a fresh agent: approve runs once."""
+    counter = Counter()
+    _, result = await paused(
+        server,
+        client,
+        counter,
+        ("c1", "search_contacts", {"query": "alice"}),
+        ("c2", "send_email", SEND_ARGS),
+        then="Sent.",
+    )
+    stored = result.to_state().to_string()
+    fresh = make_agent(client, tg.function_tools(counter.tools()))
+    state = await RunState.from_string(fresh, stored)
+    assert tg.pending_review(state.get_interruptions()) == tg.pending_review(result.interruptions)
+    tg.apply_decisions(state, [{"type": "approve"}])
+    done = await Runner.run(fresh, state)
+    assert done.final_output == "Sent."
+    assert counter.calls == [("search_contacts", {"query": "alice"}), ("send_email", SEND_ARGS)]
+    assert tool_messages(server) == [
+        ("c1", '["alice@example.com"]'),
+        ("c2", "sent to alice@example.com"),
+    ]
+
+
+async def test_foreign_tools_are_reviewed_but_cannot_be_edited(
+    server: ScriptedOpenAIServer, client: openai.AsyncOpenAI
+) -> None:
+    """An SDK tool with its own needs_approval is listed with the default text; edits refused."""
+    ran: list[str] = []
+
+    async def invoke(_ctx: ToolContext[Any], _args: str) -> str:
+        ran.append("wipe")
+        return "wiped"
+
+    wipe = FunctionTool(
+        name="wipe",
+        description="Wipe it.",
+        params_json_schema={"type": "object", "properties": {}},
+        on_invoke_tool=invoke,
+        strict_json_schema=False,
+        needs_approval=True,
+    )
+    server.add(reply_tool_calls([("w1", "wipe", {})]), reply_text("ok"))
+    agent = make_agent(client, [wipe])
+    result = await Runner.run(agent, "wipe", context={})
+    assert tg.pending_review(result.interruptions).model_dump()["action_requests"] == [
+        {"name": "wipe", "args": {}, "description": "Tool `wipe` is awaiting approval"}
+    ]
+    state = result.to_state()
+    with pytest.raises(InvalidReviewDecisionError) as caught:
+        tg.apply_decisions(state, [{"type": "edit", "edited_action": {"name": "wipe", "args": {}}}])
+    assert str(caught.value) == (
+        "The tool `wipe` was not built by toolguard's function_tools(), so it cannot run edited"
+        " arguments. Approve or reject the call."
+    )
+    tg.apply_decisions(state, [{"type": "approve"}])
+    await Runner.run(agent, state)
+    assert ran == ["wipe"]
+
+
+# --------------------------------------------------------------------------- no bypass
+
+
+def tool_context(call_id: str, args: dict[str, Any]) -> ToolContext[Any]:
+    return ToolContext(
+        context={},
+        tool_name="send_email",
+        tool_call_id=call_id,
+        tool_arguments=json.dumps(args),
+    )
+
+
+async def test_calling_on_invoke_tool_directly_never_runs_a_guarded_body() -> None:
+    """Without the SDK's approval of that call the invoker raises ApprovalRequiredError."""
+    counter = Counter()
+    tools = {t.name: t for t in tg.function_tools(counter.tools())}
+    with pytest.raises(ApprovalRequiredError) as caught:
+        await tools["send_email"].on_invoke_tool(
+            tool_context("x1", SEND_ARGS), json.dumps(SEND_ARGS)
+        )
+    assert caught.value.pending_review.model_dump() == {
+        "action_requests": [
+            {
+                "name": "send_email",
+                "args": SEND_ARGS,
+                "description": "Tool `send_email` is awaiting approval",
+            }
+        ],
+        "review_configs": [
+            {"action_name": "send_email", "allowed_decisions": ["approve", "edit", "reject"]}
+        ],
+    }
+    # An edit planted in the context without an approval is ignored too.
+    ctx = tool_context("x2", SEND_ARGS)
+    ctx.context[tg.EDITS_KEY] = {"x2": {"name": "send_email", "args": SEND_ARGS}}
+    with pytest.raises(ApprovalRequiredError):
+        await tools["send_email"].on_invoke_tool(ctx, json.dumps(SEND_ARGS))
+    assert counter.calls == []
+    safe = await tools["search_contacts"].on_invoke_tool(
+        tool_context("x3", {"query": "a"}), '{"query": "a"}'
+    )
+    assert (safe, counter.calls) == ('["alice@example.com"]', [("search_contacts", {"query": "a"})])
+
+
+def test_import_without_the_agents_sdk_names_the_extra() -> None:
+    code = (
+        "import importlib.abc, sys\n"
+        "class Block(importlib.abc.MetaPathFinder):\n"
+        "    def find_spec(self, name, path=None, target=None):\n"
+        "        if name.split('.')[0] == 'agents':\n"
+        "            raise ImportError('blocked')\n"
+        "sys.meta_path.insert(0, Block())\n"
+        "try:\n"
+        "    import toolguard.integrations.openai_agents\n"
+        "except ImportError as exc:\n"
+        "    print(exc)\n"
+    )
+    done = subprocess.run(
+        [sys.executable, "-c", code], capture_output=True, text=True, timeout=60, check=False
+    )
+    assert (done.returncode, done.stderr, done.stdout) == (
+        0,
+        "",
+        (
+            "toolguard.integrations.openai_agents needs the OpenAI Agents SDK:"
+            ' pip install "toolguard-hitl[openai-agents]"\n'
+        ),
+    )
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class ApproveOrReject(ApprovalPolicy):
+    """A policy that lets the reviewer approve or reject only."""
+
+    allowed_decisions: tuple[str, ...] = ("approve", "reject")
+
+
+async def test_the_payload_keeps_the_tools_allowed_decisions(
+    server: ScriptedOpenAIServer, client: openai.AsyncOpenAI
+) -> None:
+    def wipe_disk(disk: str) -> str:
+        return "wiped"
+
+    guarded = Tool(wipe_disk, approval=ApproveOrReject())
+    server.add(reply_tool_calls([("w1", "wipe_disk", {"disk": "sda"})]))
+    result = await Runner.run(make_agent(client, tg.function_tools([guarded])), "wipe")
+    assert tg.pending_review(result.interruptions).model_dump()["review_configs"] == [
+        {"action_name": "wipe_disk", "allowed_decisions": ["approve", "reject"]}
+    ]

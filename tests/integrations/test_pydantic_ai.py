@@ -1,0 +1,599 @@
+"""toolguard.integrations.pydantic_ai with the real Pydantic AI agent loop and a FunctionModel."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+import pytest
+from pydantic import TypeAdapter
+from pydantic_ai import Agent, DeferredToolRequests, RunContext
+from pydantic_ai.exceptions import ApprovalRequired
+from pydantic_ai.messages import (
+    ModelMessage,
+    ModelMessagesTypeAdapter,
+    ModelRequest,
+    ModelResponse,
+    TextPart,
+    ToolCallPart,
+    ToolReturnPart,
+)
+from pydantic_ai.models.function import AgentInfo, FunctionModel
+from pydantic_ai.tools import DeferredToolResults, ToolApproved, ToolDenied
+from pydantic_ai.usage import RunUsage
+
+from toolguard import (
+    REJECTED_BY_USER_MESSAGE,
+    ApprovalPolicy,
+    Classifier,
+    InvalidReviewDecisionError,
+    NoPendingReviewError,
+    Tool,
+    guard,
+    requires_approval,
+    set_language,
+)
+from toolguard.integrations import pydantic_ai as tg
+
+SEND_ARGS = {"to": "alice@example.com", "subject": "Meeting", "body": "The meeting is at 10."}
+
+
+class Counter:
+    """Records every body that ran, with its arguments."""
+
+    def __init__(self) -> None:
+        self.calls: list[tuple[str, dict[str, Any]]] = []
+
+    def tools(self) -> list[Callable[..., Any]]:
+        calls = self.calls
+
+        def search_contacts(query: str) -> list[str]:
+            """Find contacts by name.
+
+            Args:
+                query: words to look for.
+            """
+            calls.append(("search_contacts", {"query": query}))
+            return ["alice@example.com"]
+
+        def send_email(to: str, subject: str, body: str) -> str:
+            """Send an email.
+
+            Args:
+                to: the recipient's address.
+                subject: the subject line.
+                body: the text.
+            """
+            calls.append(("send_email", {"to": to, "subject": subject, "body": body}))
+            return f"sent to {to}"
+
+        return [search_contacts, send_email]
+
+
+class Script:
+    """A FunctionModel that answers from a list and records what the model was sent."""
+
+    def __init__(self, *responses: ModelResponse) -> None:
+        self.responses = list(responses)
+        self.requests: list[list[ModelMessage]] = []
+        self.infos: list[AgentInfo] = []
+
+    def __call__(self, messages: list[ModelMessage], info: AgentInfo) -> ModelResponse:
+        self.requests.append(list(messages))
+        self.infos.append(info)
+        if not self.responses:
+            return ModelResponse(parts=[TextPart("out of script")])
+        return self.responses.pop(0)
+
+    def model(self) -> FunctionModel:
+        return FunctionModel(self)
+
+
+def calls(*items: tuple[str, str, dict[str, Any]]) -> ModelResponse:
+    return ModelResponse(
+        parts=[ToolCallPart(name, args, tool_call_id=cid) for cid, name, args in items]
+    )
+
+
+def text(value: str) -> ModelResponse:
+    return ModelResponse(parts=[TextPart(value)])
+
+
+def returns(messages: Sequence[ModelMessage]) -> list[tuple[str, str, Any, str]]:
+    """Every tool result in ``messages``: (call id, tool, content, outcome)."""
+    return [
+        (part.tool_call_id, part.tool_name, part.content, part.outcome)
+        for message in messages
+        if isinstance(message, ModelRequest)
+        for part in message.parts
+        if isinstance(part, ToolReturnPart)
+    ]
+
+
+def call_parts(messages: Sequence[ModelMessage]) -> list[tuple[str, str, Any]]:
+    return [
+        (part.tool_call_id, part.tool_name, part.args)
+        for message in messages
+        if isinstance(message, ModelResponse)
+        for part in message.parts
+        if isinstance(part, ToolCallPart)
+    ]
+
+
+def agent_for(script: Script, tools: Any) -> Agent[None, str | DeferredToolRequests]:
+    return Agent(
+        script.model(),
+        toolsets=[tg.toolset(tools)],
+        output_type=[str, DeferredToolRequests],  # type: ignore[arg-type]
+    )
+
+
+async def paused_send(counter: Counter, script: Script) -> tuple[Agent[Any, Any], Any]:
+    """Run a turn where the model searches (safe) and sends (guarded)."""
+    agent = agent_for(script, counter.tools())
+    result = await agent.run("Mail Alice that the meeting moved to 10")
+    return agent, result
+
+
+# --------------------------------------------------------------------------- pausing
+
+
+async def test_safe_tool_runs_at_once_and_guarded_call_pauses_with_spec_payload() -> None:
+    """The classifier guards send_email: search runs, the send becomes a deferred approval."""
+    counter = Counter()
+    script = Script(
+        calls(("c1", "search_contacts", {"query": "alice"}), ("c2", "send_email", SEND_ARGS)),
+        text("Sent."),
+    )
+    _, result = await paused_send(counter, script)
+    assert counter.calls == [("search_contacts", {"query": "alice"})]
+    assert isinstance(result.output, DeferredToolRequests)
+    assert tg.pending_review(result.output).model_dump() == {
+        "action_requests": [
+            {
+                "name": "send_email",
+                "args": SEND_ARGS,
+                "description": "Tool `send_email` is awaiting approval",
+            }
+        ],
+        "review_configs": [
+            {"action_name": "send_email", "allowed_decisions": ["approve", "edit", "reject"]}
+        ],
+    }
+    assert returns(result.all_messages()) == [
+        ("c1", "search_contacts", ["alice@example.com"], "success")
+    ]
+
+
+async def test_tools_keep_names_descriptions_and_parameter_descriptions() -> None:
+    """The model sees toolguard's schema, parameter descriptions included."""
+    counter = Counter()
+    toolset = guard(counter.tools())
+    script = Script(text("Nothing to do."))
+    await agent_for(script, toolset).run("hi")
+    seen = {
+        t.name: (t.description, t.parameters_json_schema) for t in script.infos[0].function_tools
+    }
+    assert seen == {name: (tool.description, tool.parameters) for name, tool in toolset.items()}
+    assert seen["search_contacts"][1]["properties"]["query"]["description"] == "words to look for."
+
+
+async def test_description_override_reaches_the_payload() -> None:
+    """requires_approval(description=...) is what the reviewer reads, not the default text."""
+    calls_made: list[str] = []
+
+    @requires_approval(description="Wire money to another account")
+    def pay(amount: int) -> str:
+        calls_made.append("pay")
+        return "paid"
+
+    script = Script(calls(("p1", "pay", {"amount": 5})), text("ok"))
+    result = await agent_for(script, [pay]).run("pay 5")
+    assert tg.pending_review(result.output).model_dump() == {
+        "action_requests": [
+            {"name": "pay", "args": {"amount": 5}, "description": "Wire money to another account"}
+        ],
+        "review_configs": [
+            {"action_name": "pay", "allowed_decisions": ["approve", "edit", "reject"]}
+        ],
+    }
+    assert calls_made == []
+
+
+async def test_when_predicate_sees_the_actual_arguments() -> None:
+    """when= decides per call: a small transfer runs at once, a large one pauses."""
+    ran: list[int] = []
+
+    @requires_approval(when=lambda args: args["amount"] > 1000)
+    def transfer(amount: int, to: str) -> str:
+        ran.append(amount)
+        return f"moved {amount}"
+
+    script = Script(
+        calls(
+            ("t1", "transfer", {"amount": 10, "to": "bob"}),
+            ("t2", "transfer", {"amount": 5000, "to": "eve"}),
+        ),
+        text("ok"),
+    )
+    agent = agent_for(script, [transfer])
+    result = await agent.run("two transfers")
+    assert ran == [10]
+    review = tg.pending_review(result.output)
+    assert [(a.name, a.args) for a in review.action_requests] == [
+        ("transfer", {"amount": 5000, "to": "eve"})
+    ]
+    done = await agent.run(
+        message_history=result.all_messages(),
+        deferred_tool_results=tg.deferred_results(result.output, [{"type": "approve"}]),
+    )
+    assert (ran, done.output) == ([10, 5000], "ok")
+
+
+async def test_a_failing_predicate_asks_a_human() -> None:
+    """A when= predicate that raises cannot judge the call: it pauses (fail closed)."""
+
+    @requires_approval(when=lambda args: args["n"] < 1 / 0)
+    def risky(n: int) -> str:
+        return "ran"
+
+    result = await agent_for(Script(calls(("r1", "risky", {"n": 1}))), [risky]).run("go")
+    assert [a.name for a in tg.pending_review(result.output).action_requests] == ["risky"]
+
+
+async def test_bad_arguments_get_an_error_result_without_review() -> None:
+    """Arguments that break the schema: failed result naming the field, nothing pauses or runs."""
+    counter = Counter()
+    script = Script(
+        calls(("c1", "send_email", {"to": "alice@example.com", "subject": 3})), text("Sorry.")
+    )
+    _, result = await paused_send(counter, script)
+    assert result.output == "Sorry."
+    assert counter.calls == []
+    assert returns(script.requests[1]) == [
+        (
+            "c1",
+            "send_email",
+            (
+                "Invalid arguments for tool `send_email`: 'subject': Input should be a valid"
+                " string; 'body': Field required"
+            ),
+            "failed",
+        )
+    ]
+
+
+async def test_a_tool_that_raises_is_a_failed_result() -> None:
+    """The exception text reaches the model as a failed result, like toolguard's runner."""
+
+    def search_disk(query: str) -> str:
+        raise OSError("disk gone")
+
+    script = Script(calls(("s1", "search_disk", {"query": "x"})), text("I could not."))
+    result = await agent_for(script, [search_disk]).run("find x")
+    assert result.output == "I could not."
+    assert returns(script.requests[1]) == [
+        ("s1", "search_disk", "Tool `search_disk` failed: OSError: disk gone", "failed")
+    ]
+
+
+# --------------------------------------------------------------------------- decisions
+
+
+async def test_approve_runs_the_body_exactly_once() -> None:
+    """Approve: the call runs once; the model reads its result."""
+    counter = Counter()
+    script = Script(calls(("c2", "send_email", SEND_ARGS)), text("Sent."))
+    agent, result = await paused_send(counter, script)
+    results = tg.deferred_results(result.output, [{"type": "approve"}])
+    assert results.approvals == {"c2": ToolApproved()}
+    done = await agent.run(message_history=result.all_messages(), deferred_tool_results=results)
+    assert done.output == "Sent."
+    assert counter.calls == [("send_email", SEND_ARGS)]
+    assert returns(script.requests[-1]) == [
+        ("c2", "send_email", "sent to alice@example.com", "success")
+    ]
+
+
+async def test_reject_reason_reaches_the_model_and_nothing_runs() -> None:
+    """Reject with a reason: the model's next request carries exactly that reason."""
+    counter = Counter()
+    script = Script(calls(("c2", "send_email", SEND_ARGS)), text("Not sent."))
+    agent, result = await paused_send(counter, script)
+    results = tg.deferred_results(
+        result.output, [{"type": "reject", "message": "Alice is on leave"}]
+    )
+    assert results.approvals == {"c2": ToolDenied("Alice is on leave")}
+    await agent.run(message_history=result.all_messages(), deferred_tool_results=results)
+    assert counter.calls == []
+    assert returns(script.requests[-1]) == [("c2", "send_email", "Alice is on leave", "denied")]
+
+
+async def test_reject_without_reason_sends_the_spec_constant() -> None:
+    counter = Counter()
+    script = Script(calls(("c2", "send_email", SEND_ARGS)), text("Not sent."))
+    agent, result = await paused_send(counter, script)
+    results = tg.deferred_results(result.output, [{"type": "reject", "message": ""}])
+    await agent.run(message_history=result.all_messages(), deferred_tool_results=results)
+    assert counter.calls == []
+    assert returns(script.requests[-1]) == [
+        ("c2", "send_email", REJECTED_BY_USER_MESSAGE, "denied")
+    ]
+
+
+async def test_edit_runs_the_edited_arguments_and_the_history_shows_them() -> None:
+    """Edit: the body runs once with the edited args; the call part is replaced in the history."""
+    counter = Counter()
+    script = Script(calls(("c2", "send_email", SEND_ARGS)), text("Sent."))
+    agent, result = await paused_send(counter, script)
+    edited = {**SEND_ARGS, "to": "bob@example.com"}
+    results = tg.deferred_results(
+        result.output,
+        [{"type": "edit", "edited_action": {"name": "send_email", "args": edited}}],
+    )
+    assert results.approvals == {"c2": ToolApproved(override_args=edited)}
+    done = await agent.run(message_history=result.all_messages(), deferred_tool_results=results)
+    assert counter.calls == [("send_email", edited)]
+    assert call_parts(script.requests[-1]) == [("c2", "send_email", edited)]
+    assert call_parts(done.all_messages()) == [("c2", "send_email", edited)]
+    assert returns(script.requests[-1]) == [
+        ("c2", "send_email", "sent to bob@example.com", "success")
+    ]
+
+
+async def test_edit_with_arguments_that_break_the_schema_does_not_run() -> None:
+    counter = Counter()
+    script = Script(calls(("c2", "send_email", SEND_ARGS)), text("Oops."))
+    agent, result = await paused_send(counter, script)
+    results = tg.deferred_results(
+        result.output,
+        [{"type": "edit", "edited_action": {"name": "send_email", "args": {"to": 7}}}],
+    )
+    await agent.run(message_history=result.all_messages(), deferred_tool_results=results)
+    assert counter.calls == []
+    assert returns(script.requests[-1]) == [
+        (
+            "c2",
+            "send_email",
+            (
+                "Invalid arguments for tool `send_email`: 'to': Input should be a valid string;"
+                " 'subject': Field required; 'body': Field required"
+            ),
+            "failed",
+        )
+    ]
+
+
+async def test_edit_to_another_tool_is_refused() -> None:
+    """Pydantic AI cannot switch an approved call to another tool: a clear error, nothing built."""
+    counter = Counter()
+    _, result = await paused_send(counter, Script(calls(("c2", "send_email", SEND_ARGS))))
+    with pytest.raises(InvalidReviewDecisionError) as caught:
+        tg.deferred_results(
+            result.output,
+            [
+                {
+                    "type": "edit",
+                    "edited_action": {"name": "search_contacts", "args": {"query": "x"}},
+                }
+            ],
+        )
+    assert str(caught.value) == (
+        "An edit cannot switch `send_email` to another tool (`search_contacts`) in Pydantic AI."
+        " Edit the arguments of `send_email`, or reject the call."
+    )
+
+
+@pytest.mark.parametrize(
+    ("decisions", "error"),
+    [
+        ([], "Expected 1 decisions (one per action), got 0"),
+        (
+            [{"type": "postpone"}],
+            "Unknown decision type 'postpone'. Choices: ['approve', 'edit', 'reject']",
+        ),
+        ([{"type": "edit"}], "An 'edit' decision must include 'edited_action'"),
+        ("approve", "'decisions' must be a list of decision objects, got str"),
+    ],
+)
+async def test_decisions_are_validated_with_spec_texts(decisions: Any, error: str) -> None:
+    counter = Counter()
+    _, result = await paused_send(counter, Script(calls(("c2", "send_email", SEND_ARGS))))
+    with pytest.raises(InvalidReviewDecisionError) as caught:
+        tg.deferred_results(result.output, decisions)
+    assert str(caught.value) == error
+
+
+def test_nothing_to_decide_is_no_pending_review() -> None:
+    with pytest.raises(NoPendingReviewError) as caught:
+        tg.deferred_results(DeferredToolRequests(), [])
+    assert str(caught.value) == "There is no action awaiting approval in this conversation"
+
+
+async def test_several_approvals_are_decided_in_order() -> None:
+    """Two guarded calls: one approved, one rejected; each gets its own outcome."""
+    counter = Counter()
+    other = {**SEND_ARGS, "to": "carol@example.com"}
+    script = Script(
+        calls(("c1", "send_email", SEND_ARGS), ("c2", "send_email", other)), text("Done.")
+    )
+    agent, result = await paused_send(counter, script)
+    review = tg.pending_review(result.output)
+    assert [a.args["to"] for a in review.action_requests] == [
+        "alice@example.com",
+        "carol@example.com",
+    ]
+    results = tg.deferred_results(
+        result.output, [{"type": "approve"}, {"type": "reject", "message": "not Carol"}]
+    )
+    await agent.run(message_history=result.all_messages(), deferred_tool_results=results)
+    assert counter.calls == [("send_email", SEND_ARGS)]
+    assert sorted(returns(script.requests[-1])) == [
+        ("c1", "send_email", "sent to alice@example.com", "success"),
+        ("c2", "send_email", "not Carol", "denied"),
+    ]
+
+
+# --------------------------------------------------------------------------- serialized state
+
+
+async def test_approve_after_a_message_history_round_trip() -> None:
+    """History and requests stored as JSON, loaded in a fresh agent: approve runs once."""
+    counter = Counter()
+    script = Script(
+        calls(("c1", "search_contacts", {"query": "alice"}), ("c2", "send_email", SEND_ARGS)),
+        text("Sent."),
+    )
+    _, result = await paused_send(counter, script)
+    stored_history = ModelMessagesTypeAdapter.dump_json(result.all_messages())
+    requests_adapter = TypeAdapter(DeferredToolRequests)
+    stored_requests = requests_adapter.dump_json(result.output)
+
+    history = ModelMessagesTypeAdapter.validate_json(stored_history)
+    requests = requests_adapter.validate_json(stored_requests)
+    assert tg.pending_review(requests) == tg.pending_review(result.output)
+    fresh = agent_for(script, counter.tools())
+    done = await fresh.run(
+        message_history=history,
+        deferred_tool_results=tg.deferred_results(requests, [{"type": "approve"}]),
+    )
+    assert done.output == "Sent."
+    assert counter.calls == [("search_contacts", {"query": "alice"}), ("send_email", SEND_ARGS)]
+
+
+# --------------------------------------------------------------------------- no bypass
+
+
+def run_context(*, approved: bool) -> RunContext[None]:
+    return RunContext(
+        deps=None,
+        model=FunctionModel(Script()),
+        usage=RunUsage(),
+        tool_call_id="x1",
+        tool_name="send_email",
+        tool_call_approved=approved,
+    )
+
+
+async def test_calling_the_toolset_directly_never_runs_a_guarded_body() -> None:
+    """call_tool without Pydantic AI's approval raises ApprovalRequired; the body does not run."""
+    counter = Counter()
+    toolset = tg.toolset(counter.tools())
+    ctx = run_context(approved=False)
+    tools = await toolset.get_tools(ctx)
+    with pytest.raises(ApprovalRequired) as caught:
+        await toolset.call_tool("send_email", dict(SEND_ARGS), ctx, tools["send_email"])
+    assert caught.value.metadata == {
+        "toolguard": {"description": None, "allowed_decisions": ["approve", "edit", "reject"]}
+    }
+    assert counter.calls == []
+    assert await toolset.call_tool(
+        "search_contacts", {"query": "a"}, ctx, tools["search_contacts"]
+    ) == ["alice@example.com"]
+    approved = run_context(approved=True)
+    assert (
+        await toolset.call_tool("send_email", dict(SEND_ARGS), approved, tools["send_email"])
+        == "sent to alice@example.com"
+    )
+    assert counter.calls == [("search_contacts", {"query": "a"}), ("send_email", SEND_ARGS)]
+
+
+def test_toolset_takes_a_toolset_with_its_own_classifier() -> None:
+    """A Toolset built with a custom classifier keeps its classification."""
+    counter = Counter()
+    toolset = guard(counter.tools(), classifier=Classifier(always=["search_contacts"]))
+    built = tg.toolset(toolset, id="mail")
+    assert (built.id, built.tools.guarded) == ("mail", ["search_contacts", "send_email"])
+
+
+def test_results_are_json_for_pydantic_ai() -> None:
+    """The DeferredToolResults we build serialize with Pydantic AI's own types."""
+    requests = DeferredToolRequests(
+        approvals=[ToolCallPart("send_email", json.dumps(SEND_ARGS), tool_call_id="c9")]
+    )
+    results = tg.deferred_results(requests, [{"type": "reject"}])
+    assert TypeAdapter(DeferredToolResults).dump_python(results, mode="json")["approvals"] == {
+        "c9": {"message": REJECTED_BY_USER_MESSAGE, "kind": "tool-denied"}
+    }
+    assert tg.pending_review(requests).action_requests[0].args == SEND_ARGS
+
+
+def test_import_without_pydantic_ai_names_the_extra() -> None:
+    """Without Pydantic AI installed the module says which extra to install."""
+    code = (
+        "import importlib.abc, sys\n"
+        "class Block(importlib.abc.MetaPathFinder):\n"
+        "    def find_spec(self, name, path=None, target=None):\n"
+        "        if name.split('.')[0] == 'pydantic_ai':\n"
+        "            raise ImportError('blocked')\n"
+        "sys.meta_path.insert(0, Block())\n"
+        "try:\n"
+        "    import toolguard.integrations.pydantic_ai\n"
+        "except ImportError as exc:\n"
+        "    print(exc)\n"
+    )
+    done = subprocess.run(
+        [sys.executable, "-c", code], capture_output=True, text=True, timeout=60, check=False
+    )
+    assert (done.returncode, done.stderr, done.stdout) == (
+        0,
+        "",
+        (
+            "toolguard.integrations.pydantic_ai needs Pydantic AI:"
+            ' pip install "toolguard-hitl[pydantic-ai]"\n'
+        ),
+    )
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class ApproveOrReject(ApprovalPolicy):
+    """A policy that lets the reviewer approve or reject only."""
+
+    allowed_decisions: tuple[str, ...] = ("approve", "reject")
+
+
+async def test_the_payload_keeps_the_tools_allowed_decisions() -> None:
+    """review_configs carry the tool policy's allowed_decisions, not the framework's default."""
+
+    def wipe_disk(disk: str) -> str:
+        return "wiped"
+
+    guarded = Tool(wipe_disk, approval=ApproveOrReject())
+    script = Script(calls(("w1", "wipe_disk", {"disk": "sda"})))
+    result = await agent_for(script, [guarded]).run("wipe")
+    assert tg.pending_review(result.output).model_dump()["review_configs"] == [
+        {"action_name": "wipe_disk", "allowed_decisions": ["approve", "reject"]}
+    ]
+
+
+async def test_edit_to_another_tool_is_refused_in_indonesian_too() -> None:
+    """The new catalog text has its Indonesian entry."""
+    counter = Counter()
+    _, result = await paused_send(counter, Script(calls(("c2", "send_email", SEND_ARGS))))
+    set_language("id")
+    with pytest.raises(InvalidReviewDecisionError) as caught:
+        tg.deferred_results(
+            result.output,
+            [{"type": "edit", "edited_action": {"name": "search_contacts", "args": {}}}],
+        )
+    assert str(caught.value) == (
+        "Edit tidak bisa mengganti `send_email` dengan tool lain (`search_contacts`) di"
+        " Pydantic AI. Ubah argumen `send_email`, atau tolak panggilannya."
+    )
+
+
+def test_a_call_whose_arguments_cannot_be_shown_is_not_put_to_a_reviewer() -> None:
+    """Arguments that are not a JSON object: refused with the fix, never shown as ``{}``."""
+    requests = DeferredToolRequests(
+        approvals=[ToolCallPart("send_email", "{not json", tool_call_id="c7")]
+    )
+    with pytest.raises(ValueError, match="not a JSON") as caught:
+        tg.pending_review(requests)
+    assert str(caught.value) == (
+        "The arguments of the call 'c7' to `send_email` are not a JSON object a reviewer can be"
+        " shown. Deny it with ToolDenied instead of reviewing it."
+    )
