@@ -65,7 +65,7 @@ import json
 import logging
 import math
 import re
-from collections.abc import Awaitable, Callable, Coroutine, Iterable
+from collections.abc import Awaitable, Callable, Coroutine, Iterable, Sequence
 from datetime import datetime
 from importlib import resources
 from itertools import accumulate
@@ -170,6 +170,8 @@ _HEADER_NAMES = frozenset(name.lower().encode("latin-1") for name in _HEADERS)
 
 _ECHO_LIMIT = 100
 """A 422 echoes at most this many characters of the offending input."""
+_MAX_ERRORS = 20
+"""A 422 lists at most this many validation errors (then how many more there were)."""
 _DETAIL_LIMIT = 500
 """An error's ``detail`` text is cut to this many characters."""
 _ID_MAX_LENGTH = 128
@@ -414,10 +416,10 @@ def _echo(value: Any) -> Any:
     return value if len(text) <= _ECHO_LIMIT else _shorten(text, _ECHO_LIMIT)
 
 
-def _trimmed(errors: Iterable[Any]) -> list[Any]:
-    """Validation errors whose ``input``, ``loc`` and ``ctx`` echo at most a short prefix."""
+def _trimmed(errors: Sequence[Any]) -> list[Any]:
+    """The first validation errors, whose ``input``, ``loc`` and ``ctx`` echo a short prefix."""
     result = []
-    for error in errors:
+    for error in errors[:_MAX_ERRORS]:
         item = dict(error)
         if "input" in item:
             item["input"] = _echo(item["input"])
@@ -426,6 +428,11 @@ def _trimmed(errors: Iterable[Any]) -> list[Any]:
         if isinstance(item.get("ctx"), dict):
             item["ctx"] = {key: _echo(str(v)) for key, v in item["ctx"].items()}
         result.append(item)
+    if len(errors) > _MAX_ERRORS:
+        more = len(errors) - _MAX_ERRORS
+        result.append(
+            {"type": "too_many_errors", "loc": ["body"], "msg": f"{more} more errors not shown"}
+        )
     encoded: list[Any] = jsonable_encoder(result)
     return encoded
 
@@ -470,12 +477,12 @@ def _bounded_int(text: str) -> int:
 
 
 def _unique_keys(pairs: list[tuple[str, Any]]) -> dict[str, Any]:
-    result = dict(pairs)
-    if len(result) != len(pairs):
-        seen: set[str] = set()
-        duplicate = next(key for key, _ in pairs if key in seen or seen.add(key))  # type: ignore[func-returns-value]
-        msg = f"duplicate key {_shorten(duplicate, _ECHO_LIMIT)!r} in an object"
-        raise _BodyProblemError(msg)
+    result: dict[str, Any] = {}
+    for key, value in pairs:
+        if key in result:
+            msg = f"duplicate key {_shorten(key, _ECHO_LIMIT)!r} in an object"
+            raise _BodyProblemError(msg)
+        result[key] = value
     return result
 
 
