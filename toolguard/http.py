@@ -249,7 +249,8 @@ class ReviewDecision(BaseModel):
         """The decision in the wire format, with only the fields its type uses."""
         wire: dict[str, Any] = {"type": self.type}
         if self.edited_action is not None:
-            wire["edited_action"] = self.edited_action.model_dump()
+            # Lone surrogates (JSON text may escape them) become U+FFFD, in keys too.
+            wire["edited_action"] = clean_text(self.edited_action.model_dump())
         if self.message is not None:
             wire["message"] = self.message
         return wire
