@@ -499,6 +499,8 @@ def _body_problem(body: bytes) -> str | None:
         text = body.decode("utf-8")
     except UnicodeDecodeError:
         return "the body is not valid UTF-8"
+    # Starlette's parser skips a byte order mark; check the same text it will read.
+    text = text.removeprefix("\ufeff")
     if _nesting(text) > MAX_BODY_DEPTH:
         return f"the JSON is nested more than {MAX_BODY_DEPTH} levels deep"
     try:

@@ -282,6 +282,29 @@ def test_a_lone_surrogate_in_an_edited_argument_name_is_cleaned_not_a_500() -> N
     with_paused_thread(check)
 
 
+@pytest.mark.parametrize(
+    ("args", "reason"),
+    [
+        ('{"to": NaN, "body": "Hi"}', "NaN is not a JSON number"),
+        (
+            '{"to": "a@example.com", "body": "Hi", "to": "b@example.com"}',
+            "duplicate key 'to' in an object",
+        ),
+    ],
+    ids=["nan", "duplicate"],
+)
+def test_a_byte_order_mark_does_not_smuggle_a_body_past_the_checks(args: str, reason: str) -> None:
+    """FastAPI reads a body that starts with a UTF-8 BOM; the checks read the same text."""
+
+    async def check(client: httpx.AsyncClient, thread_id: str, snapshot: dict[str, Any]) -> None:
+        raw = b"\xef\xbb\xbf" + edit_with_args(thread_id, args).encode()
+        response = await post(client, "/hitl/review", raw)
+        assert (response.status_code, response.json()) == (422, invalid(reason))
+        assert (await client.get(f"/hitl/threads/{thread_id}")).json() == snapshot
+
+    with_paused_thread(check)
+
+
 def test_duplicate_keys_inside_edited_args_are_422() -> None:
     """Two "to" keys in an edit: the reviewer's page and the tool could disagree; refused."""
 
