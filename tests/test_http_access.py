@@ -233,6 +233,20 @@ async def test_a_concurrent_save_wins_over_the_refusal_record() -> None:
     assert await store.load(tid) == before
 
 
+async def test_a_refusal_while_decisions_are_applied_is_not_recorded() -> None:
+    """Recording would bump the version under the run applying decisions; it is refused only."""
+    chat = make_chat(Calls(), {"alice"})
+    turn = await chat.send_message("mail alice")
+    state = await chat.store.load(turn.thread_id)
+    assert state is not None
+    running = await chat.store.save(
+        state.model_copy(update={"status": "running"}), expected_version=state.version
+    )
+    with pytest.raises(AccessDeniedError):
+        await chat.get_thread(turn.thread_id, actor="mallory")
+    assert await chat.store.load(turn.thread_id) == running
+
+
 @pytest.mark.parametrize("actor", [42, b"alice", ["alice"]])
 async def test_an_actor_that_is_not_text_is_a_type_error(actor: Any) -> None:
     """actor must be a str or None, with or without a hook."""

@@ -617,7 +617,8 @@ class ReviewedChat:
             actor,
             detail,
         )
-        if not repeated and trailing < _REFUSALS_IN_A_ROW:
+        # Not while decisions are applied: recording would make that run's own save fail.
+        if not repeated and trailing < _REFUSALS_IN_A_ROW and state.status != "running":
             event = AuditEvent(
                 at=self.clock(),
                 kind="refused",

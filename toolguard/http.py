@@ -28,6 +28,16 @@ whose ``detail`` is the error's text (in the language of
 409, a model that keeps calling tools a 500 and a failed model call a 502,
 each with the text in ``detail``.
 
+The routes defend themselves, whatever FastAPI version runs them: a
+``POST`` from a page of another origin is a 403, a body that is not
+``application/json`` a 415, one over ``max_body_bytes`` (1 MiB) a 413
+before it is read, hostile JSON (nested over 64 levels, ``NaN``, duplicate
+keys) a 422 before it is parsed; error answers echo only a short prefix of
+the input; every answer carries a strict Content-Security-Policy and the
+other security headers. The chat's ``access`` hook guards reads and
+messages (403). :func:`create_app` can also check the ``Host`` header
+(``allowed_hosts``, 421) against DNS rebinding. See docs/http.md.
+
 A whole app, with the approval page at ``/``::
 
     from toolguard import ReviewedChat, SQLiteStore
@@ -55,7 +65,9 @@ needed), with your login as the reviewer's identity::
 
 The chat reaches the routes through a dependency, so a test can swap it with
 ``app.dependency_overrides``. Put authentication in front of these routes in
-production: whoever may call them may approve the tools.
+production: whoever may call them may approve the tools (the ``reviewer``
+dependency's value, as text, is the actor of the ``authorize`` and
+``access`` hooks).
 """
 
 # No ``from __future__ import annotations`` here: FastAPI reads the routes'
@@ -346,7 +358,7 @@ class ThreadResponse(BaseModel):
 
 
 class ErrorResponse(BaseModel):
-    """The body of every 400, 403, 404, 409, 500 and 502 answer."""
+    """The body of every 400, 403, 404, 409, 413, 415, 421, 500 and 502 answer."""
 
     detail: str
     """What went wrong; for refused decisions, the error's catalog text."""
@@ -427,7 +439,10 @@ def _trimmed(errors: Sequence[Any]) -> list[Any]:
         if "loc" in item:
             item["loc"] = [_echo(part) for part in item["loc"]]
         if isinstance(item.get("ctx"), dict):
-            item["ctx"] = {key: _echo(str(v)) for key, v in item["ctx"].items()}
+            item["ctx"] = {
+                key: _echo(v if isinstance(v, (str, int, float)) else str(v))
+                for key, v in item["ctx"].items()
+            }
         result.append(item)
     if len(errors) > _MAX_ERRORS:
         more = len(errors) - _MAX_ERRORS
