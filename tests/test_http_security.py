@@ -26,6 +26,7 @@ from fastapi import FastAPI, Header, HTTPException
 from tests.test_http import running
 from tests.test_serve import command_env, free_port, wait_for_page
 from toolguard import ModelResponse, ReviewedChat, ScriptedModel, ToolCall
+from toolguard import _serve as serve_defaults
 from toolguard._serve import default_hosts, serve
 from toolguard.http import (
     CONTENT_SECURITY_POLICY,
@@ -422,6 +423,7 @@ def chat_body(size: int) -> bytes:
 async def test_the_default_limit_is_one_mebibyte() -> None:
     """A body of exactly 1 MiB is read; one byte more is a 413."""
     assert DEFAULT_MAX_BODY_BYTES == 1_048_576
+    assert serve_defaults.DEFAULT_MAX_BODY_BYTES == DEFAULT_MAX_BODY_BYTES
     async with client_for(create_app(make_chat(Outbox()))) as client:
         ok = await client.post(
             "/hitl/chat", content=chat_body(DEFAULT_MAX_BODY_BYTES), headers=JSON_TYPE
