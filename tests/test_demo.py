@@ -886,6 +886,9 @@ def test_serve_passes_the_options(monkeypatch: pytest.MonkeyPatch) -> None:
     argv = ["serve", "--tools", "app:tools", "--model", "m", "--base-url", "http://x/v1"]
     assert main([*argv, "--db", "t.db", "--host", "localhost", "--port", "9000"]) == 0
     assert main(["serve"]) == 0
+    security = ["--max-body-bytes", "5000", "--allow-origin", "https://a.example"]
+    assert main(["serve", *security, "--allow-host", "a.lan", "--allow-host", "b.lan:1"]) == 0
+    defaults = {"max_body_bytes": 1048576, "allow_origins": [], "allow_hosts": []}
     assert received == [
         {
             "tools": "app:tools",
@@ -894,6 +897,7 @@ def test_serve_passes_the_options(monkeypatch: pytest.MonkeyPatch) -> None:
             "db": "t.db",
             "host": "localhost",
             "port": 9000,
+            **defaults,
         },
         {
             "tools": None,
@@ -902,8 +906,34 @@ def test_serve_passes_the_options(monkeypatch: pytest.MonkeyPatch) -> None:
             "db": None,
             "host": "127.0.0.1",
             "port": 8000,
+            **defaults,
+        },
+        {
+            "tools": None,
+            "model": None,
+            "base_url": None,
+            "db": None,
+            "host": "127.0.0.1",
+            "port": 8000,
+            "max_body_bytes": 5000,
+            "allow_origins": ["https://a.example"],
+            "allow_hosts": ["a.lan", "b.lan:1"],
         },
     ]
+
+
+@pytest.mark.parametrize("value", ["0", "-1", "lots"])
+def test_serve_refuses_a_body_limit_that_is_not_a_positive_number(
+    value: str, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """--max-body-bytes must be a positive integer: argparse exits 2 naming it."""
+    with pytest.raises(SystemExit) as caught:
+        main(["serve", "--max-body-bytes", value])
+    assert caught.value.code == 2
+    assert capsys.readouterr().err.splitlines()[-1] == (
+        "toolguard serve: error: argument --max-body-bytes: expected a positive number of"
+        f" bytes, got {value!r}"
+    )
 
 
 def test_serve_without_the_server_module_exits_2(

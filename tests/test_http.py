@@ -950,6 +950,8 @@ async def test_openapi_lists_the_api_routes() -> None:
         "403",
         "404",
         "409",
+        "413",
+        "415",
         "422",
         "500",
         "502",

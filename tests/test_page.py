@@ -632,3 +632,42 @@ def test_review_deadline_is_shown_and_a_late_decision_is_refused(tab: Page) -> N
         expect(tab.get_by_test_id("review-deadline")).to_be_hidden()
         expect(tab.get_by_test_id("chat-input")).to_be_enabled()
         assert outbox.done == []
+
+
+def test_the_page_works_under_its_content_security_policy(browser: Browser, server: Server) -> None:
+    """The strict CSP is sent, a review runs without a violation, inline script is blocked."""
+    from toolguard.http import CONTENT_SECURITY_POLICY
+
+    server.outbox.done.clear()
+    context = browser.new_context(viewport={"width": 900, "height": 900})
+    csp_tab = context.new_page()
+    csp_tab.set_default_timeout(TIMEOUT_MS)
+    console: list[str] = []
+    csp_tab.on("console", lambda message: console.append(f"{message.type}: {message.text}"))
+    csp_tab.add_init_script(
+        "window.__violations = [];"
+        " document.addEventListener('securitypolicyviolation',"
+        " (e) => window.__violations.push(e.effectiveDirective));"
+    )
+    try:
+        loaded = csp_tab.goto(server.url + "/")
+        assert loaded is not None
+        assert loaded.headers["content-security-policy"] == CONTENT_SECURITY_POLICY
+        send(csp_tab, "Please mail Bob and book the team lunch")
+        expect(csp_tab.get_by_test_id("approval-card")).to_have_count(2)
+        csp_tab.get_by_test_id("approve-all").click()
+        expect(replies(csp_tab)).to_have_count(1)
+        csp_tab.reload()
+        expect(replies(csp_tab)).to_have_count(1)
+        assert csp_tab.evaluate("window.__violations") == []
+        assert [line for line in console if "Content Security Policy" in line] == []
+        ran = csp_tab.evaluate(
+            """() => { const s = document.createElement('script');
+                s.textContent = 'window.__inline = true'; document.body.appendChild(s);
+                return window.__inline === true; }"""
+        )
+        assert ran is False
+        assert csp_tab.evaluate("window.__violations") == ["script-src-elem"]
+    finally:
+        context.close()
+    assert len(server.outbox.done) == 2

@@ -12,9 +12,18 @@ tool call.
 from __future__ import annotations
 
 from toolguard._audit import AuditEvent, AuditKind
-from toolguard._chat import Authorizer, BlockingChat, ChatTurn, ReviewedChat, ReviewedChatUseCase
+from toolguard._chat import (
+    AccessHook,
+    AccessOperation,
+    Authorizer,
+    BlockingChat,
+    ChatTurn,
+    ReviewedChat,
+    ReviewedChatUseCase,
+)
 from toolguard._classify import DEFAULT_VERBS, Classification, Classifier, split_words
 from toolguard._errors import (
+    AccessDeniedError,
     ActionRejectedError,
     AlreadyResumedError,
     ApprovalRequiredError,
@@ -78,6 +87,9 @@ __all__ = [
     "DEFAULT_VERBS",
     "NO_DECISION",
     "REJECTED_BY_USER_MESSAGE",
+    "AccessDeniedError",
+    "AccessHook",
+    "AccessOperation",
     "Action",
     "ActionRejectedError",
     "ActionRequest",

@@ -20,7 +20,7 @@ from collections.abc import Awaitable, Callable, Iterator, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta
-from typing import Any, TypeAlias
+from typing import Any, Literal, TypeAlias
 from uuid import UUID
 
 from anyio.from_thread import BlockingPortal, start_blocking_portal
@@ -28,6 +28,7 @@ from anyio.from_thread import BlockingPortal, start_blocking_portal
 from toolguard._audit import AuditEvent, final_event, requested_event, to_jsonl
 from toolguard._classify import Classifier
 from toolguard._errors import (
+    AccessDeniedError,
     NoPendingReviewError,
     ReviewerNotAllowedError,
     ReviewExpiredError,
@@ -108,6 +109,16 @@ def _only_refusals_added(read: ThreadState, fresh: ThreadState) -> bool:
         return False
     same = {"version", "updated_at", "audit"}
     return read.model_dump(exclude=same) == fresh.model_dump(exclude=same)
+
+
+AccessOperation: TypeAlias = Literal["read", "audit", "message"]
+"""What an actor asks to do with a thread: read it, read its audit trail, or post a message."""
+
+AccessHook: TypeAlias = Callable[[str | None, ThreadState, AccessOperation], bool | Awaitable[bool]]
+"""Decides whether ``actor`` may do ``operation`` on ``thread`` (``ReviewedChat(access=...)``)."""
+
+_REFUSALS_IN_A_ROW = 20
+"""At most this many ``refused`` events in a row are recorded by the access hook's refusals."""
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -268,6 +279,12 @@ class ReviewedChat:
             Fails closed: any other return value raises ``TypeError``, and an
             exception raised by the hook propagates unchanged; either way
             nothing is decided, run or recorded. ``None``: anyone may decide.
+        access: who may see or continue a thread: called as ``access(actor,
+            thread, operation)`` (sync or async) with ``operation`` one of
+            ``"read"`` (:meth:`get_thread`), ``"audit"`` (:meth:`audit_trail`)
+            and ``"message"`` (:meth:`send_message` to an existing thread);
+            return ``False`` to refuse (``AccessDeniedError``, audited as
+            ``refused``, nothing else changes). ``None``: anyone may.
         clock: the time source (tests pass a fake one).
         signing_key: secret for the digests binding approvals to the shown
             calls (see :class:`~toolguard.Runner`); keep it out of the store.
@@ -294,6 +311,7 @@ class ReviewedChat:
         sync_in_thread: bool = True,
         review_ttl: float | timedelta | None = None,
         authorize: Authorizer | None = None,
+        access: AccessHook | None = None,
         clock: Callable[[], datetime] = utcnow,
         signing_key: bytes | None = None,
     ) -> None:
@@ -315,18 +333,29 @@ class ReviewedChat:
         self.system_prompt = system_prompt
         self.max_steps = max_steps
         self.authorize = authorize
+        self.access = access
         self.clock = clock
         self._tool_schemas = self.toolset.openai_tools()
 
     # ------------------------------------------------------------------ reading
 
-    async def get_thread(self, thread_id: str) -> ThreadState:
+    async def get_thread(self, thread_id: str, *, actor: str | None = None) -> ThreadState:
         """The stored thread.
+
+        Args:
+            thread_id: the thread.
+            actor: who asks, for the ``access`` hook (operation ``"read"``).
 
         Raises:
             TypeError: ``thread_id`` is not text.
             UnknownThreadError: no thread has that id.
+            AccessDeniedError: the ``access`` hook refused ``actor``.
         """
+        state = await self._load(thread_id)
+        await self._check_access(actor, state, "read")
+        return state
+
+    async def _load(self, thread_id: str) -> ThreadState:
         _text_arg(thread_id, "thread_id")
         if clean_text(thread_id) != thread_id:
             # Lone surrogates: no stored thread has such an id (and no database takes it).
@@ -336,13 +365,20 @@ class ReviewedChat:
             raise UnknownThreadError(thread_id)
         return state
 
-    async def audit_trail(self, thread_id: str) -> list[AuditEvent]:
+    async def audit_trail(self, thread_id: str, *, actor: str | None = None) -> list[AuditEvent]:
         """Every audit event of a thread, oldest first.
+
+        Args:
+            thread_id: the thread.
+            actor: who asks, for the ``access`` hook (operation ``"audit"``).
 
         Raises:
             UnknownThreadError: no thread has that id.
+            AccessDeniedError: the ``access`` hook refused ``actor``.
         """
-        return list((await self.get_thread(thread_id)).audit)
+        state = await self._load(thread_id)
+        await self._check_access(actor, state, "audit")
+        return list(state.audit)
 
     async def export_audit(self, thread_ids: Sequence[str] | None = None) -> str:
         """The audit trail as JSON lines, for the given threads or every stored one.
@@ -358,12 +394,14 @@ class ReviewedChat:
             thread_ids = await lister()
         events: list[AuditEvent] = []
         for thread_id in thread_ids:
-            events.extend(await self.audit_trail(thread_id))
+            events.extend((await self._load(thread_id)).audit)
         return to_jsonl(events)
 
     # ------------------------------------------------------------------ the entry points
 
-    async def send_message(self, message: str, thread_id: str | None = None) -> ChatTurn:
+    async def send_message(
+        self, message: str, thread_id: str | None = None, *, actor: str | None = None
+    ) -> ChatTurn:
         """Send a user message and run the agent until it answers or pauses.
 
         A review past its deadline is closed first (its actions ``expired``,
@@ -372,6 +410,8 @@ class ReviewedChat:
         Args:
             message: the user's text.
             thread_id: an existing thread, or ``None`` to start a new one.
+            actor: who sends it, for the ``access`` hook (operation
+                ``"message"``, asked for an existing thread only).
 
         Returns:
             The reply, or the pending review when a guarded call waits.
@@ -380,6 +420,7 @@ class ReviewedChat:
             ReviewPendingError: the thread has actions awaiting decisions.
             ThreadBusyError: decisions are being applied in the thread.
             UnknownThreadError: no thread has that id.
+            AccessDeniedError: the ``access`` hook refused ``actor``.
             ModelError: the model failed; the thread keeps its last saved step.
             StepLimitError: the model kept calling tools for ``max_steps`` steps.
         """
@@ -394,7 +435,8 @@ class ReviewedChat:
                 state.messages.append({"role": "system", "content": self.system_prompt})
             expected: int | None = None
         else:
-            state = await self.get_thread(thread_id)
+            state = await self._load(thread_id)
+            await self._check_access(actor, state, "message")
             if state.status == "awaiting_review" and self._is_overdue(state):
                 state = await self._close(state, "expired")
             if state.status == "awaiting_review":
@@ -503,7 +545,7 @@ class ReviewedChat:
         Reviews are also expired on the next ``send_message`` or
         ``submit_review``; call this from a periodic job to close them sooner.
         """
-        state = await self.get_thread(thread_id)
+        state = await self._load(thread_id)
         if state.status == "awaiting_review" and self._is_overdue(state):
             await self._close(state, "expired")
             return True
@@ -521,7 +563,7 @@ class ReviewedChat:
         ``running``, or when ``ThreadBusyError`` persists. Do not call it
         while another live process is still applying the decisions.
         """
-        state = await self.get_thread(thread_id)
+        state = await self._load(thread_id)
         if state.status != "running" or state.pending is None:
             return False
         step = interrupted_turn(state.pending, state.decisions or [], self.clock())
@@ -575,7 +617,7 @@ class ReviewedChat:
         self, thread_id: str, review_id: str | None
     ) -> tuple[ThreadState, PendingTurn]:
         """The thread and its pending review, after the deadline and binding checks."""
-        state = await self.get_thread(thread_id)
+        state = await self._load(thread_id)
         if state.status == "awaiting_review" and self._is_overdue(state):
             await self._close(state, "expired")
             raise ReviewExpiredError(state.review_id or "")
@@ -687,6 +729,49 @@ class ReviewedChat:
                     raise NoPendingReviewError from None
                 state = fresh
 
+    async def _check_access(
+        self, actor: str | None, state: ThreadState, operation: AccessOperation
+    ) -> None:
+        """Ask the ``access`` hook; a refusal is audited (capped) and raises AccessDeniedError."""
+        actor = reviewer_id(actor, "actor")
+        if self.access is None:
+            return
+        verdict: object = self.access(actor, state, operation)
+        if inspect.isawaitable(verdict):
+            verdict = await verdict
+        if verdict is True:
+            return
+        if verdict is not False:
+            # Fails closed, like the authorize hook: nothing is read, changed or recorded.
+            msg = f"the access hook must return True or False, got {type(verdict).__name__}"
+            raise TypeError(msg)
+        detail = f"the access hook refused the operation {operation!r}"
+        trailing = 0
+        for past in reversed(state.audit):
+            if past.kind != "refused" or trailing >= _REFUSALS_IN_A_ROW:
+                break
+            trailing += 1
+        last = state.audit[-1] if state.audit else None
+        repeated = last is not None and (last.kind, last.actor, last.detail) == (
+            "refused",
+            actor,
+            detail,
+        )
+        # Not while decisions are applied: recording would make that run's own save fail.
+        if not repeated and trailing < _REFUSALS_IN_A_ROW and state.status != "running":
+            event = AuditEvent(
+                at=self.clock(),
+                kind="refused",
+                thread_id=state.thread_id,
+                review_id=state.review_id,
+                actor=actor,
+                detail=detail,
+            )
+            with contextlib.suppress(ConcurrentUpdateError):
+                # Only the audit trail changes; a concurrent save wins and keeps its state.
+                await self._save(state, state.version, audit=[*state.audit, event])
+        raise AccessDeniedError(actor, state.thread_id, operation)
+
     async def _close(
         self,
         state: ThreadState,
@@ -736,7 +821,29 @@ class ReviewedChat:
         return await self.model.complete(messages, self._tool_schemas)
 
     async def _save(self, state: ThreadState, expected: int | None, **changes: Any) -> ThreadState:
-        return await self.store.save(state.model_copy(update=changes), expected_version=expected)
+        """Compare-and-set save of ``state`` with ``changes``.
+
+        A concurrent save that only appended ``refused`` audit events (a
+        refused reviewer or reader) is not a competing change: the save is
+        made again on top of it, keeping those events, so a refusal can never
+        make this save fail. Any other concurrent change raises
+        ``ConcurrentUpdateError`` as before. The refusal caps bound the retries.
+        """
+        while True:
+            try:
+                return await self.store.save(
+                    state.model_copy(update=changes), expected_version=expected
+                )
+            except ConcurrentUpdateError:  # noqa: PERF203 - retried only over refusals (capped)
+                if expected is None or expected != state.version:
+                    raise
+                fresh = await self.store.load(state.thread_id)
+                if fresh is None or not _only_refusals_added(state, fresh):
+                    raise
+                if "audit" in changes:
+                    added = changes["audit"][len(state.audit) :]
+                    changes = {**changes, "audit": [*fresh.audit, *added]}
+                state, expected = fresh, fresh.version
 
     async def _loop(
         self,
@@ -849,9 +956,14 @@ class BlockingChat:
         self._chat = chat
         self._portal = portal
 
-    def send_message(self, message: str, thread_id: str | None = None) -> ChatTurn:
+    def send_message(
+        self, message: str, thread_id: str | None = None, *, actor: str | None = None
+    ) -> ChatTurn:
         """Blocking :meth:`ReviewedChat.send_message`."""
-        return self._portal.call(self._chat.send_message, message, thread_id)
+        turn: ChatTurn = self._portal.call(
+            functools.partial(self._chat.send_message, message, thread_id, actor=actor)
+        )
+        return turn
 
     def submit_review(
         self,
@@ -898,9 +1010,19 @@ class BlockingChat:
         done: bool = self._portal.call(self._chat.recover, thread_id)
         return done
 
-    def get_thread(self, thread_id: str) -> ThreadState:
+    def get_thread(self, thread_id: str, *, actor: str | None = None) -> ThreadState:
         """Blocking :meth:`ReviewedChat.get_thread`."""
-        return self._portal.call(self._chat.get_thread, thread_id)
+        state: ThreadState = self._portal.call(
+            functools.partial(self._chat.get_thread, thread_id, actor=actor)
+        )
+        return state
+
+    def audit_trail(self, thread_id: str, *, actor: str | None = None) -> list[AuditEvent]:
+        """Blocking :meth:`ReviewedChat.audit_trail`."""
+        events: list[AuditEvent] = self._portal.call(
+            functools.partial(self._chat.audit_trail, thread_id, actor=actor)
+        )
+        return events
 
 
 ReviewedChatUseCase = ReviewedChat

@@ -425,8 +425,22 @@ def _serve(args: argparse.Namespace) -> int:
         db=args.db,
         host=args.host,
         port=args.port,
+        max_body_bytes=args.max_body_bytes,
+        allow_origins=args.allow_origin,
+        allow_hosts=args.allow_host,
     )
     return result if isinstance(result, int) else 0
+
+
+def _positive_int(text: str) -> int:
+    try:
+        value = int(text)
+    except ValueError:
+        value = 0
+    if value < 1:
+        msg = f"expected a positive number of bytes, got {text!r}"
+        raise argparse.ArgumentTypeError(msg)
+    return value
 
 
 def load_object(spec: str) -> object:
@@ -507,6 +521,30 @@ def _parser() -> argparse.ArgumentParser:
     serve.add_argument("--db", metavar="PATH", help="keep conversations in this SQLite file")
     serve.add_argument("--host", default="127.0.0.1", help="the address to listen on")
     serve.add_argument("--port", type=int, default=8000, help="the port to listen on")
+    serve.add_argument(
+        "--max-body-bytes",
+        type=_positive_int,
+        default=1024 * 1024,
+        metavar="N",
+        help="refuse request bodies larger than N bytes with a 413 (default: 1048576)",
+    )
+    serve.add_argument(
+        "--allow-origin",
+        action="append",
+        default=[],
+        metavar="ORIGIN",
+        help="let pages of ORIGIN (scheme://host[:port]) send requests (repeatable)",
+    )
+    serve.add_argument(
+        "--allow-host",
+        action="append",
+        default=[],
+        metavar="HOST",
+        help=(
+            "also answer requests for HOST or HOST:PORT, e.g. the server's name when"
+            " listening on 0.0.0.0; '*' answers any Host (repeatable)"
+        ),
+    )
     serve.set_defaults(handler=_serve)
 
     tools = commands.add_parser(

@@ -11,6 +11,7 @@ builtin they resemble, so existing ``except`` clauses keep working::
     │   ├── StaleReviewError            the decisions answer a review that is no longer current
     │   └── ReviewExpiredError          the review passed its deadline; nothing ran
     ├── ReviewerNotAllowedError         PermissionError: this reviewer may not decide here
+    ├── AccessDeniedError               PermissionError: the access hook refused a read or message
     ├── ReviewPendingError              RuntimeError: decisions are still awaited
     ├── AlreadyResumedError             RuntimeError: a paused turn was already resumed or closed
     ├── ThreadBusyError                 RuntimeError: decisions are being applied right now
@@ -136,6 +137,27 @@ class ReviewerNotAllowedError(ToolguardError, PermissionError):
 
     def __reduce__(self) -> tuple[Any, ...]:
         return (type(self), (self.reviewer, self.thread_id))
+
+
+class AccessDeniedError(ToolguardError, PermissionError):
+    """The chat's ``access`` hook refused this actor an operation on a thread; nothing changed.
+
+    ``operation`` is ``"read"`` (:meth:`~toolguard.ReviewedChat.get_thread`),
+    ``"audit"`` (:meth:`~toolguard.ReviewedChat.audit_trail`) or ``"message"``
+    (:meth:`~toolguard.ReviewedChat.send_message` to an existing thread). The
+    refusal is recorded in the thread's audit trail. Over HTTP this is a 403.
+    """
+
+    def __init__(self, actor: str | None, thread_id: str, operation: str) -> None:
+        self.actor = actor
+        self.thread_id = thread_id
+        self.operation = operation
+        super().__init__(
+            message("access_denied", actor=actor, thread_id=thread_id, operation=operation)
+        )
+
+    def __reduce__(self) -> tuple[Any, ...]:
+        return (type(self), (self.actor, self.thread_id, self.operation))
 
 
 class ThreadBusyError(ToolguardError, RuntimeError):

@@ -43,6 +43,9 @@ _CATALOGS: Final[dict[str, dict[str, str]]] = {
             " executed; send a new message to continue."
         ),
         "reviewer_refused": "Reviewer {reviewer!r} may not review conversation {thread_id!r}",
+        "access_denied": (
+            "Access denied: {actor!r} may not {operation!r} in conversation {thread_id!r}"
+        ),
         "thread_busy": (
             "Decisions are being applied in conversation {thread_id!r}. Try again shortly;"
             " if the process applying them stopped, run recover() for this thread."
@@ -82,6 +85,9 @@ _CATALOGS: Final[dict[str, dict[str, str]]] = {
             " kirim pesan baru untuk melanjutkan."
         ),
         "reviewer_refused": "Peninjau {reviewer!r} tidak boleh meninjau percakapan {thread_id!r}",
+        "access_denied": (
+            "Akses ditolak: {actor!r} tidak boleh {operation!r} di percakapan {thread_id!r}"
+        ),
         "thread_busy": (
             "Keputusan sedang diterapkan di percakapan {thread_id!r}. Coba lagi sebentar lagi;"
             " jika prosesnya berhenti, jalankan recover() untuk percakapan ini."

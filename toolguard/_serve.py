@@ -14,6 +14,7 @@ from __future__ import annotations
 import importlib
 import os
 import sys
+from collections.abc import Iterable, Sequence
 from typing import TYPE_CHECKING, Any
 
 from toolguard._chat import ReviewedChat
@@ -31,12 +32,22 @@ __all__ = [
     "build_app",
     "build_chat",
     "choose_model",
+    "default_hosts",
     "load_tools",
     "serve",
 ]
 
 DEFAULT_DB = "toolguard.sqlite3"
 """The SQLite file used when no ``--db`` is given (in the current directory)."""
+
+DEFAULT_MAX_BODY_BYTES = 1024 * 1024
+"""``--max-body-bytes`` when not given: 1 MiB (as :data:`toolguard.http.DEFAULT_MAX_BODY_BYTES`)."""
+
+_OPTION_NAMES = (
+    ("max_body_bytes", "--max-body-bytes"),
+    ("allowed_origins", "--allow-origin"),
+    ("allowed_hosts", "--allow-host"),
+)
 
 _LOCAL_API_KEY = "not-needed"  # local OpenAI-compatible servers want some key, not a real one
 
@@ -137,24 +148,54 @@ def build_chat(
         raise ServeError(msg) from exc
 
 
+def default_hosts(host: str, port: int) -> list[str]:
+    """The ``Host`` headers ``toolguard serve`` answers by default (against DNS rebinding).
+
+    The bound address and the loopback names, each with the port:
+    ``default_hosts("127.0.0.1", 8000)`` is ``["127.0.0.1:8000",
+    "localhost:8000", "[::1]:8000"]``.
+    """
+    bound = f"[{host}]" if ":" in host and not host.startswith("[") else host
+    names = dict.fromkeys([bound.lower(), "127.0.0.1", "localhost", "[::1]"])
+    return [f"{name}:{port}" for name in names]
+
+
 def build_app(
     *,
     tools: str | None = None,
     model: str | None = None,
     base_url: str | None = None,
     db: str | None = None,
+    max_body_bytes: int = DEFAULT_MAX_BODY_BYTES,
+    allowed_origins: Iterable[str] = (),
+    allowed_hosts: Iterable[str] | None = None,
 ) -> FastAPI:
     """The app ``toolguard serve`` runs: the chat API under ``/hitl`` and the page at ``/``.
 
-    The chat is ``app.state.chat``; close its store (``app.state.chat.store.close()``)
-    when done.
+    ``max_body_bytes``, ``allowed_origins`` and ``allowed_hosts`` go to
+    :func:`toolguard.http.create_app` (``allowed_hosts=None``: no Host check;
+    :func:`serve` passes :func:`default_hosts` plus ``--allow-host``). The
+    chat is ``app.state.chat``; close its store
+    (``app.state.chat.store.close()``) when done.
 
     Raises:
         ServeError: a setting cannot be used.
     """
     from toolguard.http import create_app  # noqa: PLC0415 - the http extra is optional
 
-    return create_app(build_chat(tools=tools, model=model, base_url=base_url, db=db))
+    chat = build_chat(tools=tools, model=model, base_url=base_url, db=db)
+    try:
+        return create_app(
+            chat,
+            max_body_bytes=max_body_bytes,
+            allowed_origins=allowed_origins,
+            allowed_hosts=allowed_hosts,
+        )
+    except (TypeError, ValueError) as exc:
+        close = getattr(chat.store, "close", None)
+        if close is not None:
+            close()
+        raise ServeError(str(exc)) from exc
 
 
 def _describe(model: ChatModel) -> str:
@@ -176,6 +217,9 @@ def serve(
     db: str | None,
     host: str = "127.0.0.1",
     port: int = 8000,
+    max_body_bytes: int = DEFAULT_MAX_BODY_BYTES,
+    allow_origins: Sequence[str] = (),
+    allow_hosts: Sequence[str] = (),
 ) -> int:
     """Serve the chat API and the approval page until interrupted.
 
@@ -186,6 +230,11 @@ def serve(
         db: the SQLite file for conversations; :data:`DEFAULT_DB` by default.
         host: the address to listen on.
         port: the port to listen on.
+        max_body_bytes: the largest request body; larger ones get a 413.
+        allow_origins: other origins whose pages may send ``POST`` requests.
+        allow_hosts: ``Host`` headers answered besides :func:`default_hosts`
+            (e.g. the server's name when listening on ``0.0.0.0``); ``"*"``
+            turns the check off. Any other Host gets a 421.
 
     Returns:
         The exit code: 130 after Ctrl-C, 2 for a setting that cannot be
@@ -196,9 +245,20 @@ def serve(
     try:
         import uvicorn  # noqa: PLC0415 - the http extra is optional
 
-        app = build_app(tools=tools, model=model, base_url=base_url, db=db)
+        app = build_app(
+            tools=tools,
+            model=model,
+            base_url=base_url,
+            db=db,
+            max_body_bytes=max_body_bytes,
+            allowed_origins=allow_origins,
+            allowed_hosts=[*default_hosts(host, port), *allow_hosts],
+        )
     except ServeError as exc:
-        sys.stderr.write(f"error: {exc}\n")
+        text = str(exc)
+        for name, option in _OPTION_NAMES:
+            text = text.replace(name, option)
+        sys.stderr.write(f"error: {text}\n")
         return 2
     except ImportError as exc:
         sys.stderr.write(

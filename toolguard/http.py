@@ -28,6 +28,16 @@ whose ``detail`` is the error's text (in the language of
 409, a model that keeps calling tools a 500 and a failed model call a 502,
 each with the text in ``detail``.
 
+The routes defend themselves, whatever FastAPI version runs them: a
+``POST`` from a page of another origin is a 403, a body that is not
+``application/json`` a 415, one over ``max_body_bytes`` (1 MiB) a 413
+before it is read, hostile JSON (nested over 64 levels, ``NaN``, duplicate
+keys) a 422 before it is parsed; error answers echo only a short prefix of
+the input; every answer carries a strict Content-Security-Policy and the
+other security headers. The chat's ``access`` hook guards reads and
+messages (403). :func:`create_app` can also check the ``Host`` header
+(``allowed_hosts``, 421) against DNS rebinding. See docs/http.md.
+
 A whole app, with the approval page at ``/``::
 
     from toolguard import ReviewedChat, SQLiteStore
@@ -55,18 +65,26 @@ needed), with your login as the reviewer's identity::
 
 The chat reaches the routes through a dependency, so a test can swap it with
 ``app.dependency_overrides``. Put authentication in front of these routes in
-production: whoever may call them may approve the tools.
+production: whoever may call them may approve the tools (the ``reviewer``
+dependency's value, as text, is the actor of the ``authorize`` and
+``access`` hooks).
 """
 
 # No ``from __future__ import annotations`` here: FastAPI reads the routes'
 # annotations at run time, and they refer to the router factory's locals.
 
 import json
-from collections.abc import Awaitable, Callable, Coroutine
+import logging
+import math
+import re
+from collections.abc import Awaitable, Callable, Coroutine, Iterable, Sequence
 from datetime import datetime
 from importlib import resources
+from itertools import accumulate
 from pathlib import Path
 from typing import Annotated, Any, Literal, TypeVar
+from urllib.parse import urlsplit
+from uuid import UUID
 
 try:
     import fastapi  # noqa: F401  (fail here, with a hint, when the extra is missing)
@@ -75,12 +93,14 @@ except ImportError as exc:  # pragma: no cover - depends on the environment
     raise ImportError(msg) from exc
 
 from fastapi import APIRouter, Depends, FastAPI, HTTPException, Request, Response, status
+from fastapi import Path as PathParam
 from fastapi.encoders import jsonable_encoder
 from fastapi.exceptions import RequestValidationError
 from fastapi.responses import FileResponse, JSONResponse, PlainTextResponse
 from fastapi.routing import APIRoute
 from fastapi.staticfiles import StaticFiles
 from pydantic import (
+    AfterValidator,
     BaseModel,
     ConfigDict,
     Field,
@@ -89,9 +109,13 @@ from pydantic import (
     ValidatorFunctionWrapHandler,
     field_validator,
 )
+from pydantic_core import PydanticCustomError
+from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
+from toolguard._audit import to_jsonl
 from toolguard._chat import ChatTurn, ReviewedChat
 from toolguard._errors import (
+    AccessDeniedError,
     InvalidReviewDecisionError,
     ModelError,
     NoPendingReviewError,
@@ -107,6 +131,9 @@ from toolguard._store import ConcurrentUpdateError, ThreadState, ThreadStatus
 from toolguard._version import __version__
 
 __all__ = [
+    "CONTENT_SECURITY_POLICY",
+    "DEFAULT_MAX_BODY_BYTES",
+    "MAX_BODY_DEPTH",
     "CancelRequest",
     "ChatRequest",
     "ChatResponse",
@@ -120,6 +147,61 @@ __all__ = [
 ]
 
 _T = TypeVar("_T")
+_log = logging.getLogger(__name__)
+
+DEFAULT_MAX_BODY_BYTES = 1024 * 1024
+"""The largest request body the routes read (1 MiB); larger ones get a 413."""
+
+MAX_BODY_DEPTH = 64
+"""The deepest nesting of arrays and objects a request body may have; deeper ones get a 422."""
+
+CONTENT_SECURITY_POLICY = (
+    "default-src 'none'; script-src 'self'; style-src 'self'; connect-src 'self';"
+    " img-src 'self' data:; base-uri 'none'; form-action 'none'; frame-ancestors 'none'"
+)
+"""The Content-Security-Policy of every response: no inline script or style, nothing from
+other sites, no framing."""
+
+_DOCS_POLICY = (
+    "default-src 'none'; script-src 'unsafe-inline' https://cdn.jsdelivr.net;"
+    " style-src 'unsafe-inline' https://cdn.jsdelivr.net; img-src 'self' data: https:;"
+    " font-src https:; worker-src blob:; connect-src 'self'; base-uri 'none';"
+    " form-action 'none'; frame-ancestors 'none'"
+)
+"""For FastAPI's /docs and /redoc pages only: they load Swagger UI / ReDoc from a CDN."""
+
+_HEADERS: dict[str, str] = {
+    "Content-Security-Policy": CONTENT_SECURITY_POLICY,
+    "X-Content-Type-Options": "nosniff",
+    "X-Frame-Options": "DENY",
+    "Referrer-Policy": "no-referrer",
+    "Cross-Origin-Resource-Policy": "same-origin",
+    "Cache-Control": "no-store",
+}
+_HEADER_NAMES = frozenset(name.lower().encode("latin-1") for name in _HEADERS)
+
+_ECHO_LIMIT = 100
+"""A 422 echoes at most this many characters of the offending input."""
+_MAX_ERRORS = 20
+"""A 422 lists at most this many validation errors (then how many more there were)."""
+_DETAIL_LIMIT = 500
+"""An error's ``detail`` text is cut to this many characters."""
+_ID_MAX_LENGTH = 128
+"""The longest thread or review id a body or path may carry (ids toolguard makes have 32)."""
+_MAX_INT_DIGITS = 4300
+"""The most digits an integer in a body may have (Python's own default limit)."""
+
+
+def _short_id(value: str) -> str:
+    # Not Field(max_length=...): pydantic's length constraint refuses lone surrogates.
+    if len(value) > _ID_MAX_LENGTH:
+        kind, text = "string_too_long", "String should have at most {max_length} characters"
+        raise PydanticCustomError(kind, text, {"max_length": _ID_MAX_LENGTH})
+    return value
+
+
+_Id = Annotated[str, AfterValidator(_short_id)]
+"""A thread or review id: text of at most 128 characters."""
 
 
 # --------------------------------------------------------------------------- request bodies
@@ -130,7 +212,7 @@ class ChatRequest(BaseModel):
 
     message: str = Field(min_length=1)
     """The user's text."""
-    thread_id: str | None = None
+    thread_id: _Id | None = None
     """An existing conversation; leave it out to start a new one."""
 
 
@@ -179,7 +261,8 @@ class ReviewDecision(BaseModel):
         """The decision in the wire format, with only the fields its type uses."""
         wire: dict[str, Any] = {"type": self.type}
         if self.edited_action is not None:
-            wire["edited_action"] = self.edited_action.model_dump()
+            # Lone surrogates (JSON text may escape them) become U+FFFD, in keys too.
+            wire["edited_action"] = clean_text(self.edited_action.model_dump())
         if self.message is not None:
             wire["message"] = self.message
         return wire
@@ -188,11 +271,11 @@ class ReviewDecision(BaseModel):
 class ReviewRequest(BaseModel):
     """The body of ``POST /hitl/review``."""
 
-    thread_id: str
+    thread_id: _Id
     """The conversation whose review this answers."""
     decisions: list[ReviewDecision] = Field(min_length=1)
     """One decision per action, in the order of ``action_requests``."""
-    review_id: str | None = None
+    review_id: _Id | None = None
     """The review these decisions answer (``review_id`` of the chat answer); recommended,
     so that a late decision never approves a newer request."""
 
@@ -200,9 +283,9 @@ class ReviewRequest(BaseModel):
 class CancelRequest(BaseModel):
     """The body of ``POST /hitl/cancel``."""
 
-    thread_id: str
+    thread_id: _Id
     """The conversation whose pending review is cancelled."""
-    review_id: str | None = None
+    review_id: _Id | None = None
     """The review being cancelled; recommended, as for a review."""
     reason: str | None = None
     """Why, for the model and the audit trail."""
@@ -275,7 +358,7 @@ class ThreadResponse(BaseModel):
 
 
 class ErrorResponse(BaseModel):
-    """The body of every 400, 403, 404, 409, 500 and 502 answer."""
+    """The body of every 400, 403, 404, 409, 413, 415, 421, 500 and 502 answer."""
 
     detail: str
     """What went wrong; for refused decisions, the error's catalog text."""
@@ -289,6 +372,7 @@ _STATUS: tuple[tuple[type[Exception], int], ...] = (
     (NoPendingReviewError, status.HTTP_400_BAD_REQUEST),
     (ReviewPendingError, status.HTTP_400_BAD_REQUEST),
     (ReviewerNotAllowedError, status.HTTP_403_FORBIDDEN),
+    (AccessDeniedError, status.HTTP_403_FORBIDDEN),
     (UnknownThreadError, status.HTTP_404_NOT_FOUND),
     (ThreadBusyError, status.HTTP_409_CONFLICT),
     (ConcurrentUpdateError, status.HTTP_409_CONFLICT),
@@ -298,13 +382,22 @@ _STATUS: tuple[tuple[type[Exception], int], ...] = (
 _HANDLED = tuple(kind for kind, _ in _STATUS)
 
 
+class _Refusal(HTTPException):
+    """An error answer the router renders itself, with the security headers."""
+
+
+def _shorten(text: str, limit: int) -> str:
+    return text if len(text) <= limit else text[:limit] + "\u2026"
+
+
 async def _answer(call: Awaitable[_T]) -> _T:
     """Await ``call``, turning toolguard's errors into HTTP errors with the text in ``detail``."""
     try:
         return await call
     except _HANDLED as exc:
         code = next(code for kind, code in _STATUS if isinstance(exc, kind))
-        raise HTTPException(status_code=code, detail=clean_text(str(exc))) from exc
+        detail = _shorten(clean_text(str(exc)), _DETAIL_LIMIT)
+        raise _Refusal(status_code=code, detail=detail) from exc
 
 
 class _AsciiJSONResponse(JSONResponse):
@@ -316,45 +409,386 @@ class _AsciiJSONResponse(JSONResponse):
         ).encode("ascii")
 
 
+def _reply(code: int, detail: Any) -> _AsciiJSONResponse:
+    return _AsciiJSONResponse(status_code=code, content={"detail": detail}, headers=_HEADERS)
+
+
 def _invalid_body(reason: str) -> _AsciiJSONResponse:
     error = {"type": "json_invalid", "loc": ["body"], "msg": "JSON decode error", "input": {}}
-    return _AsciiJSONResponse(
-        status_code=422,
-        content={"detail": [{**error, "ctx": {"error": reason}}]},
-    )
+    return _reply(422, [{**error, "ctx": {"error": reason}}])
 
 
-class _Route(APIRoute):
-    """Answers every malformed body with a 422, wherever the router is mounted.
+def _echo(value: Any) -> Any:
+    """``value`` if its JSON text is short, else the first characters of that text and ``…``."""
+    if isinstance(value, str):
+        return _shorten(value, _ECHO_LIMIT)
+    try:
+        text = json.dumps(value, ensure_ascii=False, default=repr)
+    except (TypeError, ValueError, RecursionError):
+        text = repr(value)
+    return value if len(text) <= _ECHO_LIMIT else _shorten(text, _ECHO_LIMIT)
 
-    FastAPI answers a body that is not UTF-8 with a generic 400 and renders
-    validation errors with the app's handler, which fails on a lone surrogate
-    echoed from the body (a 500). The router keeps both cases in its
-    documented contract: 422, with the errors in ``detail``.
+
+def _trimmed(errors: Sequence[Any]) -> list[Any]:
+    """The first validation errors, whose ``input``, ``loc`` and ``ctx`` echo a short prefix."""
+    result = []
+    for error in errors[:_MAX_ERRORS]:
+        item = dict(error)
+        if "input" in item:
+            item["input"] = _echo(item["input"])
+        if "loc" in item:
+            item["loc"] = [_echo(part) for part in item["loc"]]
+        if isinstance(item.get("ctx"), dict):
+            item["ctx"] = {
+                key: _echo(v if isinstance(v, (str, int, float)) else str(v))
+                for key, v in item["ctx"].items()
+            }
+        result.append(item)
+    if len(errors) > _MAX_ERRORS:
+        more = len(errors) - _MAX_ERRORS
+        result.append(
+            {"type": "too_many_errors", "loc": ["body"], "msg": f"{more} more errors not shown"}
+        )
+    encoded: list[Any] = jsonable_encoder(result)
+    return encoded
+
+
+# --------------------------------------------------------------------------- hostile bodies
+
+
+class _BodyProblemError(ValueError):
+    """Why a body that Python's ``json`` would read is still refused (422)."""
+
+
+_ESCAPE = re.compile(r"\\.", re.DOTALL)
+_NOT_BRACKET = re.compile(r"[^\[\]{}]+")
+_STEP = {"[": 1, "{": 1, "]": -1, "}": -1}
+
+
+def _nesting(text: str) -> int:
+    """How deeply arrays and objects nest in JSON ``text`` (linear, no recursion)."""
+    outside_strings = _ESCAPE.sub("", text).split('"')[::2]
+    brackets = _NOT_BRACKET.sub("", "".join(outside_strings))
+    return max(accumulate(map(_STEP.__getitem__, brackets)), default=0)
+
+
+def _no_constant(name: str) -> Any:
+    msg = f"{name} is not a JSON number"
+    raise _BodyProblemError(msg)
+
+
+def _finite(text: str) -> float:
+    value = float(text)
+    if not math.isfinite(value):
+        msg = "a number is too large for a float"
+        raise _BodyProblemError(msg)
+    return value
+
+
+def _bounded_int(text: str) -> int:
+    if len(text.lstrip("-")) > _MAX_INT_DIGITS:
+        msg = f"an integer has more than {_MAX_INT_DIGITS} digits"
+        raise _BodyProblemError(msg)
+    return int(text)
+
+
+def _unique_keys(pairs: list[tuple[str, Any]]) -> dict[str, Any]:
+    result: dict[str, Any] = {}
+    for key, value in pairs:
+        if key in result:
+            msg = f"duplicate key {_shorten(key, _ECHO_LIMIT)!r} in an object"
+            raise _BodyProblemError(msg)
+        result[key] = value
+    return result
+
+
+def _body_problem(body: bytes) -> str | None:
+    """Why ``body`` is refused before FastAPI reads it, or ``None`` (FastAPI's own checks follow).
+
+    Not UTF-8, nested deeper than :data:`MAX_BODY_DEPTH`, ``NaN`` or
+    ``Infinity`` (not JSON), a number beyond a float or with more than 4300
+    digits, or an object with a duplicate key. JSON syntax errors are left to
+    FastAPI, which answers them with its ``json_invalid`` 422.
     """
+    try:
+        text = body.decode("utf-8")
+    except UnicodeDecodeError:
+        return "the body is not valid UTF-8"
+    # Starlette's parser skips a byte order mark; check the same text it will read.
+    text = text.removeprefix("\ufeff")
+    if _nesting(text) > MAX_BODY_DEPTH:
+        return f"the JSON is nested more than {MAX_BODY_DEPTH} levels deep"
+    try:
+        json.loads(
+            text,
+            parse_constant=_no_constant,
+            parse_float=_finite,
+            parse_int=_bounded_int,
+            object_pairs_hook=_unique_keys,
+        )
+    except _BodyProblemError as exc:
+        return str(exc)
+    except json.JSONDecodeError:
+        return None
+    except (ValueError, RecursionError):  # pragma: no cover - the checks above come first
+        return "the JSON cannot be read"
+    return None
 
-    def get_route_handler(self) -> Callable[[Request], Coroutine[Any, Any, Response]]:
-        handle = super().get_route_handler()
 
-        async def route(request: Request) -> Response:
-            body = await request.body()
-            try:
-                body.decode("utf-8")
-            except UnicodeDecodeError:
-                return _invalid_body("the body is not valid UTF-8")
-            try:
-                return await handle(request)
-            except RequestValidationError as exc:
-                return _AsciiJSONResponse(
-                    status_code=422,
-                    content={"detail": jsonable_encoder(exc.errors())},
-                )
+# --------------------------------------------------------------------------- cross-site requests
 
-        return route
+_SAFE_METHODS = frozenset({"GET", "HEAD", "OPTIONS"})
+_DEFAULT_PORTS = {"http": 80, "https": 443}
+_Origin = tuple[str, str, int]
+
+
+def _parse_origin(text: str) -> _Origin | None:
+    """``(scheme, host, port)`` of ``scheme://host[:port]``, or ``None`` if it is not one."""
+    try:
+        parts = urlsplit(text.strip())
+        port = parts.port
+    except ValueError:
+        return None
+    scheme, host = parts.scheme.lower(), parts.hostname
+    if scheme not in _DEFAULT_PORTS or not host or parts.path not in ("", "/"):
+        return None
+    if parts.query or parts.fragment or parts.username is not None:
+        return None
+    host = f"[{host}]" if ":" in host else host
+    return scheme, host.lower(), port if port is not None else _DEFAULT_PORTS[scheme]
+
+
+def _split_host(text: str) -> tuple[str, int | None] | None:
+    """``host`` and ``port`` of a Host header or an allow-list entry (``None``: malformed)."""
+    text = text.strip().lower()
+    if text.startswith("["):
+        end = text.find("]")
+        host, rest = text[: end + 1], text[end + 1 :]
+        if end < 0 or (rest and not rest.startswith(":")):
+            return None
+        port_text = rest[1:] if rest else None
+    else:
+        host, colon, port_text_or_empty = text.partition(":")
+        port_text = port_text_or_empty if colon else None
+    if not host:
+        return None
+    if port_text is None:
+        return host, None
+    if not port_text.isdigit() or not port_text.isascii() or int(port_text) > 65535:
+        return None
+    return host, int(port_text)
+
+
+def _own_origin(request: Request) -> _Origin | None:
+    """The origin the request was made to: its scheme and its Host header."""
+    scheme = request.url.scheme.lower()
+    host_header = request.headers.get("host")
+    if host_header is None or scheme not in _DEFAULT_PORTS:
+        return None
+    split = _split_host(host_header)
+    if split is None:
+        return None
+    host, port = split
+    return scheme, host, port if port is not None else _DEFAULT_PORTS[scheme]
+
+
+def _origins(allowed: Iterable[str]) -> frozenset[_Origin]:
+    if isinstance(allowed, str):
+        msg = f"allowed_origins must be a list of origins, not one string: [{allowed!r}]"
+        raise TypeError(msg)
+    parsed = set()
+    for entry in allowed:
+        item: object = entry  # checked at run time for untyped callers
+        if not isinstance(item, str):
+            msg = f"allowed_origins entries must be text, got {type(item).__name__}"
+            raise TypeError(msg)
+        origin = _parse_origin(entry)
+        if origin is None:
+            msg = (
+                f"allowed_origins: {entry!r} is not an origin; write scheme://host[:port],"
+                " e.g. 'https://admin.example.com' (no path; 'null' is never allowed)"
+            )
+            raise ValueError(msg)
+        parsed.add(origin)
+    return frozenset(parsed)
+
+
+class _Guard:
+    """What a router refuses before it reads a body: cross-site requests, non-JSON, too large."""
+
+    def __init__(self, max_body_bytes: int, allowed_origins: Iterable[str]) -> None:
+        if isinstance(max_body_bytes, bool) or not isinstance(max_body_bytes, int):
+            msg = f"max_body_bytes must be an int (bytes), got {type(max_body_bytes).__name__}"
+            raise TypeError(msg)
+        if max_body_bytes < 1:
+            msg = f"max_body_bytes must be at least 1, got {max_body_bytes}"
+            raise ValueError(msg)
+        self.max_body_bytes = max_body_bytes
+        self.allowed_origins = _origins(allowed_origins)
+
+    def cross_site(self, request: Request) -> bool:
+        """Whether a state-changing request comes from a page of another origin."""
+        origins = request.headers.getlist("origin")
+        site = request.headers.get("sec-fetch-site")
+        if len(origins) > 1:
+            return True
+        if origins:
+            origin = _parse_origin(origins[0])
+            if origin is None:  # "null" (sandboxed pages, redirects) and anything malformed
+                return True
+            if origin in self.allowed_origins:
+                return False
+            if origin != _own_origin(request):
+                return True
+        return site is not None and site.strip().lower() not in ("same-origin", "none")
+
+    def refusal(self, request: Request, *, reads_body: bool) -> Response | None:
+        """The 403, 415 or 413 for ``request``, or ``None`` when it may go on."""
+        if request.method not in _SAFE_METHODS and self.cross_site(request):
+            return _reply(
+                403,
+                "Cross-site request refused: state-changing requests must come from this"
+                " server's own pages, from clients that send no Origin header, or from an"
+                " origin allowed with allowed_origins (toolguard serve --allow-origin).",
+            )
+        if not reads_body:
+            return None
+        media_type, _, params = request.headers.get("content-type", "").partition(";")
+        charset = params.strip().lower().replace(" ", "")
+        if media_type.strip().lower() != "application/json" or charset not in (
+            "",
+            "charset=utf-8",
+            'charset="utf-8"',
+        ):
+            return _reply(
+                415,
+                "The request body must be JSON: send Content-Type: application/json (UTF-8).",
+            )
+        declared = request.headers.get("content-length", "").strip()
+        if declared.isdigit() and declared.isascii() and int(declared) > self.max_body_bytes:
+            return self.too_large()
+        return None
+
+    def too_large(self) -> Response:
+        return _reply(413, f"The request body is larger than {self.max_body_bytes} bytes.")
+
+    async def read(self, request: Request) -> bytes | None:
+        """The body, read chunk by chunk; ``None`` as soon as it passes the limit."""
+        chunks: list[bytes] = []
+        size = 0
+        async for chunk in request.stream():
+            size += len(chunk)
+            if size > self.max_body_bytes:
+                return None
+            chunks.append(chunk)
+        return b"".join(chunks)
+
+
+def _replay(request: Request, body: bytes) -> Request:
+    """A request whose body is ``body`` (already read); later receives go to the client."""
+    delivered = False
+    original = request.receive
+
+    async def receive() -> Message:
+        nonlocal delivered
+        if not delivered:
+            delivered = True
+            return {"type": "http.request", "body": body, "more_body": False}
+        return await original()
+
+    return Request(request.scope, receive)
+
+
+def _route_class(guard: _Guard) -> type[APIRoute]:
+    class _Route(APIRoute):
+        """Checks a request before FastAPI reads it, and renders every answer of the route.
+
+        Refuses cross-site writes (403), bodies that are not JSON (415) or too
+        large (413), and hostile JSON (422) before anything is parsed;
+        renders validation errors with a short echo of the input (FastAPI's
+        handler would echo it whole, and fails on a lone surrogate) and
+        toolguard's errors itself, so the router keeps its documented
+        contract wherever it is mounted; adds the security headers.
+        """
+
+        def get_route_handler(self) -> Callable[[Request], Coroutine[Any, Any, Response]]:
+            handle = super().get_route_handler()
+            reads_body = self.body_field is not None
+
+            async def route(request: Request) -> Response:
+                refused = guard.refusal(request, reads_body=reads_body)
+                if refused is not None:
+                    return refused
+                if reads_body:
+                    body = await guard.read(request)
+                    if body is None:
+                        return guard.too_large()
+                    problem = _body_problem(body) if body else None
+                    if problem is not None:
+                        return _invalid_body(problem)
+                    request = _replay(request, body)
+                try:
+                    response = await handle(request)
+                except RequestValidationError as exc:
+                    return _reply(422, _trimmed(exc.errors()))
+                except _Refusal as exc:
+                    return _reply(exc.status_code, exc.detail)
+                except HTTPException as exc:  # the app's own dependencies (e.g. a login)
+                    exc.headers = {**_HEADERS, **(exc.headers or {})}
+                    raise
+                for name, value in _HEADERS.items():
+                    response.headers[name] = value
+                return response
+
+            return route
+
+    return _Route
 
 
 def _error(description: str) -> dict[str, Any]:
     return {"model": ErrorResponse, "description": description}
+
+
+# --------------------------------------------------------------------------- the reviewer
+
+
+def _reviewer_text(value: object) -> str | None:
+    """The reviewer's id as text: ``str``, ``int`` and ``UUID`` are kept, as text."""
+    if value is None:
+        return None
+    if isinstance(value, str):
+        text: str = clean_text(str.__str__(value))
+        return text
+    if isinstance(value, int) and not isinstance(value, bool):
+        return int.__repr__(value)
+    if isinstance(value, UUID):
+        return str(value)
+    _log.error(
+        "toolguard.http: the reviewer dependency returned a %s; it must return a str, an int,"
+        " a UUID or None",
+        type(value).__name__,
+    )
+    raise _Refusal(
+        status_code=status.HTTP_500_INTERNAL_SERVER_ERROR,
+        detail=(
+            "Server misconfigured: the reviewer dependency must return a str, an int, a UUID or"
+            f" None, not a {_shorten(type(value).__name__, _ECHO_LIMIT)}."
+        ),
+    )
+
+
+def _reviewer_dependency(reviewer: Callable[..., Any] | None) -> Callable[..., Any]:
+    """A dependency that runs ``reviewer`` and gives its value as text (or ``None``)."""
+
+    def anonymous() -> None:
+        return None
+
+    source = reviewer or anonymous
+
+    def identity(value: Annotated[Any, Depends(source)]) -> str | None:
+        return _reviewer_text(value)
+
+    return identity
 
 
 # --------------------------------------------------------------------------- router and app
@@ -365,6 +799,8 @@ def create_router(
     *,
     prefix: str = "/hitl",
     reviewer: Callable[..., Any] | None = None,
+    max_body_bytes: int = DEFAULT_MAX_BODY_BYTES,
+    allowed_origins: Iterable[str] = (),
 ) -> APIRouter:
     """The chat's routes, to mount into any FastAPI app with ``include_router``.
 
@@ -372,27 +808,44 @@ def create_router(
         chat: the chat to serve; its store decides where threads live.
         prefix: the path in front of ``/chat``, ``/review``, ``/cancel`` and
             ``/threads``.
-        reviewer: a FastAPI dependency returning who decides (e.g. the
-            logged-in user's id, or ``None``). Its value goes to
-            ``submit_review``/``cancel_review`` as ``reviewer``, for the
-            chat's ``authorize`` hook and its audit trail. To require a login
-            on every route, pass ``dependencies=[Depends(...)]`` to
-            ``include_router``.
+        reviewer: a FastAPI dependency returning who is asking (e.g. the
+            logged-in user's id, or ``None``): a ``str``, an ``int`` or a
+            ``UUID`` (passed on as text); any other value is a setup error
+            answered with a 500. It goes to ``submit_review``/``cancel_review``
+            as ``reviewer`` (the chat's ``authorize`` hook and its audit
+            trail) and to ``get_thread``, ``audit_trail`` and
+            ``send_message`` as ``actor`` (the chat's ``access`` hook). To
+            require a login on every route, pass ``dependencies=[Depends(...)]``
+            to ``include_router``.
+        max_body_bytes: the largest body a route reads; a larger one gets a
+            413 before anything is parsed (default 1 MiB).
+        allowed_origins: origins (``scheme://host[:port]``) besides the
+            server's own whose pages may send ``POST`` requests; any other
+            ``Origin`` gets a 403.
 
     Returns:
         A router whose routes map toolguard's errors to status codes on their
-        own (400, 403, 404, 409, 500, 502), so the app needs no exception
-        handler.
+        own (400, 403, 404, 409, 500, 502), refuse cross-site writes (403),
+        bodies that are not JSON (415), too large (413) or hostile (422), and
+        send the security headers, so the app needs no exception handler.
+
+    Raises:
+        TypeError, ValueError: ``max_body_bytes`` or ``allowed_origins`` is invalid.
     """
+    guard = _Guard(max_body_bytes, allowed_origins)
 
     def get_chat() -> ReviewedChat:
         return chat
 
-    def anonymous() -> None:
-        return None
-
-    router = APIRouter(prefix=prefix, tags=["toolguard"], route_class=_Route)
+    who_asks = _reviewer_dependency(reviewer)
+    router = APIRouter(prefix=prefix, tags=["toolguard"], route_class=_route_class(guard))
+    refused: dict[int | str, dict[str, Any]] = {
+        403: _error("A cross-site request, or the chat's access hook refused the caller."),
+        413: _error("The body is larger than the limit."),
+        415: _error("The body is not JSON (Content-Type: application/json)."),
+    }
     common: dict[int | str, dict[str, Any]] = {
+        **refused,
         404: _error("No thread has that id."),
         409: _error("Another request is changing the thread at the same time."),
     }
@@ -401,6 +854,7 @@ def create_router(
         500: _error("The model kept calling tools without answering."),
         502: _error("The model call failed."),
     }
+    thread_path = Annotated[_Id, PathParam()]
 
     @router.post(
         "/chat",
@@ -411,10 +865,12 @@ def create_router(
         },
     )
     async def post_chat(
-        body: ChatRequest, reviewed_chat: Annotated[ReviewedChat, Depends(get_chat)]
+        body: ChatRequest,
+        reviewed_chat: Annotated[ReviewedChat, Depends(get_chat)],
+        who: Annotated[str | None, Depends(who_asks)],
     ) -> ChatResponse:
         """Send a user message; answers with the reply or the pending review."""
-        turn = await _answer(reviewed_chat.send_message(body.message, body.thread_id))
+        turn = await _answer(reviewed_chat.send_message(body.message, body.thread_id, actor=who))
         return ChatResponse.from_turn(turn)
 
     @router.post(
@@ -425,14 +881,14 @@ def create_router(
                 "Nothing is pending, the review is no longer current or has expired,"
                 " or the decisions do not answer the review."
             ),
-            403: _error("This reviewer may not decide in this thread."),
             **runs_model,
+            403: _error("A cross-site request, or this reviewer may not decide in this thread."),
         },
     )
     async def post_review(
         body: ReviewRequest,
         reviewed_chat: Annotated[ReviewedChat, Depends(get_chat)],
-        who: Annotated[str | None, Depends(reviewer or anonymous)],
+        who: Annotated[str | None, Depends(who_asks)],
     ) -> ChatResponse:
         """Answer the pending review; answers with the reply or the next pending review."""
         decisions = [decision.to_wire() for decision in body.decisions]
@@ -448,14 +904,14 @@ def create_router(
         response_model=ChatResponse,
         responses={
             400: _error("Nothing is pending, or the review is no longer current."),
-            403: _error("This reviewer may not decide in this thread."),
             **common,
+            403: _error("A cross-site request, or this reviewer may not decide in this thread."),
         },
     )
     async def post_cancel(
         body: CancelRequest,
         reviewed_chat: Annotated[ReviewedChat, Depends(get_chat)],
-        who: Annotated[str | None, Depends(reviewer or anonymous)],
+        who: Annotated[str | None, Depends(who_asks)],
     ) -> ChatResponse:
         """Cancel the pending review: nothing runs; the thread can go on with a new message."""
         turn = await _answer(
@@ -468,13 +924,18 @@ def create_router(
     @router.get(
         "/threads/{thread_id}",
         response_model=ThreadResponse,
-        responses={404: _error("No thread has that id.")},
+        responses={
+            403: _error("The chat's access hook refused the caller."),
+            404: _error("No thread has that id."),
+        },
     )
     async def get_thread(
-        thread_id: str, reviewed_chat: Annotated[ReviewedChat, Depends(get_chat)]
+        thread_id: thread_path,
+        reviewed_chat: Annotated[ReviewedChat, Depends(get_chat)],
+        who: Annotated[str | None, Depends(who_asks)],
     ) -> ThreadResponse:
         """The stored history, the pending review and the status of every action."""
-        state = await _answer(reviewed_chat.get_thread(thread_id))
+        state = await _answer(reviewed_chat.get_thread(thread_id, actor=who))
         return ThreadResponse.from_state(state)
 
     @router.get(
@@ -485,15 +946,18 @@ def create_router(
                 "content": {"application/x-ndjson": {}},
                 "description": "One audit event per line (JSON), oldest first.",
             },
+            403: _error("The chat's access hook refused the caller."),
             404: _error("No thread has that id."),
         },
     )
     async def get_audit(
-        thread_id: str, reviewed_chat: Annotated[ReviewedChat, Depends(get_chat)]
+        thread_id: thread_path,
+        reviewed_chat: Annotated[ReviewedChat, Depends(get_chat)],
+        who: Annotated[str | None, Depends(who_asks)],
     ) -> PlainTextResponse:
         """The thread's audit trail as JSON lines: requests, decisions (who, how) and outcomes."""
-        text = await _answer(reviewed_chat.export_audit([thread_id]))
-        return PlainTextResponse(text, media_type="application/x-ndjson")
+        events = await _answer(reviewed_chat.audit_trail(thread_id, actor=who))
+        return PlainTextResponse(to_jsonl(events), media_type="application/x-ndjson")
 
     return router
 
@@ -504,14 +968,117 @@ def _page_dir() -> Path | None:
     return folder if isinstance(folder, Path) and folder.is_dir() else None
 
 
+class _Hosts:
+    """An allow-list of ``Host`` headers: ``host:port``, ``host`` (any port) or ``*`` (any)."""
+
+    def __init__(self, entries: Iterable[str]) -> None:
+        if isinstance(entries, str):
+            msg = f"allowed_hosts must be a list of hosts, not one string: [{entries!r}]"
+            raise TypeError(msg)
+        self.anything = False
+        self.exact: set[tuple[str, int]] = set()
+        self.any_port: set[str] = set()
+        for entry in entries:
+            item: object = entry  # checked at run time for untyped callers
+            if not isinstance(item, str):
+                msg = f"allowed_hosts entries must be text, got {type(item).__name__}"
+                raise TypeError(msg)
+            split = _split_host(entry)
+            if entry == "*":
+                self.anything = True
+                continue
+            if split is None:
+                msg = (
+                    f"allowed_hosts: {entry!r} is not a host; write HOST, HOST:PORT or"
+                    " [IPv6]:PORT, e.g. 'localhost:8000', or '*' for any host"
+                )
+                raise ValueError(msg)
+            host, port = split
+            if port is None:
+                self.any_port.add(host)
+            else:
+                self.exact.add((host, port))
+
+    def allow(self, scope: Scope) -> bool:
+        if self.anything:
+            return True
+        values = [value for name, value in scope["headers"] if name == b"host"]
+        if len(values) != 1:
+            return False
+        split = _split_host(values[0].decode("latin-1"))
+        if split is None:
+            return False
+        host, port = split
+        if port is None:
+            port = _DEFAULT_PORTS.get(scope.get("scheme", "http"), 80)
+        return host in self.any_port or (host, port) in self.exact
+
+
+class _Protect:
+    """ASGI middleware of :func:`create_app`: the Host allow-list and the security headers.
+
+    Wraps every answer of the app — the page, its files, the API, the docs,
+    404s, 405s and the 500 of an unexpected error — so each carries the
+    headers.
+    """
+
+    def __init__(self, app: ASGIApp, *, hosts: _Hosts | None, docs: frozenset[str]) -> None:
+        self.app = app
+        self.hosts = hosts
+        self.docs = docs
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        if scope["type"] != "http":
+            await self.app(scope, receive, send)
+            return
+        policy = _DOCS_POLICY if scope["path"] in self.docs else CONTENT_SECURITY_POLICY
+        ours = [
+            (name.lower().encode("latin-1"), value.encode("latin-1"))
+            for name, value in {**_HEADERS, "Content-Security-Policy": policy}.items()
+        ]
+        started = False
+
+        async def send_with_headers(message: Message) -> None:
+            nonlocal started
+            if message["type"] == "http.response.start":
+                started = True
+                kept = [
+                    (k, v) for k, v in message.get("headers", []) if k.lower() not in _HEADER_NAMES
+                ]
+                message = {**message, "headers": [*kept, *ours]}
+            await send(message)
+
+        if self.hosts is not None and not self.hosts.allow(scope):
+            response = _reply(
+                status.HTTP_421_MISDIRECTED_REQUEST,
+                "Misdirected request: this server does not answer to the host in the Host"
+                " header (allow it with allowed_hosts, or toolguard serve --allow-host).",
+            )
+            await response(scope, receive, send_with_headers)
+            return
+        try:
+            await self.app(scope, receive, send_with_headers)
+        except Exception:
+            if not started:
+                await _reply(500, "Internal Server Error")(scope, receive, send_with_headers)
+            raise
+
+
 def create_app(
     chat: ReviewedChat,
     *,
     page: bool = True,
     title: str = "toolguard",
     reviewer: Callable[..., Any] | None = None,
+    max_body_bytes: int = DEFAULT_MAX_BODY_BYTES,
+    allowed_origins: Iterable[str] = (),
+    allowed_hosts: Iterable[str] | None = None,
 ) -> FastAPI:
     """A FastAPI app serving ``chat`` under ``/hitl`` and, optionally, the approval page.
+
+    Every answer carries the security headers (a strict
+    Content-Security-Policy, ``X-Frame-Options: DENY``, ``nosniff``,
+    ``Referrer-Policy: no-referrer``, ``Cache-Control: no-store``).
 
     Args:
         chat: the chat to serve (also available as ``app.state.chat``).
@@ -519,14 +1086,32 @@ def create_app(
             under ``/static/``. Without the page files in the package, ``/``
             answers 404.
         title: the app's title in the OpenAPI docs (``/docs``).
-        reviewer: a dependency returning who decides (see :func:`create_router`).
+        reviewer: a dependency returning who asks (see :func:`create_router`).
+        max_body_bytes: the largest request body (see :func:`create_router`).
+        allowed_origins: other origins whose pages may send ``POST`` requests
+            (see :func:`create_router`).
+        allowed_hosts: the ``Host`` headers the app answers, against DNS
+            rebinding: ``"host:port"``, ``"host"`` (any port), ``"[::1]:8000"``,
+            or ``"*"`` (any); any other Host gets a 421. ``None`` (default):
+            no check (``toolguard serve`` passes its own list).
 
     Returns:
         An ASGI app, e.g. for ``uvicorn``.
+
+    Raises:
+        TypeError, ValueError: an option is invalid (the text says which).
     """
+    hosts = _Hosts(allowed_hosts) if allowed_hosts is not None else None
+    router = create_router(
+        chat, reviewer=reviewer, max_body_bytes=max_body_bytes, allowed_origins=allowed_origins
+    )
     app = FastAPI(title=title, version=__version__)
     app.state.chat = chat
-    app.include_router(create_router(chat, reviewer=reviewer))
+    app.include_router(router)
+    docs = frozenset(
+        url for url in (app.docs_url, app.redoc_url, app.swagger_ui_oauth2_redirect_url) if url
+    )
+    app.add_middleware(_Protect, hosts=hosts, docs=docs)
     folder = _page_dir() if page else None
     if folder is not None:
         index = folder / "index.html"
