@@ -41,6 +41,7 @@ from toolguard._messages import get_language, set_language
 from toolguard._model import ChatModel, Message, ModelResponse, ScriptedModel
 from toolguard._models import (
     ALLOWED_DECISIONS,
+    DECISION_TYPES,
     NO_DECISION,
     REJECTED_BY_USER_MESSAGE,
     Action,
@@ -54,10 +55,13 @@ from toolguard._models import (
     PendingReview,
     PendingTurn,
     RejectDecision,
+    RespondDecision,
+    ResultOutcome,
     ReviewConfig,
     ToolCall,
     ToolResult,
 )
+from toolguard._results import ResultTemplates
 from toolguard._runner import EditPolicy, Runner, Step, parse_tool_call
 from toolguard._sqlite import SchemaVersionError, SQLiteStore
 from toolguard._store import (
@@ -74,6 +78,7 @@ from toolguard._version import __version__
 
 __all__ = [
     "ALLOWED_DECISIONS",
+    "DECISION_TYPES",
     "DEFAULT_VERBS",
     "NO_DECISION",
     "REJECTED_BY_USER_MESSAGE",
@@ -107,6 +112,9 @@ __all__ = [
     "PendingReview",
     "PendingTurn",
     "RejectDecision",
+    "RespondDecision",
+    "ResultOutcome",
+    "ResultTemplates",
     "ReviewConfig",
     "ReviewExpiredError",
     "ReviewPendingError",

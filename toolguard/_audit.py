@@ -18,6 +18,7 @@ AuditKind = Literal[
     "executed",
     "failed",
     "rejected",
+    "responded",
     "expired",
     "cancelled",
     "interrupted",
@@ -30,7 +31,7 @@ class AuditEvent(BaseModel):
     Every approval request has a ``requested`` event, at most one
     ``decided`` event (with the reviewer, the decision and the arguments it
     allowed to run), and exactly one final event: ``executed``, ``failed``,
-    ``rejected``, ``expired``, ``cancelled`` or ``interrupted``. ``refused``
+    ``rejected``, ``responded``, ``expired``, ``cancelled`` or ``interrupted``. ``refused``
     records a reviewer the authorization hook turned away.
     """
 
@@ -55,9 +56,9 @@ class AuditEvent(BaseModel):
     actor: str | None = None
     """The reviewer, when known."""
     decision: str | None = None
-    """``approve``, ``edit`` or ``reject`` for ``decided`` events."""
+    """``approve``, ``edit``, ``reject`` or ``respond`` for ``decided`` events."""
     detail: str | None = None
-    """The reject reason, the result text, or why something was refused."""
+    """The reject reason, the respond message, the result text, or why something was refused."""
     digest: str | None = None
     """SHA-256 of the name and arguments shown for review."""
 

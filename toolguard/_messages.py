@@ -27,6 +27,10 @@ _CATALOGS: Final[dict[str, dict[str, str]]] = {
         "edited_action_shape": "'edited_action' must contain 'name' (text) and 'args' (object)",
         "decisions_not_list": "'decisions' must be a list of decision objects, got {kind}",
         "reject_message_type": "The 'message' of a 'reject' decision must be text, got {kind}",
+        "decision_not_allowed": (
+            "Decision {type} is not allowed for action {name}. Allowed: {allowed}"
+        ),
+        "respond_needs_message": "A 'respond' decision must include 'message' (text), got {kind}",
         "unknown_thread": (
             "Unknown thread_id {thread_id!r}: start a conversation with send_message"
         ),
@@ -57,6 +61,12 @@ _CATALOGS: Final[dict[str, dict[str, str]]] = {
         "decisions_not_list": "'decisions' harus berupa daftar objek keputusan, diterima {kind}",
         "reject_message_type": (
             "'message' pada keputusan 'reject' harus berupa teks, diterima {kind}"
+        ),
+        "decision_not_allowed": (
+            "Keputusan {type} tidak diizinkan untuk aksi {name}. Yang diizinkan: {allowed}"
+        ),
+        "respond_needs_message": (
+            "Keputusan 'respond' wajib menyertakan 'message' (teks), diterima {kind}"
         ),
         "unknown_thread": (
             "thread_id {thread_id!r} tidak dikenal: mulai percakapan dengan send_message"

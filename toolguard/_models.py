@@ -12,17 +12,29 @@ import hashlib
 import hmac
 import json
 import os
+from collections.abc import Sequence
 from datetime import datetime, timezone
 from typing import Annotated, Any, Final, Literal
 
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import (
+    BaseModel,
+    ConfigDict,
+    Field,
+    SerializerFunctionWrapHandler,
+    model_serializer,
+    model_validator,
+)
 
 from toolguard._messages import message
 
-DecisionType = Literal["approve", "edit", "reject"]
+DecisionType = Literal["approve", "edit", "reject", "respond"]
+"""A decision's ``type``, as in LangChain (``respond``: the reviewer answers for the tool)."""
 
 ALLOWED_DECISIONS: Final[tuple[DecisionType, ...]] = ("approve", "edit", "reject")
-"""The decisions a reviewer may take on every action, in this order."""
+"""The decisions a reviewer may take on every action by default, in this order."""
+
+DECISION_TYPES: Final[tuple[DecisionType, ...]] = ("approve", "edit", "reject", "respond")
+"""Every decision type a tool may allow (``requires_approval(allowed_decisions=...)``)."""
 
 REJECTED_BY_USER_MESSAGE: Final = "User rejected this action. It was not executed."
 """What the model reads when an action is rejected without a reason."""
@@ -66,7 +78,18 @@ class ActionRequest(_Wire):
     args: dict[str, Any]
     """The arguments the model proposed, as JSON data."""
     description: str
-    """Fixed text: ``Tool `NAME` is awaiting approval`` (or the tool's own override)."""
+    """Fixed text: ``Tool `NAME` is awaiting approval`` (or the tool's own override).
+
+    Optional on input, as in LangChain: a request without one gets the fixed text."""
+
+    @model_validator(mode="before")
+    @classmethod
+    def _default_description(cls, data: Any) -> Any:
+        if isinstance(data, dict) and data.get("description") is None:
+            name = data.get("name")
+            if isinstance(name, str):
+                return {**data, "description": message("action_description", name=name)}
+        return data
 
 
 class ReviewConfig(_Wire):
@@ -75,7 +98,8 @@ class ReviewConfig(_Wire):
     action_name: str
     """The tool's name, equal to the ``name`` of the matching action request."""
     allowed_decisions: list[DecisionType] = Field(default_factory=lambda: list(ALLOWED_DECISIONS))
-    """Always ``["approve", "edit", "reject"]``."""
+    """``["approve", "edit", "reject"]`` unless the tool allows others
+    (``requires_approval(allowed_decisions=...)``; LangChain payloads may list ``respond``)."""
 
 
 class PendingReview(_Wire):
@@ -91,8 +115,16 @@ class PendingReview(_Wire):
     """One item per action, same order."""
 
     @classmethod
-    def for_actions(cls, actions: list[tuple[str, dict[str, Any], str | None]]) -> PendingReview:
-        """Build the payload from ``(name, json_args, description_override)`` triples."""
+    def for_actions(
+        cls,
+        actions: list[tuple[str, dict[str, Any], str | None]],
+        allowed: Sequence[Sequence[DecisionType]] | None = None,
+    ) -> PendingReview:
+        """Build the payload from ``(name, json_args, description_override)`` triples.
+
+        ``allowed`` gives each action's allowed decisions (default: ``ALLOWED_DECISIONS``).
+        """
+        kinds = allowed if allowed is not None else [ALLOWED_DECISIONS] * len(actions)
         return cls(
             action_requests=[
                 ActionRequest(
@@ -102,7 +134,10 @@ class PendingReview(_Wire):
                 )
                 for name, args, description in actions
             ],
-            review_configs=[ReviewConfig(action_name=name) for name, _, _ in actions],
+            review_configs=[
+                ReviewConfig(action_name=name, allowed_decisions=list(kind))
+                for (name, _, _), kind in zip(actions, kinds, strict=True)
+            ],
         )
 
 
@@ -143,7 +178,24 @@ class RejectDecision(_Wire):
     """Why; missing or empty means ``REJECTED_BY_USER_MESSAGE``."""
 
 
-Decision = Annotated[ApproveDecision | EditDecision | RejectDecision, Field(discriminator="type")]
+class RespondDecision(_Wire):
+    """Do not run the tool; ``message`` is its result (LangChain's ``respond``).
+
+    For "ask the user" tools whose real implementation is a person's answer.
+    Allowed only for tools that list ``respond`` in their allowed decisions.
+    The result has status ``"success"`` (as in LangChain) and outcome ``"responded"``.
+    """
+
+    type: Literal["respond"] = "respond"
+    """Always ``"respond"``."""
+    message: str
+    """What the model reads as the tool's result."""
+
+
+AnyDecision = ApproveDecision | EditDecision | RejectDecision | RespondDecision
+"""Any decision model."""
+
+Decision = Annotated[AnyDecision, Field(discriminator="type")]
 """One decision: a union discriminated on ``type``."""
 
 
@@ -165,6 +217,20 @@ class ToolCall(_Wire):
 
 ResultStatus = Literal["success", "error"]
 
+ResultOutcome = Literal[
+    "rejected",
+    "no_decision",
+    "expired",
+    "cancelled",
+    "failed",
+    "invalid_arguments",
+    "unknown_tool",
+    "tampered",
+    "interrupted",
+    "responded",
+]
+"""Why a result is not the return value of a tool that ran (``ToolResult.outcome``)."""
+
 
 class ToolResult(_Wire):
     """The outcome of one tool call, as the model will read it."""
@@ -179,10 +245,31 @@ class ToolResult(_Wire):
     """The text for the model: the tool's return value as text, or the error."""
     value: Any = None
     """The return value as JSON data (``None`` for errors)."""
+    outcome: ResultOutcome | None = None
+    """``None`` when the tool ran and returned; else why not: ``rejected``,
+    ``no_decision``, ``expired``, ``cancelled``, ``failed`` (the tool raised),
+    ``invalid_arguments``, ``unknown_tool``, ``tampered``, ``interrupted`` or
+    ``responded`` (the reviewer answered for the tool; status ``success``).
+    Left out of dumps when ``None``, so a success result dumps as in 0.1.0."""
+
+    @model_serializer(mode="wrap")
+    def _dump(self, handler: SerializerFunctionWrapHandler) -> dict[str, Any]:
+        data: dict[str, Any] = handler(self)
+        if self.outcome is None:
+            data.pop("outcome", None)
+        return data
 
 
 ActionStatus = Literal[
-    "requested", "approved", "edited", "rejected", "executed", "failed", "expired", "cancelled"
+    "requested",
+    "approved",
+    "edited",
+    "rejected",
+    "responded",
+    "executed",
+    "failed",
+    "expired",
+    "cancelled",
 ]
 
 
@@ -190,7 +277,7 @@ class Action(_Wire):
     """One approval request and its lifecycle.
 
     ``requested`` → ``approved`` | ``edited`` → ``executed`` | ``failed``, or
-    ``requested`` → ``rejected`` (also ``expired`` / ``cancelled``).
+    ``requested`` → ``rejected`` | ``responded`` (also ``expired`` / ``cancelled``).
     """
 
     id: str
@@ -221,6 +308,16 @@ class Action(_Wire):
     """SHA-256 of the name and arguments shown to the reviewer; an approval covers only those."""
     reviewer: str | None = None
     """Who decided, when the decision came with a reviewer identity."""
+    allowed_decisions: list[DecisionType] = Field(default_factory=lambda: list(ALLOWED_DECISIONS))
+    """The decisions the reviewer may take (the tool's ``allowed_decisions``).
+    Left out of dumps when it is ``ALLOWED_DECISIONS``, so stored actions keep 0.1.0's form."""
+
+    @model_serializer(mode="wrap")
+    def _dump(self, handler: SerializerFunctionWrapHandler) -> dict[str, Any]:
+        data: dict[str, Any] = handler(self)
+        if tuple(self.allowed_decisions) == ALLOWED_DECISIONS:
+            data.pop("allowed_decisions", None)
+        return data
 
 
 class PendingTurn(_Wire):
@@ -251,5 +348,8 @@ class PendingTurn(_Wire):
             action_requests=[
                 ActionRequest(name=a.name, args=a.args, description=a.description) for a in waiting
             ],
-            review_configs=[ReviewConfig(action_name=a.name) for a in waiting],
+            review_configs=[
+                ReviewConfig(action_name=a.name, allowed_decisions=list(a.allowed_decisions))
+                for a in waiting
+            ],
         )
