@@ -45,11 +45,13 @@ from toolguard._models import (
     PendingReview,
     PendingTurn,
     RejectDecision,
+    RespondDecision,
     ToolCall,
     ToolResult,
     new_id,
     utcnow,
 )
+from toolguard._results import ResultTemplates, check_templates, result_text
 from toolguard._runner import CloseOutcome, EditPolicy, Runner, Step
 from toolguard._store import ConcurrentUpdateError, MemoryStore, Store, ThreadState
 from toolguard._toolset import Tools
@@ -113,12 +115,18 @@ def assistant_message(text: str | None, calls: Sequence[ToolCall]) -> Message:
     }
 
 
-def tool_message(result: ToolResult) -> Message:
-    """An OpenAI tool message for ``result`` (``status`` is kept for our own records)."""
+def tool_message(result: ToolResult, templates: ResultTemplates | None = None) -> Message:
+    """An OpenAI tool message for ``result`` (``status`` is kept for our own records).
+
+    The content is what the model reads: a result that is not a plain
+    success is marked with ``templates`` (default
+    :class:`~toolguard.ResultTemplates`), so it stays recognisable once the
+    ``status`` key is dropped (OpenAI's formats have none).
+    """
     return {
         "role": "tool",
         "tool_call_id": result.call_id,
-        "content": result.content,
+        "content": result_text(result, templates),
         "status": result.status,
     }
 
@@ -135,7 +143,12 @@ def _rewrite_last_assistant(messages: list[Message], calls: Sequence[ToolCall]) 
 def _decided_action(
     action: Action, decision: AnyDecision, reviewer: str | None, now: datetime
 ) -> Action:
-    status = {"approve": "approved", "edit": "edited", "reject": "rejected"}[decision.type]
+    status = {
+        "approve": "approved",
+        "edit": "edited",
+        "reject": "rejected",
+        "respond": "responded",
+    }[decision.type]
     return action.model_copy(
         update={"status": status, "decision": decision, "reviewer": reviewer, "decided_at": now}
     )
@@ -152,6 +165,8 @@ def _decided_event(
         tool, args = decision.edited_action.name, decision.edited_action.args
     elif isinstance(decision, RejectDecision):
         args, detail = None, decision.message or REJECTED_BY_USER_MESSAGE
+    elif isinstance(decision, RespondDecision):
+        args, detail = None, decision.message
     return AuditEvent(
         at=now,
         kind="decided",
@@ -217,6 +232,11 @@ class ReviewedChat:
         clock: the time source (tests pass a fake one).
         signing_key: secret for the digests binding approvals to the shown
             calls (see :class:`~toolguard.Runner`); keep it out of the store.
+        result_templates: how results that are not a plain success read to
+            the model (see :class:`~toolguard.ResultTemplates`; the default
+            marks them, e.g. ``Rejected by the reviewer, not executed:
+            <reason>``). The stored tool messages hold that text and keep
+            ``status``.
     """
 
     def __init__(
@@ -234,7 +254,9 @@ class ReviewedChat:
         authorize: Authorizer | None = None,
         clock: Callable[[], datetime] = utcnow,
         signing_key: bytes | None = None,
+        result_templates: ResultTemplates | None = None,
     ) -> None:
+        self.result_templates = check_templates(result_templates)
         if max_steps < 1:
             msg = f"max_steps must be at least 1, got {max_steps}"
             raise ValueError(msg)
@@ -574,7 +596,7 @@ class ReviewedChat:
     ) -> ThreadState:
         """Save a paused turn as finished without running anything: the model reads the results."""
         messages = _rewrite_last_assistant(list(state.messages), step.calls)
-        messages.extend(tool_message(r) for r in step.results)
+        messages.extend(tool_message(r, self.result_templates) for r in step.results)
         return await self._save(
             state,
             state.version,
@@ -651,7 +673,7 @@ class ReviewedChat:
                     review_id=step.pending.review_id,
                     actions=touched,
                 )
-            messages.extend(tool_message(r) for r in step.results)
+            messages.extend(tool_message(r, self.result_templates) for r in step.results)
             state = await self._save(
                 state,
                 expected,
@@ -672,7 +694,7 @@ class ReviewedChat:
             if action.status == "requested":
                 new_review = step.pending.review_id if step.pending else review_id
                 events.append(requested_event(thread_id, new_review or "", action))
-            elif action.status in ("executed", "failed", "rejected"):
+            elif action.status in ("executed", "failed", "rejected", "responded"):
                 events.append(final_event(thread_id, review_id, action, action.status, now))
         return events
 
