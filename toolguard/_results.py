@@ -53,10 +53,12 @@ class ResultTemplates:
     verbatim) and optionally ``{name}`` (the tool's name). A success result
     (``outcome`` ``None``) is always sent as its content, unchanged.
 
-    Pass an instance as ``result_templates=`` to :class:`~toolguard.ReviewedChat`,
-    to :meth:`~toolguard.Step.openai_messages` / :meth:`~toolguard.Step.tool_messages`,
-    or to ``toolguard.openai.step_input_items``; :meth:`verbatim` sends every
-    content as it is (0.1.0's behaviour).
+    Pass an instance as ``result_templates=`` to :class:`~toolguard.ReviewedChat`
+    (its stored tool messages then hold the marked text, which any model
+    adapter sends as it is), or as ``templates=`` to
+    :meth:`~toolguard.Step.openai_messages` / :meth:`~toolguard.Step.tool_messages`
+    in a hand-written loop. :meth:`verbatim` sends every content as it is
+    (0.1.0's behaviour).
 
     Attributes:
         rejected: a reviewer rejected the call.
