@@ -19,8 +19,8 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from tests.adversarial.strategies import deceptive_text, surrogate_text
 from tests import openai_server
+from tests.adversarial.strategies import deceptive_text, surrogate_text
 from tests.openai_server import ScriptedOpenAIServer, reply_text, reply_tool_calls
 from toolguard import (
     NO_DECISION,
