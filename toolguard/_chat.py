@@ -400,6 +400,7 @@ class ReviewedChat:
         state, pending = await self._current_review(thread_id, review_id)
         await self._check_reviewer(state, reviewer)
         parsed = validate_decisions(pending, decisions)
+        self.runner.check_allowed(pending, parsed)  # the tools' own policies, before the claim
         now = self.clock()
         waiting = [a for a in pending.actions if a.status == "requested"]
         decided = [

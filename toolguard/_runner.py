@@ -350,6 +350,30 @@ class Runner:
             allowed_decisions=list(tool.approval.allowed_decisions if tool.approval else ()),
         )
 
+    def allowed_decisions(self, action: Action) -> tuple[str, ...]:
+        """The decision types ``action`` may get: shown to the reviewer AND allowed by the tool.
+
+        The stored list is what the payload showed; the tool's policy (code,
+        not the store) must allow the type too, so a rewritten store cannot
+        widen what a reviewer may do.
+        """
+        tool = self.toolset.get(action.name)
+        if tool is None or tool.approval is None:
+            return tuple(action.allowed_decisions)
+        policy = tool.approval.allowed_decisions
+        return tuple(kind for kind in action.allowed_decisions if kind in policy)
+
+    def check_allowed(self, pending: PendingTurn, decisions: Sequence[Any]) -> None:
+        """Refuse decisions (models, in order) their waiting action does not allow.
+
+        Raises:
+            InvalidReviewDecisionError: with the catalog text naming the
+                decision, the action and what it allows; nothing has run.
+        """
+        waiting = [a for a in pending.actions if a.status == "requested"]
+        for action, decision in zip(waiting, decisions, strict=False):
+            check_allowed(decision.type, (action.name, self.allowed_decisions(action)))
+
     # ------------------------------------------------------------------ run
 
     async def run(self, calls: Sequence[Any]) -> Step:
@@ -458,9 +482,7 @@ class Runner:
         if not waiting:
             raise NoPendingReviewError
         parsed = [parse_decision(d) for d in as_decision_list(decisions)[: len(waiting)]]
-        for action, given in zip(waiting, parsed, strict=False):
-            # A tool's allowed decisions hold on the lenient path too; nothing has run yet.
-            check_allowed(given.type, (action.name, action.allowed_decisions))
+        self.check_allowed(pending, parsed)
         calls = list(pending.calls)
         position = {c.id: i for i, c in enumerate(calls)}
         results = {r.call_id: r for r in pending.results}

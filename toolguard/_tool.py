@@ -40,6 +40,7 @@ from toolguard._models import (
     new_id,
 )
 from toolguard._override import get_stand_in
+from toolguard._validate import check_allowed
 
 P = ParamSpec("P")
 R = TypeVar("R")
@@ -430,6 +431,7 @@ def _check_direct_call(tool: Tool[Any, Any], explicit: dict[str, Any]) -> dict[s
     stand_in = get_stand_in()
     if stand_in is not None:
         decision = stand_in(call)
+        check_allowed(decision.type, (tool.name, policy.allowed_decisions))
         if isinstance(decision, RejectDecision):
             raise ActionRejectedError(
                 decision.message or REJECTED_BY_USER_MESSAGE, tool_name=tool.name
