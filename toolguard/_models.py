@@ -10,9 +10,10 @@ from __future__ import annotations
 
 import hashlib
 import hmac
+import inspect
 import json
 import os
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from datetime import datetime, timezone
 from typing import Annotated, Any, Final, Literal
 
@@ -61,6 +62,23 @@ def call_digest(name: str, args: dict[str, Any], key: bytes | None = None) -> st
     if key is not None:
         return hmac.new(key, canonical, hashlib.sha256).hexdigest()
     return hashlib.sha256(canonical).hexdigest()
+
+
+_EXCLUDE_IF: Final = "exclude_if" in inspect.signature(Field).parameters
+"""Whether this pydantic can leave a field out of dumps by value (2.12+); else a serializer does."""
+
+
+def _omit_when(test: Callable[[Any], bool]) -> dict[str, Any]:
+    """``Field`` options that leave the field out of dumps when ``test(value)`` holds."""
+    return {"exclude_if": test} if _EXCLUDE_IF else {}
+
+
+def _is_none(value: Any) -> bool:
+    return value is None
+
+
+def _is_default_allowed(value: Any) -> bool:
+    return tuple(value) == ALLOWED_DECISIONS
 
 
 class _Wire(BaseModel):
@@ -245,19 +263,21 @@ class ToolResult(_Wire):
     """The text for the model: the tool's return value as text, or the error."""
     value: Any = None
     """The return value as JSON data (``None`` for errors)."""
-    outcome: ResultOutcome | None = None
+    outcome: ResultOutcome | None = Field(None, **_omit_when(_is_none))
     """``None`` when the tool ran and returned; else why not: ``rejected``,
     ``no_decision``, ``expired``, ``cancelled``, ``failed`` (the tool raised),
     ``invalid_arguments``, ``unknown_tool``, ``tampered``, ``interrupted`` or
     ``responded`` (the reviewer answered for the tool; status ``success``).
     Left out of dumps when ``None``, so a success result dumps as in 0.1.0."""
 
-    @model_serializer(mode="wrap")
-    def _dump(self, handler: SerializerFunctionWrapHandler) -> dict[str, Any]:
-        data: dict[str, Any] = handler(self)
-        if self.outcome is None:
-            data.pop("outcome", None)
-        return data
+    if not _EXCLUDE_IF:  # pragma: no cover - pydantic < 2.12 has no Field(exclude_if=...)
+
+        @model_serializer(mode="wrap")
+        def _dump(self, handler: SerializerFunctionWrapHandler) -> dict[str, Any]:
+            data: dict[str, Any] = handler(self)
+            if self.outcome is None:
+                data.pop("outcome", None)
+            return data
 
 
 ActionStatus = Literal[
@@ -308,16 +328,20 @@ class Action(_Wire):
     """SHA-256 of the name and arguments shown to the reviewer; an approval covers only those."""
     reviewer: str | None = None
     """Who decided, when the decision came with a reviewer identity."""
-    allowed_decisions: list[DecisionType] = Field(default_factory=lambda: list(ALLOWED_DECISIONS))
+    allowed_decisions: list[DecisionType] = Field(
+        default_factory=lambda: list(ALLOWED_DECISIONS), **_omit_when(_is_default_allowed)
+    )
     """The decisions the reviewer may take (the tool's ``allowed_decisions``).
     Left out of dumps when it is ``ALLOWED_DECISIONS``, so stored actions keep 0.1.0's form."""
 
-    @model_serializer(mode="wrap")
-    def _dump(self, handler: SerializerFunctionWrapHandler) -> dict[str, Any]:
-        data: dict[str, Any] = handler(self)
-        if tuple(self.allowed_decisions) == ALLOWED_DECISIONS:
-            data.pop("allowed_decisions", None)
-        return data
+    if not _EXCLUDE_IF:  # pragma: no cover - pydantic < 2.12 has no Field(exclude_if=...)
+
+        @model_serializer(mode="wrap")
+        def _dump(self, handler: SerializerFunctionWrapHandler) -> dict[str, Any]:
+            data: dict[str, Any] = handler(self)
+            if _is_default_allowed(self.allowed_decisions):
+                data.pop("allowed_decisions", None)
+            return data
 
 
 class PendingTurn(_Wire):

@@ -100,10 +100,17 @@ class ResultTemplates:
         return cls(**{item.name: "{text}" for item in fields(cls)})
 
     def render(self, result: ToolResult) -> str:
-        """The text a model reads for ``result``."""
+        """The text a model reads for ``result``.
+
+        An outcome without a template of its own (one added later) reads as
+        ``invalid_arguments`` does when its status is ``"error"``; a success
+        without an outcome is its content, unchanged.
+        """
         if result.outcome is None:
             return result.content
-        template: str = getattr(self, result.outcome)
+        template = getattr(self, result.outcome, None)
+        if not isinstance(template, str):
+            template = self.invalid_arguments if result.status == "error" else "{text}"
         return template.format(text=result.content, name=result.name)
 
 
