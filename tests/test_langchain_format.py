@@ -485,3 +485,27 @@ async def test_allowed_decisions_survive_storage_and_defaults_dump_as_before() -
         ["approve", "edit", "reject"],
     ]
     assert ["allowed_decisions" in a.model_dump() for a in again.actions] == [True, True, False]
+
+
+async def test_chat_recover_ends_a_responded_action_responded() -> None:
+    """A crash after claiming a respond decision: recover() ends it responded, audited so."""
+    log: list[tuple[str, dict[str, Any]]] = []
+    model = ScriptedModel(
+        [ModelResponse(tool_calls=[ToolCall(id="c1", name="ask_user", args=ASK)])]
+    )
+    chat = ReviewedChat(model, tools(log))
+    turn = await chat.send_message("ask")
+    state = await chat.get_thread(turn.thread_id)
+    # What a claim saves just before the process dies.
+    await chat.store.save(
+        state.model_copy(update={"status": "running", "decisions": [RespondDecision(**RESPOND)]}),
+        expected_version=state.version,
+    )
+    assert await chat.recover(turn.thread_id) is True
+    state = await chat.get_thread(turn.thread_id)
+    assert [(a.status, a.result and a.result.content) for a in state.actions] == [
+        ("responded", "Alice Doe, from accounting.")
+    ]
+    assert [e.kind for e in state.audit] == ["requested", "responded"]
+    assert state.messages[-1]["content"] == "Alice Doe, from accounting."
+    assert log == []

@@ -24,7 +24,7 @@ from typing import Any, TypeAlias
 
 from anyio.from_thread import BlockingPortal, start_blocking_portal
 
-from toolguard._audit import AuditEvent, final_event, requested_event, to_jsonl
+from toolguard._audit import AuditEvent, AuditKind, final_event, requested_event, to_jsonl
 from toolguard._classify import Classifier
 from toolguard._errors import (
     NoPendingReviewError,
@@ -138,6 +138,10 @@ def _rewrite_last_assistant(messages: list[Message], calls: Sequence[ToolCall]) 
             messages[index] = assistant_message(messages[index].get("content"), calls)
             break
     return messages
+
+
+_ENDED: dict[str, AuditKind] = {"rejected": "rejected", "responded": "responded"}
+"""The final audit event of an action that ended without running (recover)."""
 
 
 def _decided_action(
@@ -507,7 +511,7 @@ class ReviewedChat:
                 state.thread_id,
                 review_id,
                 a,
-                "interrupted" if a.status == "failed" else "rejected",
+                "interrupted" if a.status == "failed" else _ENDED[a.status],
                 now,
             )
             for a in step.actions
