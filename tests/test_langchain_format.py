@@ -509,3 +509,27 @@ async def test_chat_recover_ends_a_responded_action_responded() -> None:
     assert [e.kind for e in state.audit] == ["requested", "responded"]
     assert state.messages[-1]["content"] == "Alice Doe, from accounting."
     assert log == []
+
+
+@needs_langchain
+@pytest.mark.parametrize(
+    "decision",
+    [
+        APPROVE,
+        EDIT,
+        {"type": "reject"},
+        {"type": "reject", "message": "No."},
+        RESPOND,
+    ],
+)
+def test_every_decision_model_dumps_as_a_langchain_decision(decision: dict[str, Any]) -> None:
+    """Parsed decisions dump to exactly LangChain's Decision dicts (no null message)."""
+    review = {
+        "action_requests": [{"name": "send_email", "args": {}}],
+        "review_configs": [
+            {"action_name": "send_email", "allowed_decisions": list(DECISION_TYPES)}
+        ],
+    }
+    dumped = validate_decisions(review, [decision])[0].model_dump()
+    assert dumped == decision
+    assert TypeAdapter(hitl.Decision).validate_python(dumped) == decision

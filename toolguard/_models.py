@@ -192,8 +192,18 @@ class RejectDecision(_Wire):
 
     type: Literal["reject"] = "reject"
     """Always ``"reject"``."""
-    message: str | None = None
-    """Why; missing or empty means ``REJECTED_BY_USER_MESSAGE``."""
+    message: str | None = Field(None, **_omit_when(_is_none))
+    """Why; missing or empty means ``REJECTED_BY_USER_MESSAGE``. Left out of
+    dumps when ``None``, as LangChain's ``RejectDecision`` has no null message."""
+
+    if not _EXCLUDE_IF:  # pragma: no cover - pydantic < 2.12 has no Field(exclude_if=...)
+
+        @model_serializer(mode="wrap")
+        def _dump(self, handler: SerializerFunctionWrapHandler) -> dict[str, Any]:
+            data: dict[str, Any] = handler(self)
+            if self.message is None:
+                data.pop("message", None)
+            return data
 
 
 class RespondDecision(_Wire):
