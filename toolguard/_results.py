@@ -72,6 +72,8 @@ class ResultTemplates:
         interrupted: the process stopped while the tool ran; not run again.
         responded: the reviewer answered in place of the tool (LangChain's
             ``respond``: a success, so the answer is sent as it is by default).
+        error: any other result with status ``"error"`` (no ``outcome``, or
+            one without a template here), so no error ever reads as a success.
 
     Raises:
         TypeError: a template is not text.
@@ -89,6 +91,7 @@ class ResultTemplates:
     tampered: str = "Refused, not executed: {text}"
     interrupted: str = "Error, outcome unknown, not run again: {text}"
     responded: str = "{text}"
+    error: str = "Error: {text}"
 
     def __post_init__(self) -> None:
         for item in fields(self):
@@ -102,15 +105,15 @@ class ResultTemplates:
     def render(self, result: ToolResult) -> str:
         """The text a model reads for ``result``.
 
-        An outcome without a template of its own (one added later) reads as
-        ``invalid_arguments`` does when its status is ``"error"``; a success
-        without an outcome is its content, unchanged.
+        A success without an outcome is its content, unchanged; an error
+        without an outcome (or with one that has no template here) uses
+        :attr:`error`.
         """
-        if result.outcome is None:
-            return result.content
-        template = getattr(self, result.outcome, None)
+        template = getattr(self, result.outcome, None) if result.outcome is not None else None
         if not isinstance(template, str):
-            template = self.invalid_arguments if result.status == "error" else "{text}"
+            if result.status != "error":
+                return result.content
+            template = self.error
         return template.format(text=result.content, name=result.name)
 
 

@@ -287,3 +287,14 @@ def test_wrong_template_arguments_and_paused_steps_are_refused() -> None:
         step.openai_messages()
     with pytest.raises(TypeError, match="templates must be a ResultTemplates, got str"):
         runner.resume_sync(step.pending, [{"type": "approve"}]).tool_messages("x")  # type: ignore[arg-type]
+
+
+def test_an_error_result_without_an_outcome_is_still_marked() -> None:
+    """Fail-safe: an error result built without an outcome reads as an error, never as a success."""
+    from toolguard import ToolResult
+
+    bare = ToolResult(call_id="c1", name="pay", status="error", content="Paid 10,000 to X.")
+    assert DEFAULT_TEMPLATES.render(bare) == "Error: Paid 10,000 to X."
+    assert ResultTemplates(error="!! {text}").render(bare) == "!! Paid 10,000 to X."
+    plain = bare.model_copy(update={"status": "success"})
+    assert DEFAULT_TEMPLATES.render(plain) == "Paid 10,000 to X."
