@@ -533,3 +533,23 @@ def test_every_decision_model_dumps_as_a_langchain_decision(decision: dict[str, 
     dumped = validate_decisions(review, [decision])[0].model_dump()
     assert dumped == decision
     assert TypeAdapter(hitl.Decision).validate_python(dumped) == decision
+
+
+@needs_langchain
+def test_langchain_per_call_interrupt_value_is_a_one_action_review() -> None:
+    """LangChain's per_call ToolApprovalRequest validates as a one-action PendingReview."""
+    value = hitl.ToolApprovalRequest(
+        type="tool_approval",
+        tool_call_id="call_1",
+        name="send_email",
+        args=EMAIL,
+        description="Check the address",
+    )
+    assert PendingReview.model_validate(value).model_dump() == {
+        "action_requests": [
+            {"name": "send_email", "args": EMAIL, "description": "Check the address"}
+        ],
+        "review_configs": [
+            {"action_name": "send_email", "allowed_decisions": ["approve", "edit", "reject"]}
+        ],
+    }

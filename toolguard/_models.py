@@ -124,13 +124,32 @@ class PendingReview(_Wire):
     """The ``pending_review`` payload: the actions of one model turn that need approval.
 
     ``action_requests`` and ``review_configs`` are parallel lists in the order
-    of the tool calls in the model's message.
+    of the tool calls in the model's message. ``model_validate`` also takes
+    LangChain's per-call interrupt value (``{"type": "tool_approval",
+    "tool_call_id", "name", "args", "description"}``) as a one-action review
+    with the default allowed decisions (LangChain sends those in the
+    interrupt's ``response_schema``, not in the value).
     """
 
     action_requests: list[ActionRequest]
     """One item per tool call that needs approval."""
     review_configs: list[ReviewConfig]
     """One item per action, same order."""
+
+    @model_validator(mode="before")
+    @classmethod
+    def _from_tool_approval(cls, data: Any) -> Any:
+        if (
+            isinstance(data, dict)
+            and data.get("type") == "tool_approval"
+            and "action_requests" not in data
+        ):
+            request = {key: data[key] for key in ("name", "args", "description") if key in data}
+            return {
+                "action_requests": [request],
+                "review_configs": [{"action_name": data.get("name")}],
+            }
+        return data
 
     @classmethod
     def for_actions(
