@@ -10,7 +10,6 @@ import os
 import openai
 
 from toolguard import Runner, guard
-from toolguard.openai import to_openai_messages
 
 
 def find_contact(name: str) -> str:
@@ -34,8 +33,8 @@ client = openai.OpenAI(api_key=os.environ.get("OPENAI_API_KEY") or "not-needed")
 model, tools = os.environ.get("TOOLGUARD_MODEL", "gpt-4o-mini"), runner.toolset.openai_tools()
 messages: list[dict] = [{"role": "user", "content": input("you> ") or "Mail Alice: we meet at 11"}]
 while True:
-    sent = to_openai_messages(messages)  # step.calls (as they ran, edits included) -> OpenAI shape
-    msg = client.chat.completions.create(model=model, messages=sent, tools=tools).choices[0].message
+    reply = client.chat.completions.create(model=model, messages=messages, tools=tools)
+    msg = reply.choices[0].message
     if not msg.tool_calls:
         print("assistant:", msg.content)
         break
@@ -53,7 +52,5 @@ while True:
             else:
                 decisions.append({"type": "reject", "message": answer})
         step = runner.resume_sync(step.pending, decisions)
-    messages.append({"role": "assistant", "content": msg.content, "tool_calls": step.calls})
-    messages += [
-        {"role": "tool", "tool_call_id": r.call_id, "content": r.content} for r in step.results
-    ]
+    # The calls as they ran (edits included) + one tool message each; rejections are marked.
+    messages += step.openai_messages(msg.content)

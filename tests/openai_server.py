@@ -1,8 +1,9 @@
 """A scripted OpenAI-compatible server for tests.
 
 :class:`ScriptedOpenAIServer` listens on ``127.0.0.1`` (a free port) in a
-background thread and answers ``POST /v1/chat/completions`` with the next
-reply of its script, in order. It records every request body, so a test can
+background thread and answers ``POST /v1/chat/completions`` and
+``POST /v1/responses`` (the Responses API) with the next reply of its
+script, in order (one script for both routes). It records every request body, so a test can
 assert exactly which messages and tools the real ``openai`` client sent::
 
     def test_answer(scripted_openai: ScriptedOpenAIServer) -> None:
@@ -13,7 +14,8 @@ assert exactly which messages and tools the real ``openai`` client sent::
 
 A reply is a :class:`Reply` (build one with :func:`reply_text`,
 :func:`reply_tool_calls`, :func:`reply_error`, :func:`reply_delay` or
-:func:`reply_json`) or a callable that takes the request body and returns a
+:func:`reply_json`; for the Responses API :func:`reply_response_text` and
+:func:`reply_function_calls`) or a callable that takes the request body and returns a
 :class:`Reply`, to react to what the conversation holds. When the script is
 used up the server answers HTTP 500 with an OpenAI-style error saying so.
 A delay ends at once when the server stops, so shutdown never waits.
@@ -38,13 +40,17 @@ __all__ = [
     "completion",
     "reply_delay",
     "reply_error",
+    "reply_function_calls",
     "reply_json",
+    "reply_response_text",
     "reply_text",
     "reply_tool_calls",
+    "response",
     "scripted_openai",
 ]
 
 CHAT_PATH = "/v1/chat/completions"
+RESPONSES_PATH = "/v1/responses"
 MODEL = "scripted-model"
 OUT_OF_SCRIPT = "The scripted server has no reply left in its script"
 
@@ -128,6 +134,74 @@ def reply_tool_calls(
         tool_calls.append(item)
     message = {"role": "assistant", "content": text, "tool_calls": tool_calls}
     return Reply(body=completion(message, finish_reason=finish_reason))
+
+
+def response(output: list[dict[str, Any]], *, response_id: str = "resp_scripted") -> dict[str, Any]:
+    """A complete Responses API response body with these ``output`` items."""
+    return {
+        "id": response_id,
+        "object": "response",
+        "created_at": 1_700_000_000,
+        "model": MODEL,
+        "status": "completed",
+        "error": None,
+        "incomplete_details": None,
+        "instructions": None,
+        "metadata": {},
+        "output": output,
+        "parallel_tool_calls": True,
+        "temperature": 1.0,
+        "tool_choice": "auto",
+        "tools": [],
+        "top_p": 1.0,
+        "usage": {
+            "input_tokens": 10,
+            "input_tokens_details": {"cached_tokens": 0},
+            "output_tokens": 5,
+            "output_tokens_details": {"reasoning_tokens": 0},
+            "total_tokens": 15,
+        },
+    }
+
+
+def _output_message(text: str) -> dict[str, Any]:
+    return {
+        "type": "message",
+        "id": "msg_scripted",
+        "status": "completed",
+        "role": "assistant",
+        "content": [{"type": "output_text", "text": text, "annotations": []}],
+    }
+
+
+def reply_response_text(text: str) -> Reply:
+    """A Responses API answer with one assistant message holding ``text``."""
+    return Reply(body=response([_output_message(text)]))
+
+
+def reply_function_calls(
+    calls: Sequence[tuple[str, str, dict[str, Any] | str]], *, text: str | None = None
+) -> Reply:
+    """A Responses API answer with ``function_call`` items (parallel calls), in order.
+
+    Args:
+        calls: ``(call_id, tool_name, args)`` triples; ``args`` as a dict is
+            sent as JSON text, a string as is (e.g. broken JSON).
+        text: an assistant message before the calls.
+    """
+    output = [_output_message(text)] if text is not None else []
+    for index, (call_id, name, args) in enumerate(calls):
+        output.append(
+            {
+                "type": "function_call",
+                "id": f"fc_{index}",
+                "call_id": call_id,
+                "name": name,
+                "arguments": args if isinstance(args, str) else json.dumps(args),
+                "status": "completed",
+            }
+        )
+    return Reply(body=response(output))
 
 
 def reply_error(
@@ -256,7 +330,7 @@ def _make_handler(server: ScriptedOpenAIServer) -> type[BaseHTTPRequestHandler]:
         def do_POST(self) -> None:
             length = int(self.headers.get("Content-Length") or 0)
             text = self.rfile.read(length).decode()
-            if self.path != CHAT_PATH:
+            if self.path not in (CHAT_PATH, RESPONSES_PATH):
                 self._send(
                     404, {"error": {"message": f"No route {self.path}", "type": "not_found"}}
                 )

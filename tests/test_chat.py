@@ -198,16 +198,23 @@ def requested(call_id: str, name: str, args: dict[str, Any]) -> dict[str, Any]:
 
 
 def result(
-    call_id: str, name: str, content: str, *, value: Any = None, ok: bool = True
+    call_id: str,
+    name: str,
+    content: str,
+    *,
+    value: Any = None,
+    ok: bool = True,
+    outcome: str | None = None,
 ) -> dict[str, Any]:
-    """A tool result dict."""
-    return {
+    """A tool result dict (``outcome`` only for results that are not a plain success)."""
+    dumped = {
         "call_id": call_id,
         "name": name,
         "status": "success" if ok else "error",
         "content": content,
         "value": value,
     }
+    return dumped if outcome is None else {**dumped, "outcome": outcome}
 
 
 async def pause_on_alice(chat: ReviewedChat) -> ChatTurn:
@@ -451,7 +458,7 @@ async def test_reject_with_reason_still_runs_the_unguarded_calls(store: AnyStore
             ("call_1", "search", '{"query": "meeting"}'), ("call_2", "send_email", ALICE_JSON)
         ),
         tool_msg("call_1", '["result for meeting"]'),
-        tool_msg("call_2", "Do not email Alice.", "error"),
+        tool_msg("call_2", "Rejected by the reviewer, not executed: Do not email Alice.", "error"),
     ]
     assert model.calls[1] == history
     state = await chat.get_thread(paused.thread_id)
@@ -500,9 +507,13 @@ async def test_all_rejected_runs_nothing_and_the_model_reads_each_reason(store: 
     assert log == []
     assert REJECTED_BY_USER_MESSAGE == "User rejected this action. It was not executed."
     assert model.calls[1][-3:] == [
-        tool_msg("call_1", "Wrong recipient", "error"),
-        tool_msg("call_2", "User rejected this action. It was not executed.", "error"),
-        tool_msg("call_3", "User rejected this action. It was not executed.", "error"),
+        tool_msg("call_1", "Rejected by the reviewer, not executed: Wrong recipient", "error"),
+        tool_msg(
+            "call_2", f"Rejected by the reviewer, not executed: {REJECTED_BY_USER_MESSAGE}", "error"
+        ),
+        tool_msg(
+            "call_3", f"Rejected by the reviewer, not executed: {REJECTED_BY_USER_MESSAGE}", "error"
+        ),
     ]
     assert [a.status for a in turn.actions] == ["rejected", "rejected", "rejected"]
 
@@ -626,11 +637,13 @@ async def test_edit_with_args_that_break_the_schema_fails_without_running(store:
         assistant_calls(
             ("call_1", "send_email", '{"to": "bob@example.com", "cc": "carol@example.com"}')
         ),
-        tool_msg("call_1", text, "error"),
+        tool_msg("call_1", f"Error, not executed: {text}", "error"),
     ]
     assert [a.status for a in turn.actions] == ["failed"]
     assert turn.actions[0].result is not None
-    assert turn.actions[0].result.model_dump() == result("call_1", "send_email", text, ok=False)
+    assert turn.actions[0].result.model_dump() == result(
+        "call_1", "send_email", text, ok=False, outcome="invalid_arguments"
+    )
     assert (await chat.get_thread(paused.thread_id)).status == "idle"
 
 
@@ -725,13 +738,14 @@ async def test_action_statuses_across_the_lifecycle(store: AnyStore) -> None:
                 "delete_file",
                 "Tool `delete_file` failed: RuntimeError: refusing to delete /",
                 ok=False,
+                outcome="failed",
             ),
         },
         {
             **at_pause[2],
             "status": "rejected",
             "decision": {"type": "reject", "message": "Keep it."},
-            "result": result("call_3", "delete_file", "Keep it.", ok=False),
+            "result": result("call_3", "delete_file", "Keep it.", ok=False, outcome="rejected"),
         },
         {
             **at_pause[3],

@@ -30,6 +30,8 @@ USER = {"role": "user", "content": ASK}
 EMAIL = {"to": "alice@example.com", "subject": "Meeting", "body": "The meeting is at 10."}
 EMAIL_BOB = {"to": "bob@example.com", "subject": "Meeting", "body": "The meeting is at 10."}
 ALLOWED = ["approve", "edit", "reject"]
+REJECTED = "Rejected by the reviewer, not executed: "
+"""How the default ResultTemplates mark a rejection for a format without a status field."""
 
 
 def review(*calls: tuple[str, dict[str, Any]]) -> dict[str, Any]:
@@ -257,7 +259,7 @@ async def test_unguarded_call_runs_even_when_the_guarded_one_is_rejected(
             ("call_s", "search_contacts", {"query": "Alice"}), ("call_m", "send_email", EMAIL)
         ),
         tool_msg("call_s", '["alice@example.com"]'),
-        tool_msg("call_m", REJECTED_BY_USER_MESSAGE),
+        tool_msg("call_m", f"{REJECTED}{REJECTED_BY_USER_MESSAGE}"),
     ]
 
 
@@ -289,8 +291,8 @@ async def test_all_rejected_runs_nothing_and_tells_the_model(
             assistant(
                 ("call_1", "send_email", EMAIL), ("call_2", "delete_file", {"path": "/etc/hosts"})
             ),
-            tool_msg("call_1", REJECTED_BY_USER_MESSAGE),
-            tool_msg("call_2", REJECTED_BY_USER_MESSAGE),
+            tool_msg("call_1", f"{REJECTED}{REJECTED_BY_USER_MESSAGE}"),
+            tool_msg("call_2", f"{REJECTED}{REJECTED_BY_USER_MESSAGE}"),
         ],
     )
     state = await chat.get_thread(turn.thread_id)
@@ -313,7 +315,7 @@ async def test_reject_reason_reaches_the_model_which_proposes_again(
         [{"type": "reject", "message": "Send it to Bob instead."}], turn.thread_id
     )
     assert scripted_openai.requests[1]["messages"][-1] == tool_msg(
-        "call_1", "Send it to Bob instead."
+        "call_1", f"{REJECTED}Send it to Bob instead."
     )
     assert again.to_dict() == {
         "thread_id": turn.thread_id,
@@ -412,7 +414,8 @@ async def test_invalid_arguments_and_missing_ids_go_back_to_the_model(
         ),
         tool_msg(
             "call_0",
-            'Invalid arguments for tool `send_email`: expected a JSON object, got {"to": "alice@',
+            "Error, not executed: Invalid arguments for tool `send_email`: expected a JSON"
+            ' object, got {"to": "alice@',
         ),
         tool_msg("call_1", '["al@example.com"]'),
     ]

@@ -278,7 +278,12 @@ def test_killed_while_the_tool_runs_is_recovered_once(tmp_path: Path) -> None:
     history = [
         {"role": "user", "content": ASK},
         email_turn(),
-        {"role": "tool", "tool_call_id": "c1", "content": INTERRUPTED_TEXT, "status": "error"},
+        {
+            "role": "tool",
+            "tool_call_id": "c1",
+            "content": f"Error, outcome unknown, not run again: {INTERRUPTED_TEXT}",
+            "status": "error",
+        },
     ]
     assert state.messages == history
     assert out["reply"] == "Read: Did it go out?"

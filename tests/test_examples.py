@@ -129,7 +129,11 @@ def test_openai_loop_runs_against_a_local_server() -> None:
             "content": None,
             "tool_calls": [tool_call("call_2", "send_email", mail_alice)],
         },
-        {"role": "tool", "tool_call_id": "call_2", "content": "send it to bob instead"},
+        {
+            "role": "tool",
+            "tool_call_id": "call_2",
+            "content": "Rejected by the reviewer, not executed: send it to bob instead",
+        },
         {
             "role": "assistant",
             "content": None,

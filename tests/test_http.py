@@ -289,7 +289,7 @@ async def test_review_edit_and_reject_reach_the_tools_and_the_model() -> None:
     assert log == [("send_email", edited)]
     assert thread["messages"][-3:] == [
         tool_msg("call_1", "Email sent to carol@example.com"),
-        tool_msg("call_2", "Bob already knows.", "error"),
+        tool_msg("call_2", "Rejected by the reviewer, not executed: Bob already knows.", "error"),
         {"role": "assistant", "content": "One sent, one not."},
     ]
     assert [a["status"] for a in thread["actions"]] == ["executed", "rejected"]

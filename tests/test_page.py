@@ -59,6 +59,8 @@ pytestmark = pytest.mark.skipif(
 expect.set_options(timeout=TIMEOUT_MS)
 
 REJECT_PROMPT = "Why are you rejecting this tool?"
+MARK = "Rejected by the reviewer, not executed: "
+"""How the default ResultTemplates mark a rejection in the tool message the model reads."""
 MODEL_DOWN = "The model service is down"
 LONG_BODY = (
     "Hi Bob,\nShall we have lunch on Friday at noon? "
@@ -369,7 +371,7 @@ def test_reject_with_reason_reload_then_approve(page: Page, server: Server) -> N
     assert shown_messages(page) == [
         ["message-user", "Please mail Bob about lunch"],
         ["message-tool-calls", " -> send_email"],
-        ["message-tool", "send_email [error] Use carol@example.com instead"],
+        ["message-tool", f"send_email [error] {MARK}Use carol@example.com instead"],
         ["message-tool-calls", "Sure, I will use that address. -> send_email"],
     ]
     screenshot_page(page, "page-after-reload")
@@ -387,7 +389,7 @@ def test_reject_with_reason_reload_then_approve(page: Page, server: Server) -> N
     assert shown_messages(page) == [
         ["message-user", "Please mail Bob about lunch"],
         ["message-tool-calls", " -> send_email"],
-        ["message-tool", "send_email [error] Use carol@example.com instead"],
+        ["message-tool", f"send_email [error] {MARK}Use carol@example.com instead"],
         ["message-tool-calls", "Sure, I will use that address. -> send_email"],
         ["message-tool", "send_email [ok] Sent to carol@example.com: Lunch"],
         ["message-assistant", reply],
@@ -403,7 +405,7 @@ def test_reject_with_reason_reload_then_approve(page: Page, server: Server) -> N
             {
                 "role": "tool",
                 "tool_call_id": first.id,
-                "content": "Use carol@example.com instead",
+                "content": f"{MARK}Use carol@example.com instead",
                 "status": "error",
             },
             assistant_calls("Sure, I will use that address.", second),
@@ -536,7 +538,7 @@ def test_two_actions_one_approved_one_rejected_with_submit(page: Page, server: S
     screenshot(page, "approval-cards-two")
     submit.click()
 
-    reply = "Done. [success] Sent to bob@example.com: Lunch [error] Not this week"
+    reply = f"Done. [success] Sent to bob@example.com: Lunch [error] {MARK}Not this week"
     expect(replies(page)).to_have_text([reply])
     expect(cards).to_have_count(0)
     expect(page.get_by_test_id("chat-input")).to_be_enabled()
@@ -545,7 +547,7 @@ def test_two_actions_one_approved_one_rejected_with_submit(page: Page, server: S
         ["message-user", "Please mail Bob and book the team lunch"],
         ["message-tool-calls", " -> send_email, create_event"],
         ["message-tool", "send_email [ok] Sent to bob@example.com: Lunch"],
-        ["message-tool", "create_event [error] Not this week"],
+        ["message-tool", f"create_event [error] {MARK}Not this week"],
         ["message-assistant", reply],
     ]
 
@@ -572,7 +574,8 @@ def test_two_actions_reject_all(page: Page, server: Server) -> None:
     expect(page.get_by_test_id("approval-card")).to_have_count(2)
     page.get_by_test_id("reject-all").click()
 
-    reply = f"Done. [error] {REJECTED_BY_USER_MESSAGE} [error] {REJECTED_BY_USER_MESSAGE}"
+    rejected = f"[error] {MARK}{REJECTED_BY_USER_MESSAGE}"
+    reply = f"Done. {rejected} {rejected}"
     expect(replies(page)).to_have_text([reply])
     expect(page.get_by_test_id("chat-input")).to_be_enabled()
     assert server.outbox.done == []

@@ -23,6 +23,7 @@ from toolguard import (
     NoPendingReviewError,
     PendingTurn,
     RejectDecision,
+    ResultOutcome,
     Runner,
     Step,
     ToolCall,
@@ -110,9 +111,9 @@ def ok(call_id: str, name: str, value: Any, content: str | None = None) -> ToolR
     )
 
 
-def err(call_id: str, name: str, content: str) -> ToolResult:
+def err(call_id: str, name: str, content: str, outcome: ResultOutcome) -> ToolResult:
     """An error result."""
-    return ToolResult(call_id=call_id, name=name, status="error", content=content)
+    return ToolResult(call_id=call_id, name=name, status="error", content=content, outcome=outcome)
 
 
 def review(*actions: tuple[str, dict[str, Any]]) -> dict[str, Any]:
@@ -240,7 +241,7 @@ async def test_tool_that_raises_gives_error_result(world: World) -> None:
         [call("c1", "explode", reason="boom"), call("c2", "search_events", day="d1")]
     )
     assert step.results == [
-        err("c1", "explode", "Tool `explode` failed: ValueError: boom"),
+        err("c1", "explode", "Tool `explode` failed: ValueError: boom", "failed"),
         ok("c2", "search_events", ["standup d1"], '["standup d1"]'),
     ]
 
@@ -265,7 +266,7 @@ async def test_model_args_breaking_the_schema_give_error_without_review(
     """Model-proposed args that break the schema give an error result and no pending review."""
     step = await world.runner().run([{"id": "c1", "name": "send_email", "args": args}])
     assert step.pending is None
-    assert step.results == [err("c1", "send_email", content)]
+    assert step.results == [err("c1", "send_email", content, "invalid_arguments")]
     assert world.log == []
 
 
@@ -276,7 +277,12 @@ async def test_unknown_tool_from_the_model(world: World) -> None:
     )
     assert step.pending is None
     assert step.results == [
-        err("c1", "nope", f"Tool `nope` does not exist. Available tools: {AVAILABLE}"),
+        err(
+            "c1",
+            "nope",
+            f"Tool `nope` does not exist. Available tools: {AVAILABLE}",
+            "unknown_tool",
+        ),
         ok("c2", "search_events", ["standup d1"], '["standup d1"]'),
     ]
 
@@ -299,7 +305,7 @@ async def test_arguments_that_are_not_a_json_object(
     """Arguments that are invalid JSON text or not an object give an error result, no review."""
     step = await world.runner().run([{"id": "c1", "name": "send_email", "arguments": arguments}])
     assert step.pending is None
-    assert step.results == [err("c1", "send_email", content)]
+    assert step.results == [err("c1", "send_email", content, "invalid_arguments")]
     assert world.log == []
 
 
@@ -348,6 +354,7 @@ async def test_empty_arguments_mean_no_arguments(world: World, arguments: Any) -
             "c1",
             "search_events",
             "Invalid arguments for tool `search_events`: 'day': Field required",
+            "invalid_arguments",
         )
     ]
 
@@ -470,7 +477,12 @@ async def test_edit_to_an_unknown_tool(world: World) -> None:
     assert step.pending is None
     assert step.results == [
         SEARCH_RESULT,
-        err("c2", "nope", f"Tool `nope` does not exist. Available tools: {AVAILABLE}"),
+        err(
+            "c2",
+            "nope",
+            f"Tool `nope` does not exist. Available tools: {AVAILABLE}",
+            "unknown_tool",
+        ),
     ]
     assert world.log == [("search_events", "d1")]
     assert [a.status for a in step.actions] == ["failed"]
@@ -499,7 +511,7 @@ async def test_edit_with_args_breaking_the_schema(
         pending, [{"type": "edit", "edited_action": {"name": "send_email", "args": args}}]
     )
     assert step.pending is None
-    assert step.results == [SEARCH_RESULT, err("c2", "send_email", content)]
+    assert step.results == [SEARCH_RESULT, err("c2", "send_email", content, "invalid_arguments")]
     assert world.log == [("search_events", "d1")]
     assert [a.status for a in step.actions] == ["failed"]
 
@@ -508,7 +520,7 @@ async def test_reject_with_a_message(world: World) -> None:
     """Reject does not run the tool; the model reads the reason as an error result."""
     runner, pending = await pause_on_email(world)
     step = await runner.resume(pending, [{"type": "reject", "message": "wrong address"}])
-    assert step.results == [SEARCH_RESULT, err("c2", "send_email", "wrong address")]
+    assert step.results == [SEARCH_RESULT, err("c2", "send_email", "wrong address", "rejected")]
     assert world.log == [("search_events", "d1")]
     [action] = step.actions
     assert (action.status, action.decision) == ("rejected", RejectDecision(message="wrong address"))
@@ -522,7 +534,10 @@ async def test_reject_without_message(world: World, decision: dict[str, Any]) ->
     """A reject without (or with an empty) message gives REJECTED_BY_USER_MESSAGE."""
     runner, pending = await pause_on_email(world)
     step = await runner.resume(pending, [decision])
-    assert step.results == [SEARCH_RESULT, err("c2", "send_email", REJECTED_BY_USER_MESSAGE)]
+    assert step.results == [
+        SEARCH_RESULT,
+        err("c2", "send_email", REJECTED_BY_USER_MESSAGE, "rejected"),
+    ]
     assert REJECTED_BY_USER_MESSAGE == "User rejected this action. It was not executed."
 
 
@@ -541,9 +556,9 @@ async def test_all_rejected_runs_nothing(world: World) -> None:
         paused(step), [{"type": "reject", "message": "no"}, {"type": "reject"}]
     )
     assert done.results == [
-        err("c1", "send_email", "no"),
+        err("c1", "send_email", "no", "rejected"),
         ok("c2", "get_weather", "sunny in Bogor"),
-        err("c3", "delete_event", REJECTED_BY_USER_MESSAGE),
+        err("c3", "delete_event", REJECTED_BY_USER_MESSAGE, "rejected"),
     ]
     assert world.log == []
     assert [a.status for a in done.actions] == ["rejected", "rejected"]
@@ -560,9 +575,11 @@ async def test_fewer_decisions_reject_the_rest_with_no_decision(
     )
     done = await runner.resume(paused(step), decisions)
     first = (
-        ok("c1", "send_email", "sent to a@x") if decisions else err("c1", "send_email", NO_DECISION)
+        ok("c1", "send_email", "sent to a@x")
+        if decisions
+        else err("c1", "send_email", NO_DECISION, "no_decision")
     )
-    assert done.results == [first, err("c2", "delete_event", NO_DECISION)]
+    assert done.results == [first, err("c2", "delete_event", NO_DECISION, "no_decision")]
     assert NO_DECISION == "No decision was given for this action. It was not executed."
     assert done.actions[-1].status == "rejected"
     assert done.actions[-1].decision is None
@@ -584,7 +601,12 @@ async def test_approved_tool_that_raises_fails(world: World) -> None:
     step = await runner.run([call("c1", "delete_everything", reason="disk full")])
     done = await runner.resume(paused(step), [{"type": "approve"}])
     assert done.results == [
-        err("c1", "delete_everything", "Tool `delete_everything` failed: ValueError: disk full")
+        err(
+            "c1",
+            "delete_everything",
+            "Tool `delete_everything` failed: ValueError: disk full",
+            "failed",
+        )
     ]
     assert [a.status for a in done.actions] == ["failed"]
 

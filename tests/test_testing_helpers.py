@@ -179,7 +179,9 @@ async def test_auto_reject_runner_gives_error_results() -> None:
         )
     assert step.pending is None
     assert step.results == [
-        ToolResult(call_id="c1", name="send_email", status="error", content="no"),
+        ToolResult(
+            call_id="c1", name="send_email", status="error", content="no", outcome="rejected"
+        ),
         ToolResult(
             call_id="c2", name="search_mail", status="success", content='["q"]', value=["q"]
         ),
@@ -274,7 +276,13 @@ async def test_fixed_decisions_in_the_runner() -> None:
         )
     assert step.pending is None
     assert step.results == [
-        ToolResult(call_id="c1", name="send_email", status="error", content="wrong address"),
+        ToolResult(
+            call_id="c1",
+            name="send_email",
+            status="error",
+            content="wrong address",
+            outcome="rejected",
+        ),
         ToolResult(
             call_id="c2",
             name="delete_file",

@@ -58,6 +58,9 @@ INTERRUPTED_TEXT = (
     " It was not run again."
 )
 REJECTED_TEXT = "User rejected this action. It was not executed."
+# What the model reads: the default ResultTemplates mark results that are not a plain success.
+TAMPERED_MSG = f"Refused, not executed: {TAMPERED_TEXT}"
+EXPIRED_MSG = f"Review expired, not executed: {EXPIRED_TEXT}"
 
 
 # --- helpers ------------------------------------------------------------------------------------
@@ -435,11 +438,11 @@ async def test_approval_does_not_cover_a_tampered_action(
     done = await chat.submit_review([APPROVE], paused.thread_id, review_id=paused.review_id)
 
     assert log == []
-    assert done.reply == f"Read: {TAMPERED_TEXT}"
+    assert done.reply == f"Read: {TAMPERED_MSG}"
     assert model.calls[-1] == [
         {"role": "user", "content": ASK},
         email_turn("c1", ALICE_JSON),
-        tool_msg("c1", TAMPERED_TEXT, "error"),
+        tool_msg("c1", TAMPERED_MSG, "error"),
     ]
     state = await chat.get_thread(paused.thread_id)
     assert [(a.status, a.result and a.result.content) for a in state.actions] == [
@@ -572,7 +575,7 @@ async def test_submit_after_the_deadline_expires_the_review(store: AnyStore) -> 
     assert state.messages == [
         {"role": "user", "content": ASK},
         email_turn("c1", ALICE_JSON),
-        tool_msg("c1", EXPIRED_TEXT, "error"),
+        tool_msg("c1", EXPIRED_MSG, "error"),
     ]
     action_id = state.actions[0].id
     assert events_view(state.audit) == [
@@ -605,7 +608,7 @@ async def test_submit_after_the_deadline_expires_the_review(store: AnyStore) -> 
     assert model.calls[-1] == [
         {"role": "user", "content": ASK},
         email_turn("c1", ALICE_JSON),
-        tool_msg("c1", EXPIRED_TEXT, "error"),
+        tool_msg("c1", EXPIRED_MSG, "error"),
         {"role": "user", "content": "Did it go out?"},
     ]
     assert log == []
@@ -644,7 +647,7 @@ async def test_send_message_after_the_deadline_goes_on(store: AnyStore) -> None:
 
     assert turn.reply == "Read: Anything?"
     assert model.calls[-1][-2:] == [
-        tool_msg("c1", EXPIRED_TEXT, "error"),
+        tool_msg("c1", EXPIRED_MSG, "error"),
         {"role": "user", "content": "Anything?"},
     ]
     state = await chat.get_thread(paused.thread_id)
@@ -671,7 +674,7 @@ async def test_expire_overdue_closes_the_review(store: AnyStore) -> None:
     assert [(a.status, a.result and a.result.content) for a in state.actions] == [
         ("expired", EXPIRED_TEXT)
     ]
-    assert state.messages[-1] == tool_msg("c1", EXPIRED_TEXT, "error")
+    assert state.messages[-1] == tool_msg("c1", EXPIRED_MSG, "error")
     with pytest.raises(NoPendingReviewError) as caught:
         await chat.submit_review([APPROVE], paused.thread_id)
     assert type(caught.value) is NoPendingReviewError
@@ -751,7 +754,7 @@ async def test_cancel_review(store: AnyStore, reason: str | None, text: str | No
 
     assert again.reply == "Read: Never mind."
     assert model.calls[-1][-2:] == [
-        tool_msg("c1", expected_text, "error"),
+        tool_msg("c1", f"Review cancelled, not executed: {expected_text}", "error"),
         {"role": "user", "content": "Never mind."},
     ]
     assert log == []
@@ -1044,7 +1047,7 @@ async def test_audit_trail_of_a_rejected_action(store: AnyStore) -> None:
 
     done = await chat.submit_review([reject], paused.thread_id, reviewer="bob")
 
-    assert done.reply == "Read: Wrong recipient"
+    assert done.reply == "Read: Rejected by the reviewer, not executed: Wrong recipient"
     tid, rid, aid = paused.thread_id, paused.review_id, paused.actions[0].id
     assert events_view(await chat.audit_trail(tid)) == [
         event(
@@ -1157,7 +1160,9 @@ async def test_recover_finishes_a_crashed_thread(store: AnyStore) -> None:
     assert [(a.status, a.result and a.result.content) for a in state.actions] == [
         ("failed", INTERRUPTED_TEXT)
     ]
-    assert state.messages[-1] == tool_msg("c1", INTERRUPTED_TEXT, "error")
+    assert state.messages[-1] == tool_msg(
+        "c1", f"Error, outcome unknown, not run again: {INTERRUPTED_TEXT}", "error"
+    )
     assert [e.kind for e in state.audit] == ["requested", "decided", "interrupted"]
     assert log == [("send_crash_report", {"name": "x"})]
     chat.model = ScriptedModel([echo])

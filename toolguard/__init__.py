@@ -51,6 +51,7 @@ from toolguard._messages import get_language, set_language
 from toolguard._model import ChatModel, Message, ModelResponse, ScriptedModel
 from toolguard._models import (
     ALLOWED_DECISIONS,
+    DECISION_TYPES,
     NO_DECISION,
     REJECTED_BY_USER_MESSAGE,
     Action,
@@ -64,10 +65,13 @@ from toolguard._models import (
     PendingReview,
     PendingTurn,
     RejectDecision,
+    RespondDecision,
+    ResultOutcome,
     ReviewConfig,
     ToolCall,
     ToolResult,
 )
+from toolguard._results import ResultTemplates
 from toolguard._runner import Claims, EditPolicy, Runner, Step, parse_tool_call
 from toolguard._sqlite import SchemaVersionError, SQLiteStore
 from toolguard._store import (
@@ -84,6 +88,7 @@ from toolguard._version import __version__
 
 __all__ = [
     "ALLOWED_DECISIONS",
+    "DECISION_TYPES",
     "DEFAULT_VERBS",
     "NO_DECISION",
     "REJECTED_BY_USER_MESSAGE",
@@ -122,6 +127,9 @@ __all__ = [
     "PendingReview",
     "PendingTurn",
     "RejectDecision",
+    "RespondDecision",
+    "ResultOutcome",
+    "ResultTemplates",
     "ReviewConfig",
     "ReviewExpiredError",
     "ReviewPendingError",

@@ -18,6 +18,7 @@ AuditKind = Literal[
     "executed",
     "failed",
     "rejected",
+    "responded",
     "expired",
     "cancelled",
     "interrupted",
@@ -30,11 +31,11 @@ class AuditEvent(BaseModel):
     Every approval request has a ``requested`` event, at most one
     ``decided`` event (with the reviewer, the decision and the arguments it
     allowed to run), and exactly one final event: ``executed``, ``failed``,
-    ``rejected``, ``expired``, ``cancelled`` or ``interrupted`` (an approved
-    call whose deadline passed before it could start has ``decided`` then
-    ``expired``). ``refused`` records a reviewer the authorization hook
-    turned away; at most ``ReviewedChat.max_recorded_refusals`` of them are
-    kept per review.
+    ``rejected``, ``responded``, ``expired``, ``cancelled`` or ``interrupted``
+    (an approved call whose deadline passed before it could start has
+    ``decided`` then ``expired``). ``refused`` records a reviewer the
+    authorization hook (or a reader the access hook) turned away; at most
+    ``ReviewedChat.max_recorded_refusals`` of them are kept per review.
     """
 
     model_config = ConfigDict(extra="ignore", frozen=True)
@@ -58,9 +59,9 @@ class AuditEvent(BaseModel):
     actor: str | None = None
     """The reviewer, when known."""
     decision: str | None = None
-    """``approve``, ``edit`` or ``reject`` for ``decided`` events."""
+    """``approve``, ``edit``, ``reject`` or ``respond`` for ``decided`` events."""
     detail: str | None = None
-    """The reject reason, the result text, or why something was refused."""
+    """The reject reason, the respond message, the result text, or why something was refused."""
     digest: str | None = None
     """Digest of the name and arguments shown for review, bound to the thread and the review."""
 

@@ -25,7 +25,7 @@ from uuid import UUID
 
 from anyio.from_thread import BlockingPortal, start_blocking_portal
 
-from toolguard._audit import AuditEvent, final_event, requested_event, to_jsonl
+from toolguard._audit import AuditEvent, AuditKind, final_event, requested_event, to_jsonl
 from toolguard._classify import Classifier
 from toolguard._errors import (
     AccessDeniedError,
@@ -47,11 +47,13 @@ from toolguard._models import (
     PendingReview,
     PendingTurn,
     RejectDecision,
+    RespondDecision,
     ToolCall,
     ToolResult,
     new_id,
     utcnow,
 )
+from toolguard._results import ResultTemplates, check_templates, result_text
 from toolguard._runner import (
     CloseOutcome,
     EditPolicy,
@@ -175,12 +177,18 @@ def assistant_message(text: str | None, calls: Sequence[ToolCall]) -> Message:
     }
 
 
-def tool_message(result: ToolResult) -> Message:
-    """An OpenAI tool message for ``result`` (``status`` is kept for our own records)."""
+def tool_message(result: ToolResult, templates: ResultTemplates | None = None) -> Message:
+    """An OpenAI tool message for ``result`` (``status`` is kept for our own records).
+
+    The content is what the model reads: a result that is not a plain
+    success is marked with ``templates`` (default
+    :class:`~toolguard.ResultTemplates`), so it stays recognisable once the
+    ``status`` key is dropped (OpenAI's formats have none).
+    """
     return {
         "role": "tool",
         "tool_call_id": result.call_id,
-        "content": result.content,
+        "content": result_text(result, templates),
         "status": result.status,
     }
 
@@ -194,10 +202,19 @@ def _rewrite_last_assistant(messages: list[Message], calls: Sequence[ToolCall]) 
     return messages
 
 
+_ENDED: dict[str, AuditKind] = {"rejected": "rejected", "responded": "responded"}
+"""The final audit event of an action that ended without running (recover)."""
+
+
 def _decided_action(
     action: Action, decision: AnyDecision, reviewer: str | None, now: datetime
 ) -> Action:
-    status = {"approve": "approved", "edit": "edited", "reject": "rejected"}[decision.type]
+    status = {
+        "approve": "approved",
+        "edit": "edited",
+        "reject": "rejected",
+        "respond": "responded",
+    }[decision.type]
     return action.model_copy(
         update={"status": status, "decision": decision, "reviewer": reviewer, "decided_at": now}
     )
@@ -214,6 +231,8 @@ def _decided_event(
         tool, args = decision.edited_action.name, decision.edited_action.args
     elif isinstance(decision, RejectDecision):
         args, detail = None, decision.message or REJECTED_BY_USER_MESSAGE
+    elif isinstance(decision, RespondDecision):
+        args, detail = None, decision.message
     return AuditEvent(
         at=now,
         kind="decided",
@@ -288,6 +307,11 @@ class ReviewedChat:
         clock: the time source (tests pass a fake one).
         signing_key: secret for the digests binding approvals to the shown
             calls (see :class:`~toolguard.Runner`); keep it out of the store.
+        result_templates: how results that are not a plain success read to
+            the model (see :class:`~toolguard.ResultTemplates`; the default
+            marks them, e.g. ``Rejected by the reviewer, not executed:
+            <reason>``). The stored tool messages hold that text and keep
+            ``status``.
 
     Attributes:
         max_recorded_refusals: most ``refused`` audit events kept per review
@@ -314,7 +338,9 @@ class ReviewedChat:
         access: AccessHook | None = None,
         clock: Callable[[], datetime] = utcnow,
         signing_key: bytes | None = None,
+        result_templates: ResultTemplates | None = None,
     ) -> None:
+        self.result_templates = check_templates(result_templates)
         if max_steps < 1:
             msg = f"max_steps must be at least 1, got {max_steps}"
             raise ValueError(msg)
@@ -502,6 +528,7 @@ class ReviewedChat:
         state, pending = await self._current_review(thread_id, review_id)
         await self._check_reviewer(state, reviewer)
         parsed = validate_decisions(pending, decisions)
+        self.runner.check_allowed(pending, parsed)  # the tools' own policies, before the claim
         claimed = await self._claim(state, parsed, reviewer)
         step = await self.runner.resume(pending, parsed, thread_id=claimed.thread_id)
         step = _with_reviewer(step, reviewer)
@@ -590,7 +617,7 @@ class ReviewedChat:
                 state.thread_id,
                 review_id,
                 a,
-                "interrupted" if a.status == "failed" else "rejected",
+                "interrupted" if a.status == "failed" else _ENDED[a.status],
                 now,
             )
             for a in step.actions
@@ -797,25 +824,17 @@ class ReviewedChat:
     ) -> ThreadState:
         """Save a paused turn as finished without running anything: the model reads the results."""
         messages = _rewrite_last_assistant(list(state.messages), step.calls)
-        messages.extend(tool_message(r) for r in step.results)
-        while True:
-            try:
-                return await self._save(
-                    state,
-                    state.version,
-                    messages=messages,
-                    status="idle",
-                    pending=None,
-                    decisions=None,
-                    actions=_merge(state.actions, actions),
-                    audit=[*state.audit, *events],
-                )
-            except ConcurrentUpdateError:  # noqa: PERF203 - redone only over a refusal
-                # A refused reviewer's audit event is no competing change: save on top of it.
-                fresh = await self.store.load(state.thread_id)
-                if fresh is None or not _only_refusals_added(state, fresh):
-                    raise
-                state = fresh
+        messages.extend(tool_message(r, self.result_templates) for r in step.results)
+        return await self._save(
+            state,
+            state.version,
+            messages=messages,
+            status="idle",
+            pending=None,
+            decisions=None,
+            actions=_merge(state.actions, actions),
+            audit=[*state.audit, *events],
+        )
 
     async def _complete(self, messages: list[Message]) -> ModelResponse:
         return await self.model.complete(messages, self._tool_schemas)
@@ -904,7 +923,7 @@ class ReviewedChat:
                     review_id=step.pending.review_id,
                     actions=touched,
                 )
-            messages.extend(tool_message(r) for r in step.results)
+            messages.extend(tool_message(r, self.result_templates) for r in step.results)
             state = await self._save(
                 state,
                 expected,
@@ -925,7 +944,7 @@ class ReviewedChat:
             if action.status == "requested":
                 new_review = step.pending.review_id if step.pending else review_id
                 events.append(requested_event(thread_id, new_review or "", action))
-            elif action.status in ("executed", "failed", "rejected", "expired"):
+            elif action.status in ("executed", "failed", "rejected", "expired", "responded"):
                 events.append(final_event(thread_id, review_id, action, action.status, now))
         return events
 

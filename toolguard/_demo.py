@@ -37,6 +37,7 @@ from typing import Any, Final
 from toolguard._chat import ReviewedChat
 from toolguard._model import ChatModel, Message, ModelResponse
 from toolguard._models import NO_DECISION, REJECTED_BY_USER_MESSAGE, ToolCall
+from toolguard._results import unmark
 from toolguard._store import Store
 from toolguard._toolset import Toolset, guard
 
@@ -848,7 +849,7 @@ class DemoModel:
         again: list[tuple[str, dict[str, Any]]] = []
         for message in messages[start:]:
             name, args = proposed.get(str(message.get("tool_call_id")), ("a tool", {}))
-            content = _content_text(message.get("content"))
+            content = unmark(_content_text(message.get("content")))
             kind = _result_kind(message, content)
             if kind == "success":
                 lines.append(_summary(name, args, content))

@@ -20,6 +20,7 @@ from toolguard._models import (
     ApproveDecision,
     EditDecision,
     RejectDecision,
+    RespondDecision,
     ToolResult,
 )
 
@@ -33,8 +34,12 @@ def describe_request(name: str, args: Mapping[str, Any]) -> str:
     return f"The assistant requested to run {name} with input: {_json(dict(args))}"
 
 
-def describe_decision(decision: ApproveDecision | EditDecision | RejectDecision | None) -> str:
+def describe_decision(
+    decision: ApproveDecision | EditDecision | RejectDecision | RespondDecision | None,
+) -> str:
     """``The user approved the tool.``, ``The user rejected the tool: <reason>``, or an edit."""
+    if isinstance(decision, RespondDecision):
+        return f"The user answered in place of the tool: {decision.message}"
     if decision is None:
         return f"The user gave no decision: {NO_DECISION}"
     if isinstance(decision, ApproveDecision):

@@ -31,6 +31,10 @@ _CATALOGS: Final[dict[str, dict[str, str]]] = {
             "An edit cannot switch `{name}` to another tool (`{other}`) in {framework}."
             " Edit the arguments of `{name}`, or reject the call."
         ),
+        "decision_not_allowed": (
+            "Decision {type} is not allowed for action {name}. Allowed: {allowed}"
+        ),
+        "respond_needs_message": "A 'respond' decision must include 'message' (text), got {kind}",
         "unknown_thread": (
             "Unknown thread_id {thread_id!r}: start a conversation with send_message"
         ),
@@ -72,6 +76,12 @@ _CATALOGS: Final[dict[str, dict[str, str]]] = {
         "edit_other_tool": (
             "Edit tidak bisa mengganti `{name}` dengan tool lain (`{other}`) di {framework}."
             " Ubah argumen `{name}`, atau tolak panggilannya."
+        ),
+        "decision_not_allowed": (
+            "Keputusan {type} tidak diizinkan untuk aksi {name}. Yang diizinkan: {allowed}"
+        ),
+        "respond_needs_message": (
+            "Keputusan 'respond' wajib menyertakan 'message' (teks), diterima {kind}"
         ),
         "unknown_thread": (
             "thread_id {thread_id!r} tidak dikenal: mulai percakapan dengan send_message"

@@ -10,19 +10,32 @@ from __future__ import annotations
 
 import hashlib
 import hmac
+import inspect
 import json
 import os
+from collections.abc import Callable, Sequence
 from datetime import datetime, timezone
 from typing import Annotated, Any, Final, Literal
 
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import (
+    BaseModel,
+    ConfigDict,
+    Field,
+    SerializerFunctionWrapHandler,
+    model_serializer,
+    model_validator,
+)
 
 from toolguard._messages import message
 
-DecisionType = Literal["approve", "edit", "reject"]
+DecisionType = Literal["approve", "edit", "reject", "respond"]
+"""A decision's ``type``, as in LangChain (``respond``: the reviewer answers for the tool)."""
 
 ALLOWED_DECISIONS: Final[tuple[DecisionType, ...]] = ("approve", "edit", "reject")
-"""The decisions a reviewer may take on every action, in this order."""
+"""The decisions a reviewer may take on every action by default, in this order."""
+
+DECISION_TYPES: Final[tuple[DecisionType, ...]] = ("approve", "edit", "reject", "respond")
+"""Every decision type a tool may allow (``requires_approval(allowed_decisions=...)``)."""
 
 REJECTED_BY_USER_MESSAGE: Final = "User rejected this action. It was not executed."
 """What the model reads when an action is rejected without a reason."""
@@ -69,6 +82,23 @@ def call_digest(
     return hashlib.sha256(canonical).hexdigest()
 
 
+_EXCLUDE_IF: Final = "exclude_if" in inspect.signature(Field).parameters
+"""Whether this pydantic can leave a field out of dumps by value (2.12+); else a serializer does."""
+
+
+def _omit_when(test: Callable[[Any], bool]) -> dict[str, Any]:
+    """``Field`` options that leave the field out of dumps when ``test(value)`` holds."""
+    return {"exclude_if": test} if _EXCLUDE_IF else {}
+
+
+def _is_none(value: Any) -> bool:
+    return value is None
+
+
+def _is_default_allowed(value: Any) -> bool:
+    return tuple(value) == ALLOWED_DECISIONS
+
+
 class _Wire(BaseModel):
     model_config = ConfigDict(extra="ignore", frozen=True)
 
@@ -84,7 +114,18 @@ class ActionRequest(_Wire):
     args: dict[str, Any]
     """The arguments the model proposed, as JSON data."""
     description: str
-    """Fixed text: ``Tool `NAME` is awaiting approval`` (or the tool's own override)."""
+    """Fixed text: ``Tool `NAME` is awaiting approval`` (or the tool's own override).
+
+    Optional on input, as in LangChain: a request without one gets the fixed text."""
+
+    @model_validator(mode="before")
+    @classmethod
+    def _default_description(cls, data: Any) -> Any:
+        if isinstance(data, dict) and data.get("description") is None:
+            name = data.get("name")
+            if isinstance(name, str):
+                return {**data, "description": message("action_description", name=name)}
+        return data
 
 
 class ReviewConfig(_Wire):
@@ -93,14 +134,19 @@ class ReviewConfig(_Wire):
     action_name: str
     """The tool's name, equal to the ``name`` of the matching action request."""
     allowed_decisions: list[DecisionType] = Field(default_factory=lambda: list(ALLOWED_DECISIONS))
-    """Always ``["approve", "edit", "reject"]``."""
+    """``["approve", "edit", "reject"]`` unless the tool allows others
+    (``requires_approval(allowed_decisions=...)``; LangChain payloads may list ``respond``)."""
 
 
 class PendingReview(_Wire):
     """The ``pending_review`` payload: the actions of one model turn that need approval.
 
     ``action_requests`` and ``review_configs`` are parallel lists in the order
-    of the tool calls in the model's message.
+    of the tool calls in the model's message. ``model_validate`` also takes
+    LangChain's per-call interrupt value (``{"type": "tool_approval",
+    "tool_call_id", "name", "args", "description"}``) as a one-action review
+    with the default allowed decisions (LangChain sends those in the
+    interrupt's ``response_schema``, not in the value).
     """
 
     action_requests: list[ActionRequest]
@@ -108,9 +154,32 @@ class PendingReview(_Wire):
     review_configs: list[ReviewConfig]
     """One item per action, same order."""
 
+    @model_validator(mode="before")
     @classmethod
-    def for_actions(cls, actions: list[tuple[str, dict[str, Any], str | None]]) -> PendingReview:
-        """Build the payload from ``(name, json_args, description_override)`` triples."""
+    def _from_tool_approval(cls, data: Any) -> Any:
+        if (
+            isinstance(data, dict)
+            and data.get("type") == "tool_approval"
+            and "action_requests" not in data
+        ):
+            request = {key: data[key] for key in ("name", "args", "description") if key in data}
+            return {
+                "action_requests": [request],
+                "review_configs": [{"action_name": data.get("name")}],
+            }
+        return data
+
+    @classmethod
+    def for_actions(
+        cls,
+        actions: list[tuple[str, dict[str, Any], str | None]],
+        allowed: Sequence[Sequence[DecisionType]] | None = None,
+    ) -> PendingReview:
+        """Build the payload from ``(name, json_args, description_override)`` triples.
+
+        ``allowed`` gives each action's allowed decisions (default: ``ALLOWED_DECISIONS``).
+        """
+        kinds = allowed if allowed is not None else [ALLOWED_DECISIONS] * len(actions)
         return cls(
             action_requests=[
                 ActionRequest(
@@ -120,7 +189,10 @@ class PendingReview(_Wire):
                 )
                 for name, args, description in actions
             ],
-            review_configs=[ReviewConfig(action_name=name) for name, _, _ in actions],
+            review_configs=[
+                ReviewConfig(action_name=name, allowed_decisions=list(kind))
+                for (name, _, _), kind in zip(actions, kinds, strict=True)
+            ],
         )
 
 
@@ -157,11 +229,38 @@ class RejectDecision(_Wire):
 
     type: Literal["reject"] = "reject"
     """Always ``"reject"``."""
-    message: str | None = None
-    """Why; missing or empty means ``REJECTED_BY_USER_MESSAGE``."""
+    message: str | None = Field(None, **_omit_when(_is_none))
+    """Why; missing or empty means ``REJECTED_BY_USER_MESSAGE``. Left out of
+    dumps when ``None``, as LangChain's ``RejectDecision`` has no null message."""
+
+    if not _EXCLUDE_IF:  # pragma: no cover - pydantic < 2.12 has no Field(exclude_if=...)
+
+        @model_serializer(mode="wrap")
+        def _dump(self, handler: SerializerFunctionWrapHandler) -> dict[str, Any]:
+            data: dict[str, Any] = handler(self)
+            if self.message is None:
+                data.pop("message", None)
+            return data
 
 
-Decision = Annotated[ApproveDecision | EditDecision | RejectDecision, Field(discriminator="type")]
+class RespondDecision(_Wire):
+    """Do not run the tool; ``message`` is its result (LangChain's ``respond``).
+
+    For "ask the user" tools whose real implementation is a person's answer.
+    Allowed only for tools that list ``respond`` in their allowed decisions.
+    The result has status ``"success"`` (as in LangChain) and outcome ``"responded"``.
+    """
+
+    type: Literal["respond"] = "respond"
+    """Always ``"respond"``."""
+    message: str
+    """What the model reads as the tool's result."""
+
+
+AnyDecision = ApproveDecision | EditDecision | RejectDecision | RespondDecision
+"""Any decision model."""
+
+Decision = Annotated[AnyDecision, Field(discriminator="type")]
 """One decision: a union discriminated on ``type``."""
 
 
@@ -183,6 +282,20 @@ class ToolCall(_Wire):
 
 ResultStatus = Literal["success", "error"]
 
+ResultOutcome = Literal[
+    "rejected",
+    "no_decision",
+    "expired",
+    "cancelled",
+    "failed",
+    "invalid_arguments",
+    "unknown_tool",
+    "tampered",
+    "interrupted",
+    "responded",
+]
+"""Why a result is not the return value of a tool that ran (``ToolResult.outcome``)."""
+
 
 class ToolResult(_Wire):
     """The outcome of one tool call, as the model will read it."""
@@ -197,10 +310,33 @@ class ToolResult(_Wire):
     """The text for the model: the tool's return value as text, or the error."""
     value: Any = None
     """The return value as JSON data (``None`` for errors)."""
+    outcome: ResultOutcome | None = Field(None, **_omit_when(_is_none))
+    """``None`` when the tool ran and returned; else why not: ``rejected``,
+    ``no_decision``, ``expired``, ``cancelled``, ``failed`` (the tool raised),
+    ``invalid_arguments``, ``unknown_tool``, ``tampered``, ``interrupted`` or
+    ``responded`` (the reviewer answered for the tool; status ``success``).
+    Left out of dumps when ``None``, so a success result dumps as in 0.1.0."""
+
+    if not _EXCLUDE_IF:  # pragma: no cover - pydantic < 2.12 has no Field(exclude_if=...)
+
+        @model_serializer(mode="wrap")
+        def _dump(self, handler: SerializerFunctionWrapHandler) -> dict[str, Any]:
+            data: dict[str, Any] = handler(self)
+            if self.outcome is None:
+                data.pop("outcome", None)
+            return data
 
 
 ActionStatus = Literal[
-    "requested", "approved", "edited", "rejected", "executed", "failed", "expired", "cancelled"
+    "requested",
+    "approved",
+    "edited",
+    "rejected",
+    "responded",
+    "executed",
+    "failed",
+    "expired",
+    "cancelled",
 ]
 
 
@@ -208,7 +344,7 @@ class Action(_Wire):
     """One approval request and its lifecycle.
 
     ``requested`` → ``approved`` | ``edited`` → ``executed`` | ``failed``, or
-    ``requested`` → ``rejected`` (also ``expired`` / ``cancelled``).
+    ``requested`` → ``rejected`` | ``responded`` (also ``expired`` / ``cancelled``).
     """
 
     id: str
@@ -240,6 +376,20 @@ class Action(_Wire):
     review (see :func:`call_digest`); an approval covers only those."""
     reviewer: str | None = None
     """Who decided, when the decision came with a reviewer identity."""
+    allowed_decisions: list[DecisionType] = Field(
+        default_factory=lambda: list(ALLOWED_DECISIONS), **_omit_when(_is_default_allowed)
+    )
+    """The decisions the reviewer may take (the tool's ``allowed_decisions``).
+    Left out of dumps when it is ``ALLOWED_DECISIONS``, so stored actions keep 0.1.0's form."""
+
+    if not _EXCLUDE_IF:  # pragma: no cover - pydantic < 2.12 has no Field(exclude_if=...)
+
+        @model_serializer(mode="wrap")
+        def _dump(self, handler: SerializerFunctionWrapHandler) -> dict[str, Any]:
+            data: dict[str, Any] = handler(self)
+            if _is_default_allowed(self.allowed_decisions):
+                data.pop("allowed_decisions", None)
+            return data
 
 
 class PendingTurn(_Wire):
@@ -270,5 +420,8 @@ class PendingTurn(_Wire):
             action_requests=[
                 ActionRequest(name=a.name, args=a.args, description=a.description) for a in waiting
             ],
-            review_configs=[ReviewConfig(action_name=a.name) for a in waiting],
+            review_configs=[
+                ReviewConfig(action_name=a.name, allowed_decisions=list(a.allowed_decisions))
+                for a in waiting
+            ],
         )

@@ -34,6 +34,8 @@ from toolguard._models import (
     PendingReview,
     PendingTurn,
     RejectDecision,
+    RespondDecision,
+    ResultOutcome,
     ToolCall,
     ToolResult,
     call_digest,
@@ -41,9 +43,10 @@ from toolguard._models import (
     utcnow,
 )
 from toolguard._override import get_stand_in
+from toolguard._results import ResultTemplates, check_templates, result_text
 from toolguard._tool import Tool, ToolArgumentsError, ttl_seconds
 from toolguard._toolset import Tools, Toolset
-from toolguard._validate import as_decision_list, parse_decision
+from toolguard._validate import as_decision_list, check_allowed, parse_decision
 
 EditPolicy = Literal["run", "recheck"]
 
@@ -169,6 +172,61 @@ class Step:
         """The review payload while paused, else ``None``."""
         return self.pending.pending_review if self.pending is not None else None
 
+    def tool_messages(self, templates: ResultTemplates | None = None) -> list[dict[str, Any]]:
+        """The results as OpenAI Chat Completions tool messages, in call order.
+
+        Each is ``{"role": "tool", "tool_call_id", "content"}``; the content of
+        a result that is not a plain success is marked with ``templates``
+        (default :class:`~toolguard.ResultTemplates`), since the format has no
+        status field.
+
+        Raises:
+            ValueError: the turn is still paused (not every call has a result).
+        """
+        templates = check_templates(templates, "templates")
+        if self.pending is not None:
+            msg = "The turn is paused: resume it with the decisions before sending its results"
+            raise ValueError(msg)
+        return [
+            {"role": "tool", "tool_call_id": r.call_id, "content": result_text(r, templates)}
+            for r in self.results
+        ]
+
+    def openai_messages(
+        self, text: str | None = None, templates: ResultTemplates | None = None
+    ) -> list[dict[str, Any]]:
+        """The finished turn in OpenAI Chat Completions format, ready to append to the history.
+
+        ``[assistant message, tool message per call]``: the assistant message
+        carries ``text`` (the model's content, ``None`` when it had none) and
+        the tool calls as they stand (edits applied, arguments as JSON
+        text), then one tool message per call in call order (see
+        :meth:`tool_messages`). A hand-written loop sends these instead of
+        toolguard's own :class:`~toolguard.ToolCall` shape.
+
+        Raises:
+            ValueError: the turn is still paused.
+        """
+        tools = self.tool_messages(templates)
+        assistant: dict[str, Any] = {"role": "assistant", "content": text}
+        if self.calls:
+            assistant["tool_calls"] = [openai_tool_call(c) for c in self.calls]
+        return [assistant, *tools]
+
+
+def openai_tool_call(call: ToolCall) -> dict[str, Any]:
+    """One call in the OpenAI Chat Completions shape (``arguments`` as JSON text)."""
+    arguments = (
+        call.arguments_error
+        if call.arguments_error is not None
+        else json.dumps(call.args, ensure_ascii=False)
+    )
+    return {
+        "id": call.id,
+        "type": "function",
+        "function": {"name": call.name, "arguments": arguments},
+    }
+
 
 def parse_tool_call(raw: Any, index: int = 0) -> ToolCall:
     """Read one tool call in any common shape.
@@ -243,8 +301,12 @@ def _check_thread_id(thread_id: object) -> None:
         raise TypeError(msg)
 
 
-def _error(call: ToolCall, content: str, name: str | None = None) -> ToolResult:
-    return ToolResult(call_id=call.id, name=name or call.name, status="error", content=content)
+def _error(
+    call: ToolCall, content: str, outcome: ResultOutcome, name: str | None = None
+) -> ToolResult:
+    return ToolResult(
+        call_id=call.id, name=name or call.name, status="error", content=content, outcome=outcome
+    )
 
 
 class Runner:
@@ -333,7 +395,8 @@ class Runner:
 
     def _unknown_tool(self, call: ToolCall, name: str) -> ToolResult:
         available = ", ".join(self.toolset) or "(none)"
-        return _error(call, f"Tool `{name}` does not exist. Available tools: {available}", name)
+        text = f"Tool `{name}` does not exist. Available tools: {available}"
+        return _error(call, text, "unknown_tool", name)
 
     async def _execute(
         self, call: ToolCall, tool: Tool[Any, Any], args: dict[str, Any]
@@ -346,7 +409,10 @@ class Runner:
                 value = await tool.execute(args, in_thread=self.sync_in_thread)
         except Exception as exc:
             return _error(
-                call, f"Tool `{tool.name}` failed: {type(exc).__name__}: {exc}", tool.name
+                call,
+                f"Tool `{tool.name}` failed: {type(exc).__name__}: {exc}",
+                "failed",
+                tool.name,
             )
         data = to_json_data(value)
         return ToolResult(
@@ -405,7 +471,32 @@ class Runner:
             digest=call_digest(
                 call.name, call.args, self.signing_key, thread_id=thread_id, review_id=review_id
             ),
+            allowed_decisions=list(tool.approval.allowed_decisions if tool.approval else ()),
         )
+
+    def allowed_decisions(self, action: Action) -> tuple[str, ...]:
+        """The decision types ``action`` may get: shown to the reviewer AND allowed by the tool.
+
+        The stored list is what the payload showed; the tool's policy (code,
+        not the store) must allow the type too, so a rewritten store cannot
+        widen what a reviewer may do.
+        """
+        tool = self.toolset.get(action.name)
+        if tool is None or tool.approval is None:
+            return tuple(action.allowed_decisions)
+        policy = tool.approval.allowed_decisions
+        return tuple(kind for kind in action.allowed_decisions if kind in policy)
+
+    def check_allowed(self, pending: PendingTurn, decisions: Sequence[Any]) -> None:
+        """Refuse decisions (models, in order) their waiting action does not allow.
+
+        Raises:
+            InvalidReviewDecisionError: with the catalog text naming the
+                decision, the action and what it allows; nothing has run.
+        """
+        waiting = [a for a in pending.actions if a.status == "requested"]
+        for action, decision in zip(waiting, decisions, strict=False):
+            check_allowed(decision.type, (action.name, self.allowed_decisions(action)))
 
     # ------------------------------------------------------------------ run
 
@@ -443,12 +534,13 @@ class Runner:
                     call,
                     f"Invalid arguments for tool `{call.name}`: expected a JSON object,"
                     f" got {call.arguments_error[:200]}",
+                    "invalid_arguments",
                 )
                 continue
             try:
                 validated = tool.validate_args(call.args)
             except ToolArgumentsError as exc:
-                results[call.id] = _error(call, str(exc))
+                results[call.id] = _error(call, str(exc), "invalid_arguments")
                 continue
             if tool.needs_approval(validated):
                 actions.append(self._action(call, tool, thread_id, review_id))
@@ -497,6 +589,13 @@ class Runner:
           is put up for review again.
         * reject: the call does not run; the model reads the reason, or
           ``REJECTED_BY_USER_MESSAGE``.
+        * respond (only for tools that allow it): the call does not run; the
+          reviewer's ``message`` is its result, with status ``"success"`` as
+          in LangChain and ``outcome`` ``"responded"``; the action ends
+          ``responded``.
+
+        Each decision must be one its action allows (the tool's
+        ``allowed_decisions``), on this lenient path too.
 
         Once only: a turn is resumed at most once. This process remembers the
         latest ``REMEMBERED_TURNS`` review ids it resumed or closed (any
@@ -520,7 +619,8 @@ class Runner:
         Raises:
             NoPendingReviewError: ``pending`` has no waiting action.
             InvalidReviewDecisionError: ``decisions`` is not a list, or one
-                of the decisions used is malformed; nothing ran.
+                of the decisions used is malformed or not allowed for its
+                action; nothing ran.
             AlreadyResumedError: the turn was already resumed or closed (in
                 this process, or claimed by another one); nothing ran.
         """
@@ -529,6 +629,7 @@ class Runner:
         if not waiting:
             raise NoPendingReviewError
         parsed = [parse_decision(d) for d in as_decision_list(decisions)[: len(waiting)]]
+        self.check_allowed(pending, parsed)
         await self._claim(pending.review_id)
         calls = list(pending.calls)
         position = {c.id: i for i, c in enumerate(calls)}
@@ -560,10 +661,20 @@ class Runner:
             decision = parsed[i] if i < len(parsed) else None
             call = calls[position[action.call_id]]
             if decision is None:
-                finish(action, _error(call, NO_DECISION), "rejected", None)
+                finish(action, _error(call, NO_DECISION, "no_decision"), "rejected", None)
             elif isinstance(decision, RejectDecision):
                 reason = decision.message or REJECTED_BY_USER_MESSAGE
-                finish(action, _error(call, reason), "rejected", decision)
+                finish(action, _error(call, reason, "rejected"), "rejected", decision)
+            elif isinstance(decision, RespondDecision):
+                # LangChain's respond: the reviewer's answer is the tool's result; it never runs.
+                answer = ToolResult(
+                    call_id=call.id,
+                    name=call.name,
+                    status="success",
+                    content=decision.message,
+                    outcome="responded",
+                )
+                finish(action, answer, "responded", decision)
             elif isinstance(decision, ApproveDecision):
                 tool = self.toolset.get(action.name)
                 expected = call_digest(
@@ -575,7 +686,7 @@ class Runner:
                 )
                 if not hmac.compare_digest(action.digest, expected):
                     # The stored request no longer matches what the reviewer was shown.
-                    finish(action, _error(call, TAMPERED), "failed", decision)
+                    finish(action, _error(call, TAMPERED, "tampered"), "failed", decision)
                     continue
                 if tool is None:
                     finish(action, self._unknown_tool(call, action.name), "failed", decision)
@@ -583,7 +694,7 @@ class Runner:
                 try:
                     validated = tool.validate_args(action.args)
                 except ToolArgumentsError as exc:
-                    finish(action, _error(call, str(exc)), "failed", decision)
+                    finish(action, _error(call, str(exc), "invalid_arguments"), "failed", decision)
                     continue
                 jobs.append((len(decided), call, self._gate(tool, action), validated))
                 decided.append(
@@ -602,7 +713,8 @@ class Runner:
                 try:
                     validated = tool.validate_args(new_call.args)
                 except ToolArgumentsError as exc:
-                    finish(action, _error(new_call, str(exc)), "failed", decision)
+                    result = _error(new_call, str(exc), "invalid_arguments")
+                    finish(action, result, "failed", decision)
                     continue
                 recheck = edited.name != action.name or self.edit_policy == "recheck"
                 changes = {"status": "edited", "decision": decision, "decided_at": now}
@@ -617,7 +729,7 @@ class Runner:
             finished_at = self.clock()
             for (slot, call, gate, _), result in zip(jobs, outcomes, strict=True):
                 if cast("_Deadline", gate).missed:
-                    late = _error(call, EXPIRED_BEFORE_START, result.name)
+                    late = _error(call, EXPIRED_BEFORE_START, "expired", result.name)
                     results[late.call_id] = late
                     decided[slot][1].update(status="expired", result=late, finished_at=finished_at)
                     continue
@@ -712,7 +824,7 @@ def close_turn(
     calls = {c.id: c for c in pending.calls}
     closed: list[Action] = []
     for action in waiting:
-        result = _error(calls[action.call_id], text)
+        result = _error(calls[action.call_id], text, outcome)
         results[result.call_id] = result
         closed.append(
             action.model_copy(update={"status": outcome, "result": result, "finished_at": now})
@@ -735,13 +847,23 @@ def interrupted_turn(pending: PendingTurn, decisions: Sequence[Any], now: dateti
     for i, action in enumerate(waiting):
         decision = parsed[i] if i < len(parsed) else None
         call = calls[action.call_id]
-        if decision is None or isinstance(decision, RejectDecision):
-            text = NO_DECISION if decision is None else decision.message
-            result = _error(call, text or REJECTED_BY_USER_MESSAGE)
-            status: Any = "rejected"
+        status: Any
+        if decision is None:
+            result, status = _error(call, NO_DECISION, "no_decision"), "rejected"
+        elif isinstance(decision, RejectDecision):
+            reason = decision.message or REJECTED_BY_USER_MESSAGE
+            result, status = _error(call, reason, "rejected"), "rejected"
+        elif isinstance(decision, RespondDecision):
+            result = ToolResult(
+                call_id=call.id,
+                name=call.name,
+                status="success",
+                content=decision.message,
+                outcome="responded",
+            )
+            status = "responded"
         else:
-            result = _error(call, INTERRUPTED)
-            status = "failed"
+            result, status = _error(call, INTERRUPTED, "interrupted"), "failed"
         results[result.call_id] = result
         ended.append(
             action.model_copy(

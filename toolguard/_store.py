@@ -23,6 +23,7 @@ from toolguard._models import (
     EditDecision,
     PendingTurn,
     RejectDecision,
+    RespondDecision,
     utcnow,
 )
 
@@ -52,7 +53,7 @@ class ThreadState(BaseModel):
     """The history in OpenAI Chat Completions format."""
     pending: PendingTurn | None = None
     """The paused turn while a review is pending (or being applied)."""
-    decisions: list[ApproveDecision | EditDecision | RejectDecision] | None = None
+    decisions: list[ApproveDecision | EditDecision | RejectDecision | RespondDecision] | None = None
     """The accepted decisions while they are being applied (``status == "running"``)."""
     actions: list[Action] = Field(default_factory=list)
     """Every approval request of the thread, latest status, oldest first."""

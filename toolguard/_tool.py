@@ -15,7 +15,7 @@ import functools
 import inspect
 import sys
 import typing
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass
 from datetime import timedelta
 from typing import Any, Generic, ParamSpec, TypeVar, overload
@@ -29,7 +29,10 @@ from toolguard._errors import ActionRejectedError, ApprovalRequiredError
 from toolguard._grants import consume_grant
 from toolguard._json import to_json_data
 from toolguard._models import (
+    ALLOWED_DECISIONS,
+    DECISION_TYPES,
     REJECTED_BY_USER_MESSAGE,
+    DecisionType,
     EditDecision,
     PendingReview,
     RejectDecision,
@@ -37,6 +40,7 @@ from toolguard._models import (
     new_id,
 )
 from toolguard._override import get_stand_in
+from toolguard._validate import check_allowed
 
 P = ParamSpec("P")
 R = TypeVar("R")
@@ -68,17 +72,62 @@ class ApprovalPolicy:
             ``Tool `NAME` is awaiting approval``.
         ttl: seconds a review of this tool stays open (``None``: the chat's
             default, which by default is no deadline).
+        allowed_decisions: the decisions a reviewer may take on this tool,
+            a non-empty subset of ``approve``, ``edit``, ``reject`` and
+            ``respond``, kept in that order (default ``ALLOWED_DECISIONS``).
+            The review payload lists them and other decisions are refused.
+
+    Raises:
+        TypeError: ``allowed_decisions`` is not a list or tuple of texts.
+        ValueError: it is empty or names an unknown decision type.
     """
 
     when: ApprovalPredicate | None = None
     description: str | None = None
     ttl: float | None = None
+    allowed_decisions: tuple[DecisionType, ...] = ALLOWED_DECISIONS
+
+    def __post_init__(self) -> None:
+        checked = allowed_decisions_tuple(self.allowed_decisions)
+        object.__setattr__(self, "allowed_decisions", checked)  # frozen: normalise once
 
     def needs_approval(self, args: Mapping[str, Any]) -> bool:
         """Whether a call with these arguments must wait for a human."""
         if self.when is None:
             return True
         return bool(self.when(dict(args)))
+
+
+def allowed_decisions_tuple(value: Iterable[str]) -> tuple[DecisionType, ...]:
+    """Check ``allowed_decisions`` and return it in the canonical order, without repeats.
+
+    Raises:
+        TypeError: not a list, tuple or other collection of texts.
+        ValueError: empty, or a value that is not a decision type.
+    """
+    given: object = value  # checked at run time for untyped callers
+    if isinstance(given, (str, bytes, Mapping)) or not isinstance(given, Iterable):
+        msg = (
+            "allowed_decisions must be a list of decision types such as"
+            f" ['approve', 'reject'], got {type(given).__name__}"
+        )
+        raise TypeError(msg)
+    items = list(given)
+    for item in items:
+        if not isinstance(item, str):
+            msg = f"allowed_decisions must hold texts, got {type(item).__name__}: {item!r}"
+            raise TypeError(msg)
+    unknown = [item for item in items if item not in DECISION_TYPES]
+    if unknown:
+        msg = (
+            f"Unknown decision type {unknown[0]!r} in allowed_decisions."
+            f" Choices: {list(DECISION_TYPES)}"
+        )
+        raise ValueError(msg)
+    if not items:
+        msg = f"allowed_decisions must allow at least one of {list(DECISION_TYPES)}"
+        raise ValueError(msg)
+    return tuple(kind for kind in DECISION_TYPES if kind in items)
 
 
 def _reject_unwrappable(func: Any, decorator: str) -> None:
@@ -423,6 +472,7 @@ def _check_direct_call(tool: Tool[Any, Any], explicit: dict[str, Any]) -> dict[s
     stand_in = get_stand_in()
     if stand_in is not None:
         decision = stand_in(call)
+        check_allowed(decision.type, (tool.name, policy.allowed_decisions))
         if isinstance(decision, RejectDecision):
             raise ActionRejectedError(
                 decision.message or REJECTED_BY_USER_MESSAGE, tool_name=tool.name
@@ -430,7 +480,9 @@ def _check_direct_call(tool: Tool[Any, Any], explicit: dict[str, Any]) -> dict[s
         if isinstance(decision, EditDecision):
             return decision.edited_action.args
         return None
-    pending = PendingReview.for_actions([(tool.name, json_args, policy.description)])
+    pending = PendingReview.for_actions(
+        [(tool.name, json_args, policy.description)], [policy.allowed_decisions]
+    )
     raise ApprovalRequiredError(pending_review=pending, call=call)
 
 
@@ -601,6 +653,7 @@ def requires_approval(
     when: ApprovalPredicate | None = None,
     description: str | None = None,
     ttl: float | timedelta | None = None,
+    allowed_decisions: Iterable[DecisionType] = ALLOWED_DECISIONS,
 ) -> _Guard: ...
 def requires_approval(
     func: Any = None,
@@ -609,6 +662,7 @@ def requires_approval(
     when: ApprovalPredicate | None = None,
     description: str | None = None,
     ttl: float | timedelta | None = None,
+    allowed_decisions: Iterable[DecisionType] = ALLOWED_DECISIONS,
 ) -> Any:
     """Guard a function or tool: calling it needs a human's approval first.
 
@@ -637,16 +691,29 @@ def requires_approval(
         ttl: how long a review of this tool stays open (seconds or a
             ``timedelta``); past it the request is ``expired`` and never runs.
             Overrides the chat's ``review_ttl``.
+        allowed_decisions: the decisions a reviewer may take, e.g.
+            ``["approve", "reject"]`` (no edits) or ``["respond"]`` for an
+            "ask the user" tool; a non-empty subset of ``approve``, ``edit``,
+            ``reject`` and ``respond``. Default: ``ALLOWED_DECISIONS``.
 
     Raises:
-        TypeError: for classes, generators and non-callables, at decoration time.
-        ValueError: for a ``ttl`` that is not positive.
+        TypeError: for classes, generators and non-callables, at decoration
+            time; for ``allowed_decisions`` that is not a list of texts.
+        ValueError: for a ``ttl`` that is not positive; for
+            ``allowed_decisions`` that is empty or names an unknown type.
     """
     predicate: object = when  # checked at run time for untyped callers
     if predicate is not None and not callable(predicate):
         msg = f"when= must be a callable taking the arguments dict, got {type(predicate).__name__}"
         raise TypeError(msg)
-    guard = _Guard(ApprovalPolicy(when=when, description=description, ttl=ttl_seconds(ttl)))
+    guard = _Guard(
+        ApprovalPolicy(
+            when=when,
+            description=description,
+            ttl=ttl_seconds(ttl),
+            allowed_decisions=allowed_decisions_tuple(allowed_decisions),
+        )
+    )
     if func is not None:
         return guard.wrap(func, _caller_locals())
     return guard

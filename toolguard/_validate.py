@@ -10,15 +10,28 @@ from toolguard._json import clean_text, to_json_data
 from toolguard._messages import message
 from toolguard._models import (
     ALLOWED_DECISIONS,
+    DECISION_TYPES,
+    AnyDecision,
     ApproveDecision,
     EditDecision,
     EditedAction,
     PendingReview,
     PendingTurn,
     RejectDecision,
+    RespondDecision,
 )
 
-AnyDecision = ApproveDecision | EditDecision | RejectDecision
+__all__ = [
+    "AnyDecision",
+    "allowed_for",
+    "as_decision_list",
+    "check_allowed",
+    "parse_decision",
+    "validate_decisions",
+]
+
+Allowed = tuple[str, Sequence[str]]
+"""An action's name and the decision types it allows."""
 
 
 def _count_actions(pending_review: Any) -> int:
@@ -35,35 +48,93 @@ def _count_actions(pending_review: Any) -> int:
     return 0
 
 
+def _listed(value: Any) -> list[Any]:
+    if isinstance(value, Sequence) and not isinstance(value, (str, bytes, bytearray)):
+        return list(value)
+    return []
+
+
+def allowed_for(pending_review: Any) -> list[Allowed]:
+    """Each waiting action's name and allowed decision types, in order.
+
+    A payload action without a review config (or whose ``allowed_decisions``
+    is not a list of texts) allows ``ALLOWED_DECISIONS``, the specification's
+    default; a given list is taken as it is (an empty one allows nothing).
+    """
+    if isinstance(pending_review, PendingTurn):
+        return [
+            (a.name, tuple(a.allowed_decisions))
+            for a in pending_review.actions
+            if a.status == "requested"
+        ]
+    if isinstance(pending_review, PendingReview):
+        pending_review = pending_review.model_dump()
+    if not isinstance(pending_review, Mapping):
+        return []
+    requests = _listed(pending_review.get("action_requests"))
+    configs = _listed(pending_review.get("review_configs"))
+    out: list[Allowed] = []
+    for index, request in enumerate(requests):
+        name = request.get("name") if isinstance(request, Mapping) else None
+        config = configs[index] if index < len(configs) else None
+        kinds = config.get("allowed_decisions") if isinstance(config, Mapping) else None
+        listed = _listed(kinds)
+        given = isinstance(kinds, Sequence) and not isinstance(kinds, (str, bytes, bytearray))
+        allowed = (
+            tuple(listed)
+            if given and all(isinstance(k, str) for k in listed)
+            else ALLOWED_DECISIONS
+        )
+        out.append((name if isinstance(name, str) else "", allowed))
+    return out
+
+
+def check_allowed(kind: str, allowed: Allowed | None) -> None:
+    """Refuse a decision type the action does not allow (the catalog text names both)."""
+    if allowed is None:
+        return
+    name, kinds = allowed
+    if kind not in kinds:
+        raise InvalidReviewDecisionError(
+            message("decision_not_allowed", type=repr(kind), name=repr(name), allowed=list(kinds))
+        )
+
+
 def _kind(value: Any) -> str:
     return "None" if value is None else type(value).__name__
 
 
-def parse_decision(decision: Any) -> AnyDecision:
+def parse_decision(decision: Any, allowed: Allowed | None = None) -> AnyDecision:
     """Check one decision and return it as a model.
 
     Accepts a decision model or a mapping in the wire format. Fields that do
-    not belong to the decision's type are ignored.
+    not belong to the decision's type are ignored. Checks, in order: the
+    type, that ``allowed`` (the action's name and allowed types, when given)
+    lists it, then the fields of that type.
 
     Raises:
         InvalidReviewDecisionError: with the catalog text for the first problem.
     """
-    if isinstance(decision, EditDecision):
-        edited_model = decision.edited_action
-        return EditDecision(
-            edited_action=EditedAction(
-                name=clean_text(edited_model.name), args=to_json_data(edited_model.args)
+    if isinstance(decision, (ApproveDecision, EditDecision, RejectDecision, RespondDecision)):
+        check_allowed(decision.type, allowed)
+        if isinstance(decision, EditDecision):
+            edited_model = decision.edited_action
+            return EditDecision(
+                edited_action=EditedAction(
+                    name=clean_text(edited_model.name), args=to_json_data(edited_model.args)
+                )
             )
-        )
-    if isinstance(decision, RejectDecision):
-        return RejectDecision(message=clean_text(decision.message))
-    if isinstance(decision, ApproveDecision):
+        if isinstance(decision, RejectDecision):
+            return RejectDecision(message=clean_text(decision.message))
+        if isinstance(decision, RespondDecision):
+            return RespondDecision(message=clean_text(decision.message))
         return decision
     if not isinstance(decision, Mapping):
         raise InvalidReviewDecisionError(message("decision_type", type=None))
     kind = decision.get("type")
-    if not isinstance(kind, str) or kind not in ALLOWED_DECISIONS:
+    if not isinstance(kind, str) or kind not in DECISION_TYPES:
         raise InvalidReviewDecisionError(message("decision_type", type=repr(kind)))
+    check_allowed(kind, allowed)
     if kind == "approve":
         return ApproveDecision()
     if kind == "edit":
@@ -85,6 +156,10 @@ def parse_decision(decision: Any) -> AnyDecision:
             )
         )
     reason = decision.get("message")
+    if kind == "respond":
+        if not isinstance(reason, str):
+            raise InvalidReviewDecisionError(message("respond_needs_message", kind=_kind(reason)))
+        return RespondDecision(message=clean_text(reason))
     if reason is not None and not isinstance(reason, str):
         raise InvalidReviewDecisionError(message("reject_message_type", kind=_kind(reason)))
     return RejectDecision(message=clean_text(reason))
@@ -104,12 +179,17 @@ def validate_decisions(pending_review: Any, decisions: Any) -> list[AnyDecision]
 
     The checks stop at the first problem: a pending action exists, the
     decisions are a list, their number equals the number of actions, then
-    each decision in order (its type, then ``edited_action``). Nothing is
-    changed by a refused call, so correct decisions can be sent afterwards.
+    each decision in order (its type, that the action's review config allows
+    that type, then ``edited_action`` or ``message``). Nothing is changed by
+    a refused call, so correct decisions can be sent afterwards.
+
+    A ``respond`` decision (LangChain's: the reviewer's ``message`` becomes
+    the tool's result and the tool does not run) is accepted only for actions
+    whose ``allowed_decisions`` list it; by default none do.
 
     Args:
-        pending_review: the payload (model or dict), a paused turn, or
-            ``None`` when nothing is pending.
+        pending_review: the payload (model or dict, e.g. LangChain's own
+            ``HITLRequest``), a paused turn, or ``None`` when nothing is pending.
         decisions: one decision per action, in order; dicts in the wire
             format or decision models. Any Python value is accepted and
             refused with a documented error when it is not such a list.
@@ -129,4 +209,5 @@ def validate_decisions(pending_review: Any, decisions: Any) -> list[AnyDecision]
         raise InvalidReviewDecisionError(
             message("decision_count", expected=expected, received=len(items))
         )
-    return [parse_decision(item) for item in items]
+    allowed = allowed_for(pending_review)
+    return [parse_decision(item, allowed[i]) for i, item in enumerate(items)]

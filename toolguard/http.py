@@ -228,7 +228,7 @@ class EditedActionBody(BaseModel):
 class ReviewDecision(BaseModel):
     """One decision of ``POST /hitl/review``, checked for shape only.
 
-    The type must be ``approve``, ``edit`` or ``reject``, and an
+    The type must be ``approve``, ``edit``, ``reject`` or ``respond``, and an
     ``edited_action`` given with an edit must have a string ``name`` and an
     object ``args`` (else 422). Whether an edit *has* an ``edited_action`` is
     checked afterwards by :func:`~toolguard.validate_decisions` (400), like
@@ -236,12 +236,13 @@ class ReviewDecision(BaseModel):
     are ignored, whatever they hold.
     """
 
-    type: Literal["approve", "edit", "reject"]
-    """What to do with the action."""
+    type: Literal["approve", "edit", "reject", "respond"]
+    """What to do with the action (``respond`` only where the review config allows it)."""
     edited_action: EditedActionBody | None = None
     """For ``edit`` (required there): the call to run instead."""
     message: str | None = None
-    """For ``reject`` (optional): the reason the model reads."""
+    """For ``reject`` (optional): the reason the model reads; for ``respond``
+    (required): the answer the model reads as the tool's result."""
 
     @field_validator("edited_action", mode="wrap")
     @classmethod
@@ -255,7 +256,7 @@ class ReviewDecision(BaseModel):
     def _message_only_for_reject(
         cls, value: Any, handler: ValidatorFunctionWrapHandler, info: ValidationInfo
     ) -> Any:
-        return handler(value) if info.data.get("type") == "reject" else None
+        return handler(value) if info.data.get("type") in ("reject", "respond") else None
 
     def to_wire(self) -> dict[str, Any]:
         """The decision in the wire format, with only the fields its type uses."""

@@ -23,10 +23,21 @@ LM Studio — through ``base_url``::
     chat = ReviewedChat(model, [send_email, search_contacts])
     turn = await chat.send_message("Mail Alice that the meeting moved to 10")
 
+:class:`OpenAIResponsesModel` does the same over the Responses API
+(``client.responses.create``), which OpenAI recommends for new projects: the
+history becomes Responses input items (``function_call`` /
+``function_call_output`` with their call ids) and the answer's items become
+text and tool calls again::
+
+    model = OpenAIResponsesModel(openai.AsyncOpenAI(), model="gpt-4o-mini")
+
 Only the standard message keys (``role``, ``content``, ``name``,
 ``tool_calls``, ``tool_call_id``) are sent, so the bookkeeping toolguard
 keeps in its history (such as a tool message's ``status``) never reaches the
-server. Every failure of the call — timeout, connection, an HTTP error
+server. Neither API has a status on a tool result, so the chat marks results
+that are not a plain success in their text (see
+:class:`~toolguard.ResultTemplates`); :meth:`~toolguard.Step.openai_messages`
+does the same for hand-written loops. Every failure of the call — timeout, connection, an HTTP error
 status, a response without choices — becomes a :class:`~toolguard.ModelError`
 whose text names what failed, with the ``openai`` exception as its cause.
 
@@ -52,7 +63,14 @@ from toolguard._model import Message, ModelResponse
 from toolguard._models import ToolCall
 from toolguard._runner import parse_tool_call
 
-__all__ = ["DEFAULT_MODEL", "OpenAIChatModel", "to_openai_messages"]
+__all__ = [
+    "DEFAULT_MODEL",
+    "OpenAIChatModel",
+    "OpenAIResponsesModel",
+    "to_openai_messages",
+    "to_responses_input",
+    "to_responses_tools",
+]
 
 DEFAULT_MODEL = "gpt-4o-mini"
 """The model :meth:`OpenAIChatModel.from_env` uses when ``TOOLGUARD_MODEL`` is not set."""
@@ -162,6 +180,20 @@ def _status_detail(exc: openai.APIStatusError) -> str:
     if isinstance(body, str) and body.strip():
         return body.strip()[:500]
     return "the response has no error message"
+
+
+def _model_error(exc: openai.OpenAIError, timeout: Any, where: str) -> ModelError:
+    """The :class:`ModelError` for a failed ``openai`` call (``raise ... from exc``)."""
+    if isinstance(exc, openai.APITimeoutError):
+        return ModelError(f"The model call timed out after {_seconds(timeout)} waiting for {where}")
+    if isinstance(exc, openai.APIConnectionError):
+        cause = str(exc.__cause__ or "") or exc.message
+        return ModelError(f"The model call failed: cannot connect to {where}: {cause}")
+    if isinstance(exc, openai.APIStatusError):
+        return ModelError(
+            f"The model call failed: HTTP {exc.status_code} from {where}: {_status_detail(exc)}"
+        )
+    return ModelError(f"The model call failed: {type(exc).__name__} from {where}: {exc}")
 
 
 class OpenAIChatModel:
@@ -281,23 +313,9 @@ class OpenAIChatModel:
             request["extra_body"] = self.extra_body
         try:
             completion: Any = await self.client.chat.completions.create(**request)
-        except openai.APITimeoutError as exc:
-            timeout = request.get("timeout", self.client.timeout)
-            msg = f"The model call timed out after {_seconds(timeout)} waiting for {self._where()}"
-            raise ModelError(msg) from exc
-        except openai.APIConnectionError as exc:
-            cause = str(exc.__cause__ or "") or exc.message
-            msg = f"The model call failed: cannot connect to {self._where()}: {cause}"
-            raise ModelError(msg) from exc
-        except openai.APIStatusError as exc:
-            msg = (
-                f"The model call failed: HTTP {exc.status_code} from {self._where()}: "
-                f"{_status_detail(exc)}"
-            )
-            raise ModelError(msg) from exc
         except openai.OpenAIError as exc:
-            msg = f"The model call failed: {type(exc).__name__} from {self._where()}: {exc}"
-            raise ModelError(msg) from exc
+            timeout = request.get("timeout", self.client.timeout)
+            raise _model_error(exc, timeout, self._where()) from exc
         return self._response(completion)
 
     def _response(self, completion: Any) -> ModelResponse:
@@ -333,3 +351,236 @@ class OpenAIChatModel:
             refusal = getattr(message, "refusal", None)
             text = refusal if isinstance(refusal, str) and refusal else None
         return ModelResponse(text=text, tool_calls=calls)
+
+
+# --------------------------------------------------------------------------- the Responses API
+
+
+def _message_text(content: Any) -> str:
+    """A history message's content as text (parts joined; ``None`` as empty)."""
+    return _text(content) or ""
+
+
+def to_responses_input(messages: Sequence[Mapping[str, Any]]) -> list[dict[str, Any]]:
+    """The history (OpenAI Chat Completions messages) as Responses API input items.
+
+    * ``system`` / ``developer`` / ``user`` → ``{"role", "content"}`` messages;
+    * ``assistant`` → its text as an assistant message (when it has any),
+      then one ``{"type": "function_call", "call_id", "name", "arguments"}``
+      per tool call, in order (``arguments`` as JSON text);
+    * ``tool`` → ``{"type": "function_call_output", "call_id", "output"}``.
+
+    Keys outside the standard ones (such as ``status``) are left out; a tool
+    message's content is sent as it stands in the history (the chat has
+    already marked results that are not a plain success).
+
+    Raises:
+        TypeError: a message or tool call is not a mapping.
+        ValueError: a message has an unknown role.
+    """
+    items: list[dict[str, Any]] = []
+    for message in to_openai_messages(messages):
+        role = message.get("role")
+        if role in ("system", "developer", "user"):
+            items.append({"role": role, "content": _message_text(message.get("content"))})
+        elif role == "assistant":
+            text = _text(message.get("content"))
+            if text is not None:
+                items.append({"role": "assistant", "content": text})
+            for call in message.get("tool_calls") or []:
+                function = call["function"]
+                items.append(
+                    {
+                        "type": "function_call",
+                        "call_id": call["id"],
+                        "name": function["name"],
+                        "arguments": function["arguments"],
+                    }
+                )
+        elif role == "tool":
+            items.append(
+                {
+                    "type": "function_call_output",
+                    "call_id": message.get("tool_call_id"),
+                    "output": _message_text(message.get("content")),
+                }
+            )
+        else:
+            msg = (
+                f"A history message has an unknown role {role!r}:"
+                " use system, developer, user, assistant or tool"
+            )
+            raise ValueError(msg)
+    return items
+
+
+def to_responses_tools(tools: Sequence[Mapping[str, Any]]) -> list[dict[str, Any]]:
+    """Chat Completions function tools as Responses function tools.
+
+    ``{"type": "function", "function": {"name", "description", "parameters"}}``
+    becomes ``{"type": "function", "name", "description", "parameters",
+    "strict": False}`` (not strict: toolguard's schemas allow optional
+    parameters, which strict mode refuses). A tool already in the Responses
+    shape is kept as it is.
+    """
+    out: list[dict[str, Any]] = []
+    for tool in tools:
+        function = tool.get("function")
+        if not isinstance(function, Mapping):
+            out.append(dict(tool))
+            continue
+        converted: dict[str, Any] = {"type": "function", "name": function.get("name")}
+        if function.get("description") is not None:
+            converted["description"] = function["description"]
+        converted["parameters"] = function.get("parameters") or {"type": "object", "properties": {}}
+        converted["strict"] = False
+        out.append(converted)
+    return out
+
+
+class OpenAIResponsesModel:
+    """A :class:`~toolguard.ChatModel` backed by ``openai.AsyncOpenAI`` Responses.
+
+    The chat keeps its history in Chat Completions format; each call turns it
+    into Responses input items (:func:`to_responses_input`), sends the tools
+    as Responses function tools (:func:`to_responses_tools`), and reads the
+    answer's ``message`` and ``function_call`` items back into text and tool
+    calls (the ``call_id`` is the tool call's id). Nothing is stored on the
+    server (``store=False``), since the whole history is sent each time.
+
+    Args:
+        client: the client to use; ``None`` builds ``openai.AsyncOpenAI()``.
+        model: the model name, e.g. ``"gpt-4o-mini"``.
+        parallel_tool_calls: sent with every request that has tools;
+            ``None`` leaves it out.
+        temperature: the sampling temperature; ``None`` leaves it out.
+        instructions: the Responses ``instructions`` (a system prompt kept
+            outside the history); ``None`` leaves it out.
+        extra_body: extra JSON fields for the request body.
+        request_options: extra keyword arguments for
+            ``client.responses.create`` (e.g. ``{"max_output_tokens": 512}``).
+
+    Attributes:
+        client: the ``openai.AsyncOpenAI`` client in use.
+        model: the model name sent with every request.
+    """
+
+    def __init__(
+        self,
+        client: openai.AsyncOpenAI | None = None,
+        *,
+        model: str,
+        parallel_tool_calls: bool | None = True,
+        temperature: float | None = None,
+        instructions: str | None = None,
+        extra_body: Mapping[str, Any] | None = None,
+        request_options: Mapping[str, Any] | None = None,
+    ) -> None:
+        if not model:
+            msg = f"model must be a non-empty model name, got {model!r}"
+            raise ValueError(msg)
+        self.client = client if client is not None else openai.AsyncOpenAI()
+        if not hasattr(self.client, "responses"):
+            msg = (
+                "OpenAIResponsesModel needs an openai client with the Responses API (openai>=1.66)"
+            )
+            raise TypeError(msg)
+        self.model = model
+        self.parallel_tool_calls = parallel_tool_calls
+        self.temperature = temperature
+        self.instructions = instructions
+        self.extra_body = dict(extra_body) if extra_body is not None else None
+        self.request_options = dict(request_options) if request_options is not None else {}
+
+    def __repr__(self) -> str:
+        return f"OpenAIResponsesModel(model={self.model!r}, base_url={str(self.client.base_url)!r})"
+
+    def _where(self) -> str:
+        return f"{self.client.base_url} (model {self.model!r})"
+
+    async def complete(
+        self, messages: Sequence[Message], tools: Sequence[dict[str, Any]]
+    ) -> ModelResponse:
+        """Ask the model for its next turn through ``client.responses.create``.
+
+        Args:
+            messages: the history in OpenAI Chat Completions format.
+            tools: OpenAI Chat Completions function tools (converted).
+
+        Returns:
+            The answer's text (its ``output_text`` parts joined) and its
+            ``function_call`` items as tool calls, in order. Arguments that
+            are not a JSON object are kept in ``arguments_error``.
+
+        Raises:
+            ModelError: on a timeout, a connection failure, an HTTP error
+                status, a failed response, or a function call without a name.
+        """
+        request: dict[str, Any] = {
+            **self.request_options,
+            "model": self.model,
+            "input": to_responses_input(messages),
+            "store": False,
+        }
+        if tools:
+            request["tools"] = to_responses_tools(tools)
+            if self.parallel_tool_calls is not None:
+                request["parallel_tool_calls"] = self.parallel_tool_calls
+        if self.temperature is not None:
+            request["temperature"] = self.temperature
+        if self.instructions is not None:
+            request["instructions"] = self.instructions
+        if self.extra_body is not None:
+            request["extra_body"] = self.extra_body
+        try:
+            response: Any = await self.client.responses.create(**request)
+        except openai.OpenAIError as exc:
+            timeout = request.get("timeout", self.client.timeout)
+            raise _model_error(exc, timeout, self._where()) from exc
+        return self._response(response)
+
+    def _response(self, response: Any) -> ModelResponse:
+        if isinstance(response, str):
+            msg = (
+                f"The model call failed: the response from {self._where()} is not JSON: "
+                f"{response[:200]!r}"
+            )
+            raise ModelError(msg)
+        error = _field(response, "error")
+        if error is not None or _field(response, "status") == "failed":
+            detail = _field(error, "message") if error is not None else None
+            msg = (
+                f"The model call failed: the response from {self._where()} failed: "
+                f"{detail or 'no error message'}"
+            )
+            raise ModelError(msg)
+        output = _field(response, "output")
+        if not isinstance(output, list):
+            msg = f"The model call failed: the response from {self._where()} has no output"
+            raise ModelError(msg)
+        texts: list[str] = []
+        raw_calls: list[dict[str, Any]] = []
+        for item in output:
+            kind = _field(item, "type")
+            if kind == "message":
+                parts = _field(item, "content") or []
+                texts.extend(
+                    text
+                    for part in parts
+                    if _field(part, "type") == "output_text"
+                    and isinstance(text := _field(part, "text"), str)
+                )
+            elif kind == "function_call":
+                name = _field(item, "name")
+                if not isinstance(name, str) or not name:
+                    msg = (
+                        f"The model call failed: function call #{len(raw_calls)} from"
+                        f" {self._where()} has no name"
+                    )
+                    raise ModelError(msg)
+                call_id = _field(item, "call_id") or _field(item, "id")
+                raw_calls.append(
+                    {"id": call_id, "name": name, "arguments": _field(item, "arguments")}
+                )
+        calls = [parse_tool_call(raw, index) for index, raw in enumerate(raw_calls)]
+        return ModelResponse(text="".join(texts) or None, tool_calls=calls)

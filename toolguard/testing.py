@@ -30,7 +30,13 @@ from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 from typing import Any, TypeVar
 
-from toolguard._models import ApproveDecision, EditDecision, RejectDecision, ToolCall
+from toolguard._models import (
+    ApproveDecision,
+    EditDecision,
+    RejectDecision,
+    RespondDecision,
+    ToolCall,
+)
 from toolguard._override import StandInReviewer, set_stand_in
 from toolguard._validate import parse_decision
 
@@ -126,13 +132,20 @@ def fixed_decisions(decisions: Iterable[Any]) -> StandIn:
     Args:
         decisions: decision dicts in the wire format or decision models. They
             are checked up front (``InvalidReviewDecisionError``).
+            ``respond`` is not supported here (``ValueError``).
 
     Raises:
         AssertionError: (from the guarded call) when more calls need approval
             than decisions were given — the agent asked for something the test
             did not expect.
     """
-    checked = [parse_decision(d) for d in decisions]
+    checked: list[ApproveDecision | EditDecision | RejectDecision] = []
+    for item in decisions:
+        decision = parse_decision(item)
+        if isinstance(decision, RespondDecision):
+            msg = "fixed_decisions takes approve, edit and reject decisions, not 'respond'"
+            raise ValueError(msg)
+        checked.append(decision)
 
     def make_decide() -> Callable[[ToolCall], AnyDecision]:
         queue = list(checked)

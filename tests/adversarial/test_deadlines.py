@@ -172,7 +172,7 @@ async def test_a_slow_authorize_hook_cannot_start_a_late_action(store: AnyStore,
     assert state.messages[-1] == {
         "role": "tool",
         "tool_call_id": "c1",
-        "content": EXPIRED_TEXT,
+        "content": f"Review expired, not executed: {EXPIRED_TEXT}",
         "status": "error",
     }
     assert kinds(state) == [("requested", None), ("expired", None)]

@@ -103,7 +103,7 @@ async def assert_tampered(chat: ReviewedChat, thread_id: str, log: list[Any]) ->
     assert [(a.status, a.result and a.result.content) for a in turn.actions] == [
         ("failed", TAMPERED)
     ]
-    assert turn.reply == f"Read: {TAMPERED}"
+    assert turn.reply == f"Read: Refused, not executed: {TAMPERED}"
 
 
 # --- replay into another review or thread ---------------------------------------------------------

@@ -189,7 +189,7 @@ async def test_a_refusal_during_an_authorized_cancel_does_not_fail_it(
     assert scene.log == []
     state = await scene.chat.get_thread(paused.thread_id)
     assert kinds(state) == [("requested", None), ("refused", "mallory"), ("cancelled", "alice")]
-    assert state.messages[-1]["content"] == CANCELLED
+    assert state.messages[-1]["content"] == f"Review cancelled, not executed: {CANCELLED}"
 
 
 async def test_an_authorized_rival_still_wins_the_race(stores: tuple[AnyStore, AnyStore]) -> None:

@@ -143,7 +143,7 @@ async def test_a_rejection_reason_reaches_the_model_and_nothing_runs(log: Path) 
     assert model.calls[1][-1] == {
         "role": "tool",
         "tool_call_id": "c1",
-        "content": "Never touch /etc.",
+        "content": "Rejected by the reviewer, not executed: Never touch /etc.",
         "status": "error",
     }
     assert executions(log) == []

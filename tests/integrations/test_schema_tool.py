@@ -126,7 +126,13 @@ def test_errors_name_the_offending_field(rec: Recorder, args: dict[str, Any], er
     tool = Tool.from_schema("send_message", "Send.", SCHEMA, rec.sync)
     step = Runner([tool]).run_sync([ToolCall(id="c1", name="send_message", args=args)])
     assert step.results == [
-        ToolResult(call_id="c1", name="send_message", status="error", content=error)
+        ToolResult(
+            call_id="c1",
+            name="send_message",
+            status="error",
+            content=error,
+            outcome="invalid_arguments",
+        )
     ]
     assert step.pending is None
     assert rec.calls == []
