@@ -233,7 +233,7 @@ async def test_a_slow_claim_save_cannot_start_a_late_action(store: AnyStore) -> 
     turn = await chat.submit_review([APPROVE], paused.thread_id, reviewer="alice")
 
     assert log == []
-    assert turn.reply == f"Read: {LATE_TEXT}"
+    assert turn.reply == f"Read: Review expired, not executed: {LATE_TEXT}"
     assert [(a.status, a.reviewer, a.result and a.result.content) for a in turn.actions] == [
         ("expired", "alice", LATE_TEXT)
     ]
