@@ -248,7 +248,7 @@ async def test_a_slow_claim_save_cannot_start_a_late_action(store: AnyStore) -> 
     assert state.messages[-2] == {
         "role": "tool",
         "tool_call_id": "c1",
-        "content": LATE_TEXT,
+        "content": f"Review expired, not executed: {LATE_TEXT}",
         "status": "error",
     }
 
