@@ -14,6 +14,7 @@ from __future__ import annotations
 import functools
 import inspect
 import sys
+import types
 import typing
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
@@ -28,6 +29,7 @@ from toolguard._docstrings import parse_docstring
 from toolguard._errors import ActionRejectedError, ApprovalRequiredError
 from toolguard._grants import consume_grant
 from toolguard._json import to_json_data
+from toolguard._judge import PLAIN_TYPES, discard, has_non_finite, may_skip
 from toolguard._models import (
     REJECTED_BY_USER_MESSAGE,
     EditDecision,
@@ -75,10 +77,15 @@ class ApprovalPolicy:
     ttl: float | None = None
 
     def needs_approval(self, args: Mapping[str, Any]) -> bool:
-        """Whether a call with these arguments must wait for a human."""
+        """Whether a call with these arguments must wait for a human.
+
+        Fails closed: only ``when`` returning ``False`` itself, for arguments
+        without a NaN or an infinite number anywhere, means no approval. An
+        exception from ``when`` or any other return value means approval.
+        """
         if self.when is None:
             return True
-        return bool(self.when(dict(args)))
+        return not may_skip(self.when, args)
 
 
 def _reject_unwrappable(func: Any, decorator: str) -> None:
@@ -99,15 +106,99 @@ def _reject_unwrappable(func: Any, decorator: str) -> None:
         raise TypeError(msg)
 
 
+def _called_signature(func: Any) -> inspect.Signature | None:
+    """The signature of what really runs, ignoring ``__wrapped__`` and ``__signature__``.
+
+    ``None`` when it cannot be known (builtins, odd callables).
+    """
+    raw = func
+    if isinstance(func, types.MethodType) and isinstance(func.__func__, types.FunctionType):
+        raw = types.MethodType(_bare_function(func.__func__), func.__self__)
+    elif isinstance(func, types.FunctionType):
+        raw = _bare_function(func)
+    try:
+        return inspect.signature(raw, follow_wrapped=False)
+    except (TypeError, ValueError):
+        return None
+
+
+def _bare_function(func: types.FunctionType) -> types.FunctionType:
+    """A copy of ``func`` without ``__signature__``/``__wrapped__``: its code's own signature."""
+    bare = types.FunctionType(
+        func.__code__, func.__globals__, func.__name__, func.__defaults__, func.__closure__
+    )
+    bare.__kwdefaults__ = func.__kwdefaults__
+    return bare
+
+
+def _shown(signature: inspect.Signature) -> str:
+    """A signature as text for an error: names, kinds and defaults, no annotations."""
+    params = [p.replace(annotation=p.empty) for p in signature.parameters.values()]
+    return str(signature.replace(parameters=params, return_annotation=signature.empty))
+
+
+def _same_default(a: object, b: object) -> bool:
+    if a is b:
+        return True
+    try:
+        return type(a) is type(b) and bool(a == b)
+    except Exception:
+        return False
+
+
+def _check_signature_is_honest(func: Any, reported: inspect.Signature, decorator: str) -> bool:
+    """Refuse a function whose reported signature binds calls differently from the real one.
+
+    The guard judges a call by the reported signature; when the callable that
+    runs has a concrete signature (no ``*args``/``**kwargs``) with other
+    names, order, kinds or defaults, a call could be judged as one thing and
+    run as another. A ``*args, **kwargs`` wrapper (``functools.wraps``) is
+    trusted to pass the call on.
+
+    Returns:
+        Whether the real signature is known to be the reported one.
+    """
+    called = _called_signature(func)
+    if called is None:
+        return False
+    params = list(called.parameters.values())
+    if any(p.kind in (p.VAR_POSITIONAL, p.VAR_KEYWORD) for p in params):
+        return False
+    shown = list(reported.parameters.values())
+    if len(shown) == len(params) and all(
+        a.name == b.name and a.kind is b.kind and _same_default(a.default, b.default)
+        for a, b in zip(shown, params, strict=True)
+    ):
+        return True
+    name = getattr(func, "__qualname__", None) or type(func).__name__
+    msg = (
+        f"@{decorator} cannot guard {name}: it reports the signature {_shown(reported)}"
+        f" but is called with {_shown(called)} (functools.wraps or"
+        " __signature__ copied another function's), so a call could be judged as one call"
+        " and run as another. Make __signature__ match the real parameters, or guard the"
+        " inner function."
+    )
+    raise TypeError(msg)
+
+
 class _Binder:
     """Maps ``(*args, **kwargs)`` onto parameter names quickly (no ``Signature.bind`` per call)."""
 
-    __slots__ = ("_defaults", "_names", "_signature", "_simple", "full")
+    __slots__ = ("_defaults", "_names", "_signature", "_simple", "full", "full_plain", "honest")
 
-    def __init__(self, signature: inspect.Signature) -> None:
+    def __init__(self, signature: inspect.Signature, func: Any = None) -> None:
         params = list(signature.parameters.values())
         self._signature = signature
         self.full = _compile_full_binder(params)
+        self.full_plain = _compile_full_binder(params, plain_check=True)
+        qualname = getattr(func, "__qualname__", None)
+        if isinstance(qualname, str):
+            for binder in (self.full, self.full_plain):
+                if binder is not None:  # its TypeErrors then read like the function's own
+                    binder.__qualname__ = qualname
+        # The callable that runs binds exactly like the signature: a binding error is the
+        # one the function itself would raise (set by Tool for guarded tools).
+        self.honest = False
         self._simple = all(
             p.kind in (p.POSITIONAL_OR_KEYWORD, p.KEYWORD_ONLY, p.POSITIONAL_ONLY) for p in params
         )
@@ -117,7 +208,13 @@ class _Binder:
         self._defaults = {p.name: p.default for p in params if p.default is not p.empty}
 
     def explicit(self, args: tuple[Any, ...], kwargs: dict[str, Any]) -> dict[str, Any]:
-        """The arguments the caller passed, by name (no defaults)."""
+        """The arguments the caller passed, by name (no defaults).
+
+        Raises:
+            TypeError: the arguments do not bind to the signature.
+        """
+        if self.full is not None:
+            self.full(*args, **kwargs)  # checks the call binds, exactly as Python would
         if self._simple and len(args) <= len(self._names):
             bound = dict(zip(self._names, args, strict=False))
             if kwargs:
@@ -131,17 +228,36 @@ class _Binder:
             return explicit
         return {**self._defaults, **explicit}
 
+    def unbindable(self, name: str, args: tuple[Any, ...], kwargs: dict[str, Any]) -> TypeError:
+        """The error for a guarded call whose arguments do not bind: it does not run."""
+        try:
+            self._signature.bind(*args, **kwargs)
+        except TypeError as exc:
+            reason = str(exc)
+        else:  # pragma: no cover - explicit() raised, so bind() does too
+            reason = "the arguments do not bind"
+        shown = _shown(self._signature)
+        return TypeError(
+            f"The guarded tool `{name}` did not run: {reason} (the guard judges a call by the"
+            f" signature the function reports, {name}{shown}). A decorator under"
+            " @requires_approval that adds parameters must declare them in __signature__."
+        )
 
-def _compile_full_binder(params: list[inspect.Parameter]) -> Callable[..., dict[str, Any]] | None:
+
+def _compile_full_binder(
+    params: list[inspect.Parameter], *, plain_check: bool = False
+) -> Callable[..., Any] | None:
     """Compile ``def bind(<the same parameters>): return {name: value, ...}``.
 
     Binding through a function with the very same parameters is what Python
     does fastest, and it fills in the defaults. ``None`` for signatures with
-    ``*args``/``**kwargs`` (those take the general path).
+    ``*args``/``**kwargs`` (those take the general path). With
+    ``plain_check`` it returns ``(bound, plain)``, ``plain`` telling whether
+    every value is a str, int, bool or None (nothing that can be NaN inside).
     """
     if any(p.kind in (p.VAR_POSITIONAL, p.VAR_KEYWORD) for p in params):
         return None
-    namespace: dict[str, Any] = {}
+    namespace: dict[str, Any] = {"__tg_plain": PLAIN_TYPES, "__tg_type": type}
     source: list[str] = []
     keyword_only_started = False
     for index, param in enumerate(params):
@@ -157,10 +273,13 @@ def _compile_full_binder(params: list[inspect.Parameter]) -> Callable[..., dict[
             index + 1 == len(params) or params[index + 1].kind is not param.POSITIONAL_ONLY
         ):
             source.append("/")
-    body = ", ".join(f"{p.name!r}: {p.name}" for p in params)
-    code = f"def bind({', '.join(source)}):\n    return {{{body}}}\n"
+    body = "{" + ", ".join(f"{p.name!r}: {p.name}" for p in params) + "}"
+    if plain_check:
+        checks = " and ".join(f"__tg_type({p.name}) in __tg_plain" for p in params) or "True"
+        body = f"{body}, ({checks})"
+    code = f"def bind({', '.join(source)}):\n    return {body}\n"
     exec(code, namespace)  # noqa: S102 - compiled from a real signature's identifiers only
-    binder: Callable[..., dict[str, Any]] = namespace["bind"]
+    binder: Callable[..., Any] = namespace["bind"]
     return binder
 
 
@@ -237,7 +356,9 @@ class Tool(Generic[P, R]):
         doc = parse_docstring(inspect.getdoc(func))
         self.description: str = description if description is not None else doc.description
         signature = inspect.signature(func)
-        self._binder = _Binder(signature)
+        self._binder = _Binder(signature, func)
+        if approval is not None:
+            self._binder.honest = _check_signature_is_honest(func, signature, "requires_approval")
         self._args_model, self._field_names = _build_args_model(
             func, self.name, signature, doc.params, _localns
         )
@@ -286,18 +407,25 @@ class Tool(Generic[P, R]):
         return self._call_guarded(args, kwargs)
 
     def _may_skip_approval(self, args: tuple[Any, ...], kwargs: dict[str, Any]) -> bool:
-        """True when the ``when=`` predicate says this direct call needs no approval."""
+        """True when the ``when=`` predicate says this direct call needs no approval.
+
+        Fails closed: arguments that do not bind, a predicate that raises or
+        returns anything but ``False``, a NaN or infinity in the arguments.
+        """
         when = self.approval.when if self.approval is not None else None
         if when is None:
             return False
-        full = self._binder.full
-        if full is None:
-            return not when(self._binder.with_defaults(self._binder.explicit(args, kwargs)))
+        binder = self._binder
         try:
-            bound = full(*args, **kwargs)
+            full = binder.full
+            bound = (
+                full(*args, **kwargs)
+                if full is not None
+                else binder.with_defaults(binder.explicit(args, kwargs))
+            )
         except TypeError:
-            return True  # the call itself raises the same TypeError before the body runs
-        return not when(bound)
+            return False  # cannot judge it: the approval path raises a clear TypeError
+        return may_skip(when, bound)
 
     def _call_guarded(self, args: tuple[Any, ...], kwargs: dict[str, Any]) -> R:
         if self._may_skip_approval(args, kwargs):
@@ -306,7 +434,7 @@ class Tool(Generic[P, R]):
 
     def _call_needing_approval(self, args: tuple[Any, ...], kwargs: dict[str, Any]) -> R:
         """A direct call that needs approval: run it only with a grant or a stand-in's yes."""
-        explicit = self._binder.explicit(args, kwargs)
+        explicit = self._explicit(args, kwargs)
         edited = _check_direct_call(self, explicit)
         func: Callable[..., R] = self.func
         if edited is not None:
@@ -317,13 +445,22 @@ class Tool(Generic[P, R]):
     async def _call_async(self, args: tuple[Any, ...], kwargs: dict[str, Any]) -> Any:
         if self._may_skip_approval(args, kwargs):
             return await self.func(*args, **kwargs)  # type: ignore[misc]  # is_async
-        explicit = self._binder.explicit(args, kwargs)
+        explicit = self._explicit(args, kwargs)
         edited = _check_direct_call(self, explicit)
         func: Callable[..., Any] = self.func
         if edited is not None:
             positional, named = self._split(edited)
             return await func(*positional, **named)
         return await func(*args, **kwargs)
+
+    def _explicit(self, args: tuple[Any, ...], kwargs: dict[str, Any]) -> dict[str, Any]:
+        """A direct call's arguments by name; TypeError (nothing runs) if they do not bind."""
+        try:
+            return self._binder.explicit(args, kwargs)
+        except TypeError:
+            if self._binder.honest:
+                raise  # the very TypeError the function itself raises for this call
+            raise self._binder.unbindable(self.name, args, kwargs) from None
 
     def _split(self, arguments: Mapping[str, Any]) -> tuple[list[Any], dict[str, Any]]:
         """Arguments by name as ``(positional-only values, keyword arguments)``."""
@@ -591,7 +728,12 @@ def requires_approval(
         func: the function or :class:`Tool` (bare use).
         when: predicate on the call's arguments (a dict by parameter name,
             defaults included; validated values when the runner calls it).
-            Return ``True`` when the call needs approval.
+            Return ``True`` when the call needs approval, ``False`` when it
+            does not. It fails closed: the call needs approval when the
+            predicate raises or returns anything but ``False``, when a NaN or
+            an infinite number is anywhere in the arguments, and when the
+            arguments do not bind to the signature (then the call raises
+            ``TypeError`` and does not run).
         description: text for the review payload instead of
             ``Tool `NAME` is awaiting approval``.
         ttl: how long a review of this tool stays open (seconds or a
@@ -605,6 +747,12 @@ def requires_approval(
     predicate: object = when  # checked at run time for untyped callers
     if predicate is not None and not callable(predicate):
         msg = f"when= must be a callable taking the arguments dict, got {type(predicate).__name__}"
+        raise TypeError(msg)
+    if predicate is not None and _is_async_callable(predicate):
+        msg = (
+            "when= must be a plain function returning True or False: an async predicate"
+            " cannot be awaited by a sync call"
+        )
         raise TypeError(msg)
     guard = _Guard(ApprovalPolicy(when=when, description=description, ttl=ttl_seconds(ttl)))
     if func is not None:
@@ -647,20 +795,27 @@ class _Guard:
 
             wrapper = async_wrapper
         else:
-            full = guarded_tool._binder.full
+            full = guarded_tool._binder.full_plain
             when = self.policy.when
             if when is not None and full is not None:
-                # The hot path of an allowed call, inlined: bind, ask, run.
+                # The hot path of an allowed call, inlined: bind, check, ask, run. Every
+                # doubt goes to the approval path, which raises and never runs the body.
                 call_guarded = guarded_tool._call_needing_approval
 
                 @functools.wraps(target)
                 def wrapper(*args: Any, **kwargs: Any) -> Any:
                     try:
-                        bound = full(*args, **kwargs)
+                        bound, plain = full(*args, **kwargs)
                     except TypeError:
-                        return target(*args, **kwargs)
-                    if not when(bound):
-                        return target(*args, **kwargs)
+                        return call_guarded(args, kwargs)  # raises: cannot be judged
+                    if plain or not has_non_finite(bound.values()):
+                        try:
+                            verdict = when(bound)
+                        except Exception:
+                            verdict = True
+                        if verdict is False:
+                            return target(*args, **kwargs)
+                        discard(verdict)
                     return call_guarded(args, kwargs)
 
             else:

@@ -173,3 +173,17 @@ odd_ids = st.one_of(
     st.just("i" * 10_000),
 )
 """Call ids a hostile model could use."""
+
+with_non_finite: st.SearchStrategy[Any] = st.recursive(
+    non_finite,
+    lambda children: st.one_of(
+        st.tuples(st.lists(plain_json, max_size=3), children, st.integers(0, 3)).map(
+            lambda t: [*t[0][: t[2]], t[1], *t[0][t[2] :]]
+        ),
+        st.tuples(st.dictionaries(st.text(max_size=8), plain_json, max_size=3), children).map(
+            lambda t: {**t[0], "\x00hidden": t[1]}
+        ),
+    ),
+    max_leaves=6,
+)
+"""JSON-like data with a NaN or an infinity somewhere inside (at any depth, among plain data)."""
