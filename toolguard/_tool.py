@@ -27,7 +27,7 @@ from pydantic.fields import FieldInfo
 
 from toolguard._docstrings import parse_docstring
 from toolguard._errors import ActionRejectedError, ApprovalRequiredError
-from toolguard._grants import consume_grant
+from toolguard._grants import consume_grant, remember_call
 from toolguard._json import to_json_data
 from toolguard._judge import PLAIN_TYPES, discard, has_non_finite, may_skip
 from toolguard._models import (
@@ -512,10 +512,11 @@ def _check_direct_call(tool: Tool[Any, Any], explicit: dict[str, Any]) -> dict[s
     """Raise unless this direct call may run; return edited arguments when a stand-in edited it."""
     assert tool.approval is not None  # noqa: S101 - only called for guarded tools
     policy = tool.approval
-    if consume_grant(tool.name, explicit, tool._binder.with_defaults):
+    if consume_grant(tool.name, tool.func, explicit, tool._binder.with_defaults):
         return None
     json_args = to_json_data(explicit)
     call = ToolCall(id=new_id(), name=tool.name, args=json_args)
+    remember_call(call, tool.func, explicit)  # allow_once(exc.call) grants this function only
     stand_in = get_stand_in()
     if stand_in is not None:
         decision = stand_in(call)

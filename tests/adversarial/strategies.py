@@ -187,3 +187,16 @@ with_non_finite: st.SearchStrategy[Any] = st.recursive(
     max_leaves=6,
 )
 """JSON-like data with a NaN or an infinity somewhere inside (at any depth, among plain data)."""
+
+finite_json: st.SearchStrategy[Any] = st.recursive(
+    st.none()
+    | st.booleans()
+    | st.integers()
+    | st.floats(allow_nan=False, allow_infinity=False)
+    | st.text(max_size=20),
+    lambda children: (
+        st.lists(children, max_size=4) | st.dictionaries(st.text(max_size=8), children, max_size=4)
+    ),
+    max_leaves=20,
+)
+"""Ordinary JSON data with finite numbers only (standard JSON)."""
