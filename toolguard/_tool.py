@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import functools
 import inspect
+import math
 import sys
 import types
 import typing
@@ -25,6 +26,7 @@ import anyio.to_thread
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, create_model
 from pydantic.fields import FieldInfo
 
+from toolguard._check import kind, optional_text
 from toolguard._docstrings import parse_docstring
 from toolguard._errors import ActionRejectedError, ApprovalRequiredError
 from toolguard._grants import consume_grant, remember_call
@@ -291,13 +293,20 @@ def _strip_titles(schema: dict[str, Any]) -> dict[str, Any]:
     return schema
 
 
-def ttl_seconds(ttl: float | timedelta | None) -> float | None:
-    """A time-to-live in seconds, checked to be positive."""
+def ttl_seconds(ttl: float | timedelta | None, name: str = "ttl") -> float | None:
+    """A time-to-live in seconds, checked to be a positive, finite number or timedelta."""
     if ttl is None:
         return None
+    value: object = ttl  # checked at run time for untyped callers
+    if isinstance(value, bool) or not isinstance(value, int | float | timedelta):
+        msg = f"{name} must be a number of seconds, a timedelta or None, got {kind(value)}"
+        raise TypeError(msg)
     seconds = ttl.total_seconds() if isinstance(ttl, timedelta) else float(ttl)
     if not seconds > 0:
         msg = f"A review time-to-live must be positive, got {ttl!r}"
+        raise ValueError(msg)
+    if not math.isfinite(seconds):
+        msg = f"{name} must be finite (None for no deadline), got {ttl!r}"
         raise ValueError(msg)
     return seconds
 
@@ -349,6 +358,12 @@ class Tool(Generic[P, R]):
         _localns: Mapping[str, Any] | None = None,
     ) -> None:
         _reject_unwrappable(func, "tool")
+        optional_text(name, "name", empty=False)
+        optional_text(description, "description")
+        policy: object = approval  # checked at run time for untyped callers
+        if policy is not None and not isinstance(policy, ApprovalPolicy):
+            msg = f"approval must be an ApprovalPolicy or None, got {kind(policy)}"
+            raise TypeError(msg)
         self.func: Callable[P, R] = func
         self.name: str = name or str(getattr(func, "__name__", type(func).__name__))
         self.is_async: bool = _is_async_callable(func)
@@ -755,6 +770,7 @@ def requires_approval(
             " cannot be awaited by a sync call"
         )
         raise TypeError(msg)
+    optional_text(description, "description")
     guard = _Guard(ApprovalPolicy(when=when, description=description, ttl=ttl_seconds(ttl)))
     if func is not None:
         return guard.wrap(func, _caller_locals())

@@ -384,6 +384,10 @@ def create_router(
         own (400, 403, 404, 409, 500, 502), so the app needs no exception
         handler.
     """
+    served: object = chat  # checked at run time for untyped callers
+    if not isinstance(served, ReviewedChat):
+        msg = f"chat must be a toolguard.ReviewedChat, got {type(served).__name__}"
+        raise TypeError(msg)
 
     def get_chat() -> ReviewedChat:
         return chat
