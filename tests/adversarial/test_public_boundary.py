@@ -1,4 +1,5 @@
-# mypy: disable-error-code="arg-type, unused-ignore, override, call-overload, dict-item, list-item, call-arg"
+# mypy: disable-error-code="arg-type, unused-ignore, override, call-overload"
+# mypy: disable-error-code="dict-item, list-item, call-arg"
 """Clear errors at the public boundary: wrong types or values fail at the call, named.
 
 Attack class: a caller (or configuration read from the environment, or a model adapter)
