@@ -15,6 +15,7 @@ import threading
 import weakref
 from collections import deque
 from collections.abc import Callable, Mapping
+from contextlib import AbstractContextManager
 from contextvars import ContextVar, Token
 from types import TracebackType
 from typing import Any
@@ -208,7 +209,9 @@ def _check_args(args: object) -> dict[str, Any]:
     return dict(args)
 
 
-def allow_once(call: object, args: Mapping[str, Any] | None = None, /) -> _GrantScope:
+def allow_once(
+    call: ToolCall | str | Callable[..., Any], args: Mapping[str, Any] | None = None, /
+) -> AbstractContextManager[None]:
     """Let exactly one call of a guarded tool, with exactly these arguments, run.
 
     Use it when your own loop caught :class:`~toolguard.ApprovalRequiredError`,

@@ -48,8 +48,16 @@ def has_non_finite(values: Iterable[Any]) -> bool:
     mappings, dataclass instances and pydantic models, iteratively (any
     depth, cycles visited once). Numbers are floats (and subclasses such as
     ``numpy.float64``), complex numbers, decimals and anything registered as
-    a :class:`numbers.Number`. Other objects are not looked into.
+    a :class:`numbers.Number`. Other objects are not looked into. A value
+    that raises while being looked into counts as non-finite (cannot judge).
     """
+    try:
+        return _scan(values)
+    except Exception:
+        return True
+
+
+def _scan(values: Iterable[Any]) -> bool:
     stack = list(values)
     seen: set[int] = set()
     while stack:

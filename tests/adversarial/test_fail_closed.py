@@ -16,7 +16,7 @@ import inspect
 import math
 import types
 from collections import deque
-from collections.abc import Callable
+from collections.abc import Callable, Iterator, Mapping
 from decimal import Decimal
 from typing import Any
 
@@ -606,3 +606,27 @@ def test_a_guarded_tool_over_a_lying_wrapper_runs_nothing_from_the_runner_either
     """Tool.needs_approval (the runner's check) with a raising predicate is True, not an error."""
     guarded = Tool(transfer, approval=ApprovalPolicy(when=_raise_boom))
     assert guarded.needs_approval({"amount": 5.0, "to": "bob"}) is True
+
+
+class BrokenMapping(Mapping[str, Any]):
+    """A mapping that raises when looked into."""
+
+    def __getitem__(self, key: str) -> Any:
+        raise RuntimeError("broken")
+
+    def __iter__(self) -> Iterator[str]:
+        raise RuntimeError("broken")
+
+    def __len__(self) -> int:
+        return 1
+
+
+@pytest.mark.parametrize("path", PATHS)
+def test_an_argument_that_raises_when_scanned_means_approval(path: str) -> None:
+    """A value the NaN scan cannot look into: approval, not a crash and not a run."""
+    assert attempt(path, lambda a: False, BrokenMapping()) == ("approval", [])
+
+
+def test_the_runner_check_does_not_crash_on_an_argument_it_cannot_scan() -> None:
+    """ApprovalPolicy.needs_approval: True instead of an exception escaping into the turn."""
+    assert ApprovalPolicy(when=lambda a: False).needs_approval({"x": BrokenMapping()}) is True
