@@ -89,6 +89,16 @@ class ApprovalPolicy:
             return True
         return not may_skip(self.when, args)
 
+    def __post_init__(self) -> None:
+        """Refuse wrong types now, not at the first call (a bad policy would need approval)."""
+        predicate: object = self.when
+        if predicate is not None and (not callable(predicate) or _is_async_callable(predicate)):
+            msg = f"when must be a function returning True or False, or None, got {kind(predicate)}"
+            raise TypeError(msg)
+        optional_text(self.description, "description")
+        if self.ttl is not None:
+            object.__setattr__(self, "ttl", ttl_seconds(self.ttl))
+
 
 def _reject_unwrappable(func: Any, decorator: str) -> None:
     if inspect.isclass(func):

@@ -217,13 +217,16 @@ def test_an_async_predicate_is_refused_when_decorating() -> None:
 
 @pytest.mark.filterwarnings("error")
 def test_a_policy_whose_predicate_returns_a_coroutine_needs_approval() -> None:
-    """ApprovalPolicy built by hand with an async predicate: approval, coroutine closed."""
+    """A sync predicate that hands back a coroutine: approval, and the coroutine is closed."""
 
     async def later(args: dict[str, Any]) -> bool:
         return False
 
-    policy = ApprovalPolicy(when=later)  # type: ignore[arg-type]
-    assert policy.needs_approval({"amount": 5}) is True
+    def sneaky(args: dict[str, Any]) -> Any:
+        return later(args)  # not a coroutine function, but it returns a coroutine
+
+    assert ApprovalPolicy(when=sneaky).needs_approval({"amount": 5}) is True
+    assert attempt("sync function", sneaky, 5) == ("approval", [])
 
 
 # ----------------------------------------------------------------------------- NaN and infinity

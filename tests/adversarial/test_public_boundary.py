@@ -21,6 +21,7 @@ import openai
 import pytest
 
 from toolguard import (
+    ApprovalPolicy,
     Classifier,
     MemoryStore,
     ModelError,
@@ -34,6 +35,7 @@ from toolguard import (
     describe_decision,
     describe_request,
     describe_result,
+    guard,
     render_action,
     render_history,
     requires_approval,
@@ -375,6 +377,30 @@ CASES: list[tuple[str, Callable[[], Any], type[Exception], str]] = [
         lambda: Tool(pay, approval=True),
         TypeError,
         "approval must be an ApprovalPolicy or None, got bool True",
+    ),
+    (
+        "guard classifier",
+        lambda: guard([pay], classifier="strict"),
+        TypeError,
+        "classifier must be a toolguard.Classifier or None, got str 'strict'",
+    ),
+    (
+        "ApprovalPolicy when",
+        lambda: ApprovalPolicy(when=True),
+        TypeError,
+        "when must be a function returning True or False, or None, got bool True",
+    ),
+    (
+        "ApprovalPolicy ttl",
+        lambda: ApprovalPolicy(ttl="1h"),
+        TypeError,
+        "ttl must be a number of seconds, a timedelta or None, got str '1h'",
+    ),
+    (
+        "ApprovalPolicy description",
+        lambda: ApprovalPolicy(description=["x"]),
+        TypeError,
+        "description must be a string or None, got list ['x']",
     ),
     # allow_once
     (
