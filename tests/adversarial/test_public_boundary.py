@@ -52,6 +52,11 @@ def pay(amount: float) -> str:
     return "paid"
 
 
+async def later(args: dict[str, Any]) -> bool:
+    """An async predicate."""
+    return False
+
+
 def model() -> ScriptedModel:
     return ScriptedModel(["hi"])
 
@@ -389,6 +394,12 @@ CASES: list[tuple[str, Callable[[], Any], type[Exception], str]] = [
         lambda: ApprovalPolicy(when=True),
         TypeError,
         "when must be a function returning True or False, or None, got bool True",
+    ),
+    (
+        "ApprovalPolicy async when",
+        lambda: ApprovalPolicy(when=later),
+        TypeError,
+        "when must be a function returning True or False, or None, got function " + repr(later),
     ),
     (
         "ApprovalPolicy ttl",
