@@ -203,8 +203,8 @@ class _Binder:
         self._signature = signature
         self.full = _compile_full_binder(params)
         self.full_plain = _compile_full_binder(params, plain_check=True)
-        qualname = getattr(func, "__qualname__", None)
-        if isinstance(qualname, str):
+        qualname = _qualname(func)
+        if qualname is not None:
             for binder in (self.full, self.full_plain):
                 if binder is not None:  # its TypeErrors then read like the function's own
                     binder.__qualname__ = qualname
@@ -254,6 +254,20 @@ class _Binder:
             f" signature the function reports, {name}{shown}). A decorator under"
             " @requires_approval that adds parameters must declare them in __signature__."
         )
+
+
+def _qualname(func: Any) -> str | None:
+    """The name Python's own binding errors would use for ``func``."""
+    while isinstance(func, functools.partial):
+        func = func.func
+    qualname = getattr(func, "__qualname__", None)
+    if isinstance(qualname, str):
+        return qualname
+    if func is not None and callable(func):
+        call = getattr(type(func), "__call__", None)  # noqa: B004 - the method's name
+        qualname = getattr(call, "__qualname__", None)
+        return qualname if isinstance(qualname, str) else None
+    return None
 
 
 def _compile_full_binder(
