@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import concurrent.futures
 import contextvars
+import copy
 import pickle
 import threading
 from typing import Any
@@ -19,7 +20,10 @@ from typing import Any
 import anyio
 import anyio.lowlevel
 import pytest
+from hypothesis import assume, given, settings
+from hypothesis import strategies as st
 
+from tests.adversarial.strategies import finite_json, with_non_finite
 from toolguard import ApprovalRequiredError, allow_once, requires_approval, tool
 
 
@@ -378,4 +382,42 @@ def test_an_uncomparable_argument_is_not_covered() -> None:
     take = make_take(ran)
     with allow_once("take", {"value": Weird()}):
         refused(take, Weird())
+    assert ran == []
+
+
+@settings(max_examples=80, deadline=None)
+@given(value=st.one_of(finite_json, with_non_finite))
+def test_a_grant_covers_an_equal_copy_of_any_json_value(value: Any) -> None:
+    """Any JSON-like value (NaN included): a grant for a deep copy covers the value, once."""
+    ran: list[Any] = []
+    take = make_take(ran)
+    with allow_once("take", {"value": copy.deepcopy(value)}):
+        assert take(value) == "taken"
+        refused(take, value)
+    assert len(ran) == 1
+
+
+def _floats_for_ints(value: Any) -> Any:
+    """The same data with every int (not bool) turned into a float: equal as JSON numbers."""
+    if isinstance(value, bool):
+        return value
+    if isinstance(value, int):
+        return float(value)
+    if isinstance(value, list):
+        return [_floats_for_ints(v) for v in value]
+    if isinstance(value, dict):
+        return {k: _floats_for_ints(v) for k, v in value.items()}
+    return value
+
+
+@settings(max_examples=80, deadline=None)
+@given(value=finite_json)
+def test_a_grant_for_ints_does_not_cover_the_same_numbers_as_floats(value: Any) -> None:
+    """1 and 1.0 are different arguments, at any depth."""
+    floated = _floats_for_ints(value)
+    assume(floated != value or repr(floated) != repr(value))
+    ran: list[Any] = []
+    take = make_take(ran)
+    with allow_once("take", {"value": value}):
+        refused(take, floated)
     assert ran == []
