@@ -25,10 +25,12 @@ from uuid import UUID
 
 from anyio.from_thread import BlockingPortal, start_blocking_portal
 
+from toolguard import _check as check
 from toolguard._audit import AuditEvent, AuditKind, final_event, requested_event, to_jsonl
 from toolguard._classify import Classifier
 from toolguard._errors import (
     AccessDeniedError,
+    ModelError,
     NoPendingReviewError,
     ReviewerNotAllowedError,
     ReviewExpiredError,
@@ -272,6 +274,44 @@ def _merge(actions: list[Action], updates: Sequence[Action]) -> list[Action]:
     return merged
 
 
+def _check_model(model: object) -> None:
+    if not callable(getattr(model, "complete", None)):
+        msg = (
+            "model must be a ChatModel: an object with an async complete(messages, tools)"
+            f" method, such as toolguard.openai.OpenAIChatModel; got {check.kind(model)}"
+        )
+        raise TypeError(msg)
+
+
+def _check_store(store: object) -> None:
+    if store is not None and not all(
+        callable(getattr(store, method, None)) for method in ("load", "save")
+    ):
+        msg = (
+            "store must be a Store (async load() and save()), such as MemoryStore() or"
+            f" SQLiteStore(path), or None; got {check.kind(store)}"
+        )
+        raise TypeError(msg)
+
+
+def _checked_response(model: object, answer: object) -> ModelResponse:
+    """The model's answer, or ModelError (the thread unchanged) when it is not a ModelResponse."""
+    problem = None
+    if not isinstance(answer, ModelResponse):
+        problem = f"returned {check.kind(answer)} instead of a toolguard.ModelResponse"
+    elif (text := getattr(answer, "text", None)) is not None and not isinstance(text, str):
+        problem = f"returned a ModelResponse whose text is {check.kind(text)}, not a str"
+    elif not isinstance(calls := getattr(answer, "tool_calls", None), list | tuple):
+        problem = f"returned a ModelResponse whose tool_calls is {check.kind(calls)}, not a list"
+    if problem is None:
+        return answer  # type: ignore[return-value]  # checked just above
+    msg = (
+        f"{type(model).__name__}.complete {problem}: it must return"
+        " ModelResponse(text=..., tool_calls=[...]). The thread is unchanged."
+    )
+    raise ModelError(msg)
+
+
 class ReviewedChat:
     """A chat agent whose guarded tool calls wait for a human.
 
@@ -341,9 +381,12 @@ class ReviewedChat:
         result_templates: ResultTemplates | None = None,
     ) -> None:
         self.result_templates = check_templates(result_templates)
-        if max_steps < 1:
-            msg = f"max_steps must be at least 1, got {max_steps}"
-            raise ValueError(msg)
+        check.positive_int(max_steps, "max_steps")
+        _check_model(model)
+        _check_store(store)
+        check.optional_text(system_prompt, "system_prompt")
+        check.callable_or_none(authorize, "authorize", "a function (reviewer, thread, actions)")
+        check.callable_or_none(access, "access", "a function (actor, thread, operation)")
         self.model = model
         self.runner = Runner(
             tools,
@@ -412,6 +455,8 @@ class ReviewedChat:
         Listing every thread needs a store with ``thread_ids()`` (all the
         stores toolguard ships have it).
         """
+        if thread_ids is not None:
+            thread_ids = check.id_list(thread_ids, "thread_ids")
         if thread_ids is None:
             lister = getattr(self.store, "thread_ids", None)
             if lister is None:
@@ -837,7 +882,10 @@ class ReviewedChat:
         )
 
     async def _complete(self, messages: list[Message]) -> ModelResponse:
-        return await self.model.complete(messages, self._tool_schemas)
+        answer: Any = self.model.complete(messages, self._tool_schemas)
+        if inspect.isawaitable(answer):
+            answer = await answer
+        return _checked_response(self.model, answer)
 
     async def _save(self, state: ThreadState, expected: int | None, **changes: Any) -> ThreadState:
         """Compare-and-set save of ``state`` with ``changes``.

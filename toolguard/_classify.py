@@ -121,7 +121,11 @@ def split_words(name: str) -> tuple[str, ...]:
         >>> split_words("MCP_server__write_file")
         ('mcp', 'server', 'write', 'file')
     """
-    words = _findall(name)
+    try:
+        words = _findall(name)
+    except TypeError:
+        msg = f"split_words() takes a tool name (str), got {type(name).__name__} {name!r}"
+        raise TypeError(msg) from None
     if name.islower():  # no uppercase letter anywhere: the words are lowercase already
         return tuple(words)
     # The words hold no whitespace, so one join, lower and split lowercases them
@@ -200,6 +204,10 @@ def _names(value: Iterable[str], what: str) -> frozenset[str]:
         msg = (
             f"{what} must be a collection of strings, not a single string; write {what}=[{value!r}]"
         )
+        raise TypeError(msg)
+    given: object = value  # checked at run time for untyped callers
+    if not isinstance(given, Iterable):
+        msg = f"{what} must be a collection of strings, got {type(given).__name__} {given!r}"
         raise TypeError(msg)
     items: list[object] = list(value)
     for item in items:

@@ -1,11 +1,23 @@
-"""One-shot permissions to run an exact guarded call outside the runner."""
+"""One-shot permissions to run an exact guarded call outside the runner.
+
+A grant is one object that knows its own state: it is used up by one call
+(under a lock, so threads racing inside the block cannot both use it) and
+closed when its ``with`` block exits, so copies of the context taken inside
+the block (``contextvars.copy_context()``, task groups, ``run_in_executor``,
+threads started with a copied context) hold a dead grant afterwards.
+"""
 
 from __future__ import annotations
 
+import json
+import math
 import threading
-from collections.abc import Callable, Iterator, Mapping
-from contextlib import contextmanager
-from contextvars import ContextVar
+import weakref
+from collections import deque
+from collections.abc import Callable, Mapping
+from contextlib import AbstractContextManager
+from contextvars import ContextVar, Token
+from types import TracebackType
 from typing import Any
 
 from toolguard._json import dumps
@@ -13,41 +25,193 @@ from toolguard._models import ToolCall
 
 Complete = Callable[[dict[str, Any]], dict[str, Any]]
 
+_MISSING = object()
 
-class _Grants:
-    __slots__ = ("_entries", "_lock")
 
-    def __init__(self, name: str, args: Mapping[str, Any]) -> None:
-        self._entries: list[tuple[str, dict[str, Any]]] = [(name, dict(args))]
+# ----------------------------------------------------------------------------- exact comparison
+
+
+def _key(value: Any) -> Any:
+    """A hashable stand-in for a dict key or set item that keeps its type (1, 1.0, True differ)."""
+    cls = type(value)
+    if cls is tuple:
+        return (tuple, tuple(_key(v) for v in value))
+    if cls is frozenset:
+        return (frozenset, frozenset(_key(v) for v in value))
+    if cls is float:
+        if math.isnan(value):
+            return (float, "nan")
+        return (float, value, math.copysign(1.0, value))
+    return (cls, value)
+
+
+def _same(a: Any, b: Any) -> bool:
+    cls = type(a)
+    if cls is not type(b):
+        return False
+    if isinstance(a, float):
+        if math.isnan(a):  # NaN: the same argument as another NaN
+            return math.isnan(b)
+        return bool(a == b) and math.copysign(1.0, a) == math.copysign(1.0, b)
+    if isinstance(a, str | bytes | int | type(None)):
+        return bool(a == b)
+    if isinstance(a, dict):
+        if len(a) != len(b):
+            return False
+        keys = {_key(k): k for k in b}
+        for k, v in a.items():
+            other = keys.get(_key(k), _MISSING)
+            if other is _MISSING or not _same(v, b[other]):
+                return False
+        return True
+    if isinstance(a, list | tuple | deque):
+        return len(a) == len(b) and all(_same(x, y) for x, y in zip(a, b, strict=False))
+    if isinstance(a, set | frozenset):
+        return len(a) == len(b) and {_key(x) for x in a} == {_key(x) for x in b}
+    return (a == b) is True
+
+
+def same_arguments(a: Mapping[str, Any], b: Mapping[str, Any]) -> bool:
+    """Whether two argument dicts are exactly the same call.
+
+    Types count: ``1``, ``1.0`` and ``True`` differ, a tuple is not a list,
+    ``{1: x}`` is not ``{"1": x}``; NaN matches NaN. Other objects compare
+    with ``==`` (which must return ``True`` itself). Anything that cannot be
+    compared (too deep, a comparison that raises) is not the same.
+    """
+    try:
+        return _same(dict(a), dict(b))
+    except Exception:  # RecursionError, a raising __eq__ or __hash__: not the same call
+        return False
+
+
+# ----------------------------------------------------------------------------- origins of calls
+
+
+class _Origin:
+    """The guarded function and the Python arguments behind an ``ApprovalRequiredError.call``."""
+
+    __slots__ = ("args", "func", "ref", "reviewed")
+
+    def __init__(self, call: ToolCall, func: object, args: dict[str, Any], key: int) -> None:
+        self.ref = weakref.ref(call, lambda _: _ORIGINS.pop(key, None))
+        self.func = func
+        self.args = args
+        self.reviewed = dumps(call.args)
+
+
+_ORIGINS: dict[int, _Origin] = {}
+
+
+def remember_call(call: ToolCall, func: object, args: dict[str, Any]) -> None:
+    """Record which function (and Python arguments) the ``call`` of an approval error is for."""
+    key = id(call)
+    _ORIGINS[key] = _Origin(call, func, dict(args), key)
+
+
+def _origin(call: ToolCall) -> _Origin | None:
+    origin = _ORIGINS.get(id(call))
+    if origin is None or origin.ref() is not call or dumps(call.args) != origin.reviewed:
+        return None  # not ours, or its args were changed in place: go by what it says now
+    return origin
+
+
+# ----------------------------------------------------------------------------- grants
+
+
+class _Grant:
+    """Permission for one call; dead once used or once its block has exited."""
+
+    __slots__ = ("_lock", "args", "closed", "func", "name", "reviewed", "used")
+
+    def __init__(self, name: str, func: object, args: dict[str, Any], reviewed: Any) -> None:
+        self.name = name
+        self.func = func  # None: any guarded function of that name
+        self.args = args
+        self.reviewed = reviewed  # a JSON snapshot: what the person approved
+        self.used = False
+        self.closed = False
         self._lock = threading.Lock()
 
-    def consume(self, name: str, target: str, complete: Complete) -> bool:
+    def close(self) -> None:
         with self._lock:
-            for index, (granted_name, granted_args) in enumerate(self._entries):
-                if granted_name == name and dumps(complete(granted_args)) == target:
-                    del self._entries[index]
-                    return True
+            self.closed = True
+
+    def consume(self, name: str, func: object, args: dict[str, Any], complete: Complete) -> bool:
+        if name != self.name or (self.func is not None and self.func is not func):
             return False
+        with self._lock:
+            if self.used or self.closed:
+                return False
+            if not same_arguments(complete(self.args), args):
+                return False
+            if dumps(complete(self.reviewed)) != dumps(args):
+                return False  # the arguments were changed in place since they were approved
+            self.used = True
+            return True
 
 
-_active: ContextVar[tuple[_Grants, ...]] = ContextVar("toolguard_grants", default=())
+_active: ContextVar[tuple[_Grant, ...]] = ContextVar("toolguard_grants", default=())
 
 
-def consume_grant(name: str, args: dict[str, Any], complete: Complete) -> bool:
+def consume_grant(name: str, func: object, args: dict[str, Any], complete: Complete) -> bool:
     """Use up a grant for exactly this call, if one is active; return whether one was.
 
     ``complete`` fills in the tool's defaults, so a grant for ``f(5)`` covers
     ``f(5, "savings")`` when ``"savings"`` is the default, and the other way round.
     """
-    scopes = _active.get()
-    if not scopes:
+    grants = _active.get()
+    if not grants:
         return False
-    target = dumps(complete(args))
-    return any(scope.consume(name, target, complete) for scope in reversed(scopes))
+    completed = complete(args)
+    return any(g.consume(name, func, completed, complete) for g in reversed(grants))
 
 
-@contextmanager
-def allow_once(call: ToolCall | str, args: Mapping[str, Any] | None = None, /) -> Iterator[None]:
+class _GrantScope:
+    """The context manager :func:`allow_once` returns; usable for one ``with`` block."""
+
+    __slots__ = ("_grant", "_token")
+
+    def __init__(self, grant: _Grant) -> None:
+        self._grant = grant
+        self._token: Token[tuple[_Grant, ...]] | None = None
+
+    def __enter__(self) -> None:
+        if self._token is not None or self._grant.closed:
+            msg = "an allow_once() grant is good for one with block: call allow_once() again"
+            raise RuntimeError(msg)
+        self._token = _active.set((*_active.get(), self._grant))
+
+    def __exit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        traceback: TracebackType | None,
+    ) -> None:
+        self._grant.close()  # first: copies of the context taken in the block see it dead
+        if self._token is not None:
+            _active.reset(self._token)
+
+
+def _check_args(args: object) -> dict[str, Any]:
+    if args is None:
+        return {}
+    if not isinstance(args, Mapping):
+        msg = (
+            "allow_once(name, args): args must be a mapping of parameter names to values,"
+            f" got {type(args).__name__}"
+        )
+        raise TypeError(msg)
+    bad = next((k for k in args if not isinstance(k, str)), _MISSING)
+    if bad is not _MISSING:
+        msg = f"allow_once(name, args): args must be keyed by parameter name (str), got {bad!r}"
+        raise TypeError(msg)
+    return dict(args)
+
+
+def allow_once(
+    call: ToolCall | str | Callable[..., Any], args: Mapping[str, Any] | None = None, /
+) -> AbstractContextManager[None]:
     """Let exactly one call of a guarded tool, with exactly these arguments, run.
 
     Use it when your own loop caught :class:`~toolguard.ApprovalRequiredError`,
@@ -60,23 +224,74 @@ def allow_once(call: ToolCall | str, args: Mapping[str, Any] | None = None, /) -
                 with toolguard.allow_once(exc.call):
                     send_email(**exc.call.args)
 
-    The grant covers one call with the same tool name and the same arguments
-    (compared as canonical JSON, omitted arguments with their defaults); a
-    second call, or a call with other arguments, raises
-    ``ApprovalRequiredError`` again. Unused grants end with
-    the ``with`` block. Grants follow the context, so a sync tool run in a
-    worker thread by anyio inside the block sees them.
+    The grant covers one call, inside the ``with`` block, of exactly that
+    function with exactly the same arguments (omitted arguments count with
+    their defaults). ``exc.call`` remembers which guarded function raised it
+    and the Python values it was called with, so another function of the
+    same name is not covered, and a call with the original values (a date, a
+    tuple) matches. Arguments compare exactly, types included: ``1``,
+    ``1.0`` and ``True`` differ, a tuple is not a list, ``{1: ...}`` is not
+    ``{"1": ...}``. A second call, or other arguments, raise
+    ``ApprovalRequiredError`` again. The grant dies when the block exits,
+    also for threads and tasks started inside it with a copy of the context.
 
     Args:
-        call: the ``ToolCall`` from ``ApprovalRequiredError.call``, or a tool name.
-        args: the arguments, when ``call`` is a name.
+        call: the ``ToolCall`` from ``ApprovalRequiredError.call``; or a tool
+            name, which matches any guarded function or tool of that name (and
+            a ``ToolCall`` not from an error of this process, e.g. unpickled,
+            matches like its name does); or the guarded function or
+            :class:`~toolguard.Tool` itself.
+        args: the arguments by parameter name, with a name or a function
+            (``None``: no arguments). Not allowed with a ``ToolCall``.
+
+    Returns:
+        A context manager for one ``with`` block.
+
+    Raises:
+        TypeError: for any other ``call`` or ``args``.
     """
     if isinstance(call, ToolCall):
-        scope = _Grants(call.name, call.args)
-    else:
-        scope = _Grants(call, args or {})
-    token = _active.set((*_active.get(), scope))
-    try:
-        yield
-    finally:
-        _active.reset(token)
+        if args is not None:
+            msg = "allow_once(call) takes the arguments from the ToolCall: do not pass args too"
+            raise TypeError(msg)
+        origin = _origin(call)
+        expected = origin.args if origin is not None else dict(call.args)
+        func = origin.func if origin is not None else None
+        return _GrantScope(_Grant(call.name, func, expected, _snapshot(call.args)))
+    checked = _check_args(args)
+    if isinstance(call, str):
+        if not call:
+            msg = "allow_once(name, args): name must be a tool's name, got ''"
+            raise ValueError(msg)
+        return _GrantScope(_Grant(call, None, checked, _snapshot(checked)))
+    guarded = _guarded_tool(call)
+    if guarded is None:
+        msg = (
+            "allow_once() takes the ToolCall from ApprovalRequiredError.call, a tool name, or a"
+            f" function guarded with @requires_approval; got {_describe(call)}"
+        )
+        raise TypeError(msg)
+    name, func = guarded
+    return _GrantScope(_Grant(name, func, checked, _snapshot(checked)))
+
+
+def _snapshot(args: Mapping[str, Any]) -> Any:
+    """A JSON copy of the arguments, untouched by later changes to the originals."""
+    return json.loads(dumps(dict(args)))
+
+
+def _guarded_tool(obj: object) -> tuple[str, object] | None:
+    """``(name, function)`` of a guarded function or Tool, else ``None``."""
+    built = getattr(obj, "__toolguard_tool__", None)
+    tool = built if built is not None else obj
+    approval = getattr(tool, "approval", _MISSING)
+    name, func = getattr(tool, "name", None), getattr(tool, "func", None)
+    if approval is _MISSING or approval is None or not isinstance(name, str) or func is None:
+        return None
+    return name, func
+
+
+def _describe(obj: object) -> str:
+    if callable(obj):
+        return f"{getattr(obj, '__qualname__', type(obj).__name__)}, which is not guarded"
+    return type(obj).__name__

@@ -12,6 +12,7 @@ import json
 from collections.abc import Iterable, Mapping
 from typing import Any
 
+from toolguard._check import kind
 from toolguard._json import to_json_data
 from toolguard._models import (
     NO_DECISION,
@@ -31,6 +32,13 @@ def _json(value: Any) -> str:
 
 def describe_request(name: str, args: Mapping[str, Any]) -> str:
     """``The assistant requested to run NAME with input: {...}``."""
+    given: tuple[object, object] = (name, args)  # checked at run time for untyped callers
+    if not isinstance(given[0], str) or not isinstance(given[1], Mapping):
+        msg = (
+            "describe_request(name, args) takes a tool name (str) and its arguments (a dict),"
+            f" got {kind(name)} and {kind(args)}"
+        )
+        raise TypeError(msg)
     return f"The assistant requested to run {name} with input: {_json(dict(args))}"
 
 
@@ -49,11 +57,19 @@ def describe_decision(
         return (
             f"The user edited the tool call to run {edited.name} with input: {_json(edited.args)}"
         )
+    given: object = decision  # checked at run time for untyped callers
+    if not isinstance(given, RejectDecision):
+        msg = f"describe_decision() takes a decision model or None, got {kind(given)}"
+        raise TypeError(msg)
     return f"The user rejected the tool: {decision.message or REJECTED_BY_USER_MESSAGE}"
 
 
 def describe_result(result: ToolResult) -> str:
     """``The tool returned this result: {...}``, or the error the model read."""
+    given: object = result  # checked at run time for untyped callers
+    if not isinstance(given, ToolResult):
+        msg = f"describe_result() takes a ToolResult, got {kind(given)}"
+        raise TypeError(msg)
     if result.status == "success":
         return f"The tool returned this result: {result.content}"
     return f"The tool returned an error: {result.content}"
@@ -61,6 +77,10 @@ def describe_result(result: ToolResult) -> str:
 
 def render_action(action: Action) -> str:
     """Every known line of one approval request, one per line."""
+    given: object = action  # checked at run time for untyped callers
+    if not isinstance(given, Action):
+        msg = f"render_action() takes an Action (e.g. from ThreadState.actions), got {kind(given)}"
+        raise TypeError(msg)
     lines = [describe_request(action.name, action.args)]
     if action.status == "expired":
         lines.append("The request expired before the user decided. The tool was not executed.")
@@ -75,4 +95,8 @@ def render_action(action: Action) -> str:
 
 def render_history(actions: Iterable[Action]) -> str:
     """Render several approval requests, separated by blank lines."""
+    given: object = actions  # checked at run time for untyped callers
+    if not isinstance(given, Iterable) or isinstance(given, str | Mapping | Action):
+        msg = f"render_history() takes a list of Action, got {kind(given)}"
+        raise TypeError(msg)
     return "\n\n".join(render_action(a) for a in actions)

@@ -13,6 +13,7 @@ from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Protocol, runtime_checkable
 
+from toolguard._check import flag, kind
 from toolguard._errors import ModelError
 from toolguard._models import ToolCall, new_id
 
@@ -69,7 +70,20 @@ class ScriptedModel:
     """
 
     def __init__(self, script: Iterable[ScriptStep], *, repeat: bool = False) -> None:
+        steps: object = script  # checked at run time for untyped callers
+        if isinstance(steps, str | ModelResponse) or not isinstance(steps, Iterable):
+            msg = f"script must be a list of steps, got {kind(steps)}: write script=[{steps!r}]"
+            raise TypeError(msg)
         self._script = list(script)
+        given: list[object] = list(self._script)  # checked at run time for untyped callers
+        for index, step in enumerate(given):
+            if not isinstance(step, ModelResponse | str) and not callable(step):
+                msg = (
+                    f"script[{index}] must be a ModelResponse, a str or a function of the"
+                    f" messages, got {kind(step)}"
+                )
+                raise TypeError(msg)
+        flag(repeat, "repeat")
         self._position = 0
         self._repeat = repeat
         self.calls: list[list[Message]] = []

@@ -65,6 +65,7 @@ from psycopg import sql
 from psycopg.conninfo import conninfo_to_dict, make_conninfo
 from psycopg.pq import TransactionStatus
 
+from toolguard._check import kind
 from toolguard._models import utcnow
 from toolguard._sqlite import SchemaVersionError
 from toolguard._store import ConcurrentUpdateError, ThreadState, _check_key, next_state
@@ -168,6 +169,10 @@ class PostgresStore:
         if len(table) > _MAX_IDENTIFIER:
             msg = f"table must be at most {_MAX_IDENTIFIER} characters: got {len(table)}"
             raise ValueError(msg)
+        conninfo: object = dsn  # checked at run time for untyped callers
+        if not isinstance(conninfo, str):
+            msg = f"dsn must be a PostgreSQL connection string (str), got {kind(conninfo)}"
+            raise TypeError(msg)
         params = conninfo_to_dict(dsn)  # refuses a malformed DSN now rather than on first use
         params.pop("password", None)
         self._dsn = dsn

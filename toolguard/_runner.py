@@ -21,6 +21,7 @@ from typing import Any, Final, Literal, Protocol, cast, runtime_checkable
 
 import anyio
 
+from toolguard import _check as check
 from toolguard._classify import Classifier
 from toolguard._errors import AlreadyResumedError, NoPendingReviewError
 from toolguard._json import clean_text, to_json_data
@@ -371,18 +372,26 @@ class Runner:
         signing_key: bytes | None = None,
         claims: Claims | None = None,
     ) -> None:
-        if edit_policy not in ("run", "recheck"):
+        policy: object = edit_policy  # checked at run time for untyped callers
+        if not isinstance(policy, str) or policy not in ("run", "recheck"):
             msg = f"edit_policy must be 'run' or 'recheck', got {edit_policy!r}"
             raise ValueError(msg)
+        rules: object = classifier
+        if rules is not None and not isinstance(rules, Classifier):
+            msg = f"classifier must be a toolguard.Classifier or None, got {check.kind(rules)}"
+            raise TypeError(msg)
+        limit = check.positive_int(max_concurrency, "max_concurrency", none="no limit")
         self.toolset = (
             tools if isinstance(tools, Toolset) else Toolset(tools, classifier=classifier)
         )
         self.edit_policy: EditPolicy = edit_policy
-        self.sync_in_thread = sync_in_thread
-        self._limiter = anyio.CapacityLimiter(max_concurrency) if max_concurrency else None
-        self.review_ttl = ttl_seconds(review_ttl)
-        self.clock = clock
-        self.signing_key = signing_key
+        self.sync_in_thread = check.flag(sync_in_thread, "sync_in_thread")
+        self._limiter = anyio.CapacityLimiter(limit) if limit else None
+        self.review_ttl = ttl_seconds(review_ttl, "review_ttl")
+        self.clock = check.callable_or_none(
+            clock, "clock", "a function returning the current datetime", none=False
+        )
+        self.signing_key = check.signing_key(signing_key)
         if claims is not None and not callable(getattr(claims, "claim", None)):
             msg = (
                 f"claims must be a store with an async claim(key) method (MemoryStore,"

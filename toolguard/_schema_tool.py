@@ -111,6 +111,9 @@ class _SchemaBinder:
     __slots__ = ("_name",)
 
     full = None
+    full_plain = None
+    honest = True
+    """Its own TypeError (keyword arguments only) is the one to raise: nothing to rewrite."""
 
     def __init__(self, name: str) -> None:
         self._name = name

@@ -51,6 +51,7 @@ from typing import Final, TypeVar
 
 import anyio.to_thread
 
+from toolguard._check import kind, positive_seconds
 from toolguard._errors import ToolguardError
 from toolguard._models import utcnow
 from toolguard._store import ConcurrentUpdateError, ThreadState, _check_key, next_state
@@ -110,8 +111,17 @@ class SQLiteStore:
     """
 
     def __init__(self, path: str | os.PathLike[str], *, timeout: float = 30.0) -> None:
+        where: object = path  # checked at run time for untyped callers
+        if not isinstance(where, str | os.PathLike) or not isinstance(os.fspath(where), str):
+            msg = (
+                f"path must be a str or a pathlib.Path naming the database file, got {kind(where)}"
+            )
+            raise TypeError(msg)
+        if not os.fspath(where):
+            msg = "path must name the database file (or ':memory:'), got ''"
+            raise ValueError(msg)
         self._path = os.fspath(path)
-        self._timeout = timeout
+        self._timeout = positive_seconds(timeout, "timeout")
         self._conn: sqlite3.Connection | None = None
         self._closed = False
         self._lock = threading.Lock()

@@ -13,7 +13,9 @@ from __future__ import annotations
 
 import functools
 import inspect
+import math
 import sys
+import types
 import typing
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass
@@ -24,10 +26,12 @@ import anyio.to_thread
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, create_model
 from pydantic.fields import FieldInfo
 
+from toolguard._check import kind, optional_text
 from toolguard._docstrings import parse_docstring
 from toolguard._errors import ActionRejectedError, ApprovalRequiredError
-from toolguard._grants import consume_grant
+from toolguard._grants import consume_grant, remember_call
 from toolguard._json import to_json_data
+from toolguard._judge import PLAIN_TYPES, discard, has_non_finite, may_skip
 from toolguard._models import (
     ALLOWED_DECISIONS,
     DECISION_TYPES,
@@ -87,15 +91,28 @@ class ApprovalPolicy:
     ttl: float | None = None
     allowed_decisions: tuple[DecisionType, ...] = ALLOWED_DECISIONS
 
-    def __post_init__(self) -> None:
-        checked = allowed_decisions_tuple(self.allowed_decisions)
-        object.__setattr__(self, "allowed_decisions", checked)  # frozen: normalise once
-
     def needs_approval(self, args: Mapping[str, Any]) -> bool:
-        """Whether a call with these arguments must wait for a human."""
+        """Whether a call with these arguments must wait for a human.
+
+        Fails closed: only ``when`` returning ``False`` itself, for arguments
+        without a NaN or an infinite number anywhere, means no approval. An
+        exception from ``when`` or any other return value means approval.
+        """
         if self.when is None:
             return True
-        return bool(self.when(dict(args)))
+        return not may_skip(self.when, args)
+
+    def __post_init__(self) -> None:
+        """Refuse wrong types now, not at the first call (a bad policy would need approval)."""
+        predicate: object = self.when
+        if predicate is not None and (not callable(predicate) or _is_async_callable(predicate)):
+            msg = f"when must be a function returning True or False, or None, got {kind(predicate)}"
+            raise TypeError(msg)
+        optional_text(self.description, "description")
+        if self.ttl is not None:
+            object.__setattr__(self, "ttl", ttl_seconds(self.ttl))
+        checked = allowed_decisions_tuple(self.allowed_decisions)
+        object.__setattr__(self, "allowed_decisions", checked)  # frozen: normalise once
 
 
 def allowed_decisions_tuple(value: Iterable[str]) -> tuple[DecisionType, ...]:
@@ -148,15 +165,99 @@ def _reject_unwrappable(func: Any, decorator: str) -> None:
         raise TypeError(msg)
 
 
+def _called_signature(func: Any) -> inspect.Signature | None:
+    """The signature of what really runs, ignoring ``__wrapped__`` and ``__signature__``.
+
+    ``None`` when it cannot be known (builtins, odd callables).
+    """
+    raw = func
+    if isinstance(func, types.MethodType) and isinstance(func.__func__, types.FunctionType):
+        raw = types.MethodType(_bare_function(func.__func__), func.__self__)
+    elif isinstance(func, types.FunctionType):
+        raw = _bare_function(func)
+    try:
+        return inspect.signature(raw, follow_wrapped=False)
+    except (TypeError, ValueError):
+        return None
+
+
+def _bare_function(func: types.FunctionType) -> types.FunctionType:
+    """A copy of ``func`` without ``__signature__``/``__wrapped__``: its code's own signature."""
+    bare = types.FunctionType(
+        func.__code__, func.__globals__, func.__name__, func.__defaults__, func.__closure__
+    )
+    bare.__kwdefaults__ = func.__kwdefaults__
+    return bare
+
+
+def _shown(signature: inspect.Signature) -> str:
+    """A signature as text for an error: names, kinds and defaults, no annotations."""
+    params = [p.replace(annotation=p.empty) for p in signature.parameters.values()]
+    return str(signature.replace(parameters=params, return_annotation=signature.empty))
+
+
+def _same_default(a: object, b: object) -> bool:
+    if a is b:
+        return True
+    try:
+        return type(a) is type(b) and bool(a == b)
+    except Exception:
+        return False
+
+
+def _check_signature_is_honest(func: Any, reported: inspect.Signature, decorator: str) -> bool:
+    """Refuse a function whose reported signature binds calls differently from the real one.
+
+    The guard judges a call by the reported signature; when the callable that
+    runs has a concrete signature (no ``*args``/``**kwargs``) with other
+    names, order, kinds or defaults, a call could be judged as one thing and
+    run as another. A ``*args, **kwargs`` wrapper (``functools.wraps``) is
+    trusted to pass the call on.
+
+    Returns:
+        Whether the real signature is known to be the reported one.
+    """
+    called = _called_signature(func)
+    if called is None:
+        return False
+    params = list(called.parameters.values())
+    if any(p.kind in (p.VAR_POSITIONAL, p.VAR_KEYWORD) for p in params):
+        return False
+    shown = list(reported.parameters.values())
+    if len(shown) == len(params) and all(
+        a.name == b.name and a.kind is b.kind and _same_default(a.default, b.default)
+        for a, b in zip(shown, params, strict=True)
+    ):
+        return True
+    name = getattr(func, "__qualname__", None) or type(func).__name__
+    msg = (
+        f"@{decorator} cannot guard {name}: it reports the signature {_shown(reported)}"
+        f" but is called with {_shown(called)} (functools.wraps or"
+        " __signature__ copied another function's), so a call could be judged as one call"
+        " and run as another. Make __signature__ match the real parameters, or guard the"
+        " inner function."
+    )
+    raise TypeError(msg)
+
+
 class _Binder:
     """Maps ``(*args, **kwargs)`` onto parameter names quickly (no ``Signature.bind`` per call)."""
 
-    __slots__ = ("_defaults", "_names", "_signature", "_simple", "full")
+    __slots__ = ("_defaults", "_names", "_signature", "_simple", "full", "full_plain", "honest")
 
-    def __init__(self, signature: inspect.Signature) -> None:
+    def __init__(self, signature: inspect.Signature, func: Any = None) -> None:
         params = list(signature.parameters.values())
         self._signature = signature
         self.full = _compile_full_binder(params)
+        self.full_plain = _compile_full_binder(params, plain_check=True)
+        qualname = _qualname(func)
+        if qualname is not None:
+            for binder in (self.full, self.full_plain):
+                if binder is not None:  # its TypeErrors then read like the function's own
+                    binder.__qualname__ = qualname
+        # The callable that runs binds exactly like the signature: a binding error is the
+        # one the function itself would raise (set by Tool for guarded tools).
+        self.honest = False
         self._simple = all(
             p.kind in (p.POSITIONAL_OR_KEYWORD, p.KEYWORD_ONLY, p.POSITIONAL_ONLY) for p in params
         )
@@ -166,7 +267,13 @@ class _Binder:
         self._defaults = {p.name: p.default for p in params if p.default is not p.empty}
 
     def explicit(self, args: tuple[Any, ...], kwargs: dict[str, Any]) -> dict[str, Any]:
-        """The arguments the caller passed, by name (no defaults)."""
+        """The arguments the caller passed, by name (no defaults).
+
+        Raises:
+            TypeError: the arguments do not bind to the signature.
+        """
+        if self.full is not None:
+            self.full(*args, **kwargs)  # checks the call binds, exactly as Python would
         if self._simple and len(args) <= len(self._names):
             bound = dict(zip(self._names, args, strict=False))
             if kwargs:
@@ -180,17 +287,50 @@ class _Binder:
             return explicit
         return {**self._defaults, **explicit}
 
+    def unbindable(self, name: str, args: tuple[Any, ...], kwargs: dict[str, Any]) -> TypeError:
+        """The error for a guarded call whose arguments do not bind: it does not run."""
+        try:
+            self._signature.bind(*args, **kwargs)
+        except TypeError as exc:
+            reason = str(exc)
+        else:  # pragma: no cover - explicit() raised, so bind() does too
+            reason = "the arguments do not bind"
+        shown = _shown(self._signature)
+        return TypeError(
+            f"The guarded tool `{name}` did not run: {reason} (the guard judges a call by the"
+            f" signature the function reports, {name}{shown}). A decorator under"
+            " @requires_approval that adds parameters must declare them in __signature__."
+        )
 
-def _compile_full_binder(params: list[inspect.Parameter]) -> Callable[..., dict[str, Any]] | None:
+
+def _qualname(func: Any) -> str | None:
+    """The name Python's own binding errors would use for ``func``."""
+    while isinstance(func, functools.partial):
+        func = func.func
+    qualname = getattr(func, "__qualname__", None)
+    if isinstance(qualname, str):
+        return qualname
+    if func is not None and callable(func):
+        call = getattr(type(func), "__call__", None)  # noqa: B004 - the method's name
+        qualname = getattr(call, "__qualname__", None)
+        return qualname if isinstance(qualname, str) else None
+    return None
+
+
+def _compile_full_binder(
+    params: list[inspect.Parameter], *, plain_check: bool = False
+) -> Callable[..., Any] | None:
     """Compile ``def bind(<the same parameters>): return {name: value, ...}``.
 
     Binding through a function with the very same parameters is what Python
     does fastest, and it fills in the defaults. ``None`` for signatures with
-    ``*args``/``**kwargs`` (those take the general path).
+    ``*args``/``**kwargs`` (those take the general path). With
+    ``plain_check`` it returns ``(bound, plain)``, ``plain`` telling whether
+    every value is a str, int, bool or None (nothing that can be NaN inside).
     """
     if any(p.kind in (p.VAR_POSITIONAL, p.VAR_KEYWORD) for p in params):
         return None
-    namespace: dict[str, Any] = {}
+    namespace: dict[str, Any] = {"__tg_plain": PLAIN_TYPES, "__tg_type": type}
     source: list[str] = []
     keyword_only_started = False
     for index, param in enumerate(params):
@@ -206,10 +346,13 @@ def _compile_full_binder(params: list[inspect.Parameter]) -> Callable[..., dict[
             index + 1 == len(params) or params[index + 1].kind is not param.POSITIONAL_ONLY
         ):
             source.append("/")
-    body = ", ".join(f"{p.name!r}: {p.name}" for p in params)
-    code = f"def bind({', '.join(source)}):\n    return {{{body}}}\n"
+    body = "{" + ", ".join(f"{p.name!r}: {p.name}" for p in params) + "}"
+    if plain_check:
+        checks = " and ".join(f"__tg_type({p.name}) in __tg_plain" for p in params) or "True"
+        body = f"{body}, ({checks})"
+    code = f"def bind({', '.join(source)}):\n    return {body}\n"
     exec(code, namespace)  # noqa: S102 - compiled from a real signature's identifiers only
-    binder: Callable[..., dict[str, Any]] = namespace["bind"]
+    binder: Callable[..., Any] = namespace["bind"]
     return binder
 
 
@@ -221,13 +364,20 @@ def _strip_titles(schema: dict[str, Any]) -> dict[str, Any]:
     return schema
 
 
-def ttl_seconds(ttl: float | timedelta | None) -> float | None:
-    """A time-to-live in seconds, checked to be positive."""
+def ttl_seconds(ttl: float | timedelta | None, name: str = "ttl") -> float | None:
+    """A time-to-live in seconds, checked to be a positive, finite number or timedelta."""
     if ttl is None:
         return None
+    value: object = ttl  # checked at run time for untyped callers
+    if isinstance(value, bool) or not isinstance(value, int | float | timedelta):
+        msg = f"{name} must be a number of seconds, a timedelta or None, got {kind(value)}"
+        raise TypeError(msg)
     seconds = ttl.total_seconds() if isinstance(ttl, timedelta) else float(ttl)
     if not seconds > 0:
         msg = f"A review time-to-live must be positive, got {ttl!r}"
+        raise ValueError(msg)
+    if not math.isfinite(seconds):
+        msg = f"{name} must be finite (None for no deadline), got {ttl!r}"
         raise ValueError(msg)
     return seconds
 
@@ -279,6 +429,12 @@ class Tool(Generic[P, R]):
         _localns: Mapping[str, Any] | None = None,
     ) -> None:
         _reject_unwrappable(func, "tool")
+        optional_text(name, "name", empty=False)
+        optional_text(description, "description")
+        policy: object = approval  # checked at run time for untyped callers
+        if policy is not None and not isinstance(policy, ApprovalPolicy):
+            msg = f"approval must be an ApprovalPolicy or None, got {kind(policy)}"
+            raise TypeError(msg)
         self.func: Callable[P, R] = func
         self.name: str = name or str(getattr(func, "__name__", type(func).__name__))
         self.is_async: bool = _is_async_callable(func)
@@ -286,7 +442,9 @@ class Tool(Generic[P, R]):
         doc = parse_docstring(inspect.getdoc(func))
         self.description: str = description if description is not None else doc.description
         signature = inspect.signature(func)
-        self._binder = _Binder(signature)
+        self._binder = _Binder(signature, func)
+        if approval is not None:
+            self._binder.honest = _check_signature_is_honest(func, signature, "requires_approval")
         self._args_model, self._field_names = _build_args_model(
             func, self.name, signature, doc.params, _localns
         )
@@ -376,18 +534,25 @@ class Tool(Generic[P, R]):
         return self._call_guarded(args, kwargs)
 
     def _may_skip_approval(self, args: tuple[Any, ...], kwargs: dict[str, Any]) -> bool:
-        """True when the ``when=`` predicate says this direct call needs no approval."""
+        """True when the ``when=`` predicate says this direct call needs no approval.
+
+        Fails closed: arguments that do not bind, a predicate that raises or
+        returns anything but ``False``, a NaN or infinity in the arguments.
+        """
         when = self.approval.when if self.approval is not None else None
         if when is None:
             return False
-        full = self._binder.full
-        if full is None:
-            return not when(self._binder.with_defaults(self._binder.explicit(args, kwargs)))
+        binder = self._binder
         try:
-            bound = full(*args, **kwargs)
+            full = binder.full
+            bound = (
+                full(*args, **kwargs)
+                if full is not None
+                else binder.with_defaults(binder.explicit(args, kwargs))
+            )
         except TypeError:
-            return True  # the call itself raises the same TypeError before the body runs
-        return not when(bound)
+            return False  # cannot judge it: the approval path raises a clear TypeError
+        return may_skip(when, bound)
 
     def _call_guarded(self, args: tuple[Any, ...], kwargs: dict[str, Any]) -> R:
         if self._may_skip_approval(args, kwargs):
@@ -396,7 +561,7 @@ class Tool(Generic[P, R]):
 
     def _call_needing_approval(self, args: tuple[Any, ...], kwargs: dict[str, Any]) -> R:
         """A direct call that needs approval: run it only with a grant or a stand-in's yes."""
-        explicit = self._binder.explicit(args, kwargs)
+        explicit = self._explicit(args, kwargs)
         edited = _check_direct_call(self, explicit)
         func: Callable[..., R] = self.func
         if edited is not None:
@@ -407,13 +572,22 @@ class Tool(Generic[P, R]):
     async def _call_async(self, args: tuple[Any, ...], kwargs: dict[str, Any]) -> Any:
         if self._may_skip_approval(args, kwargs):
             return await self.func(*args, **kwargs)  # type: ignore[misc]  # is_async
-        explicit = self._binder.explicit(args, kwargs)
+        explicit = self._explicit(args, kwargs)
         edited = _check_direct_call(self, explicit)
         func: Callable[..., Any] = self.func
         if edited is not None:
             positional, named = self._split(edited)
             return await func(*positional, **named)
         return await func(*args, **kwargs)
+
+    def _explicit(self, args: tuple[Any, ...], kwargs: dict[str, Any]) -> dict[str, Any]:
+        """A direct call's arguments by name; TypeError (nothing runs) if they do not bind."""
+        try:
+            return self._binder.explicit(args, kwargs)
+        except TypeError:
+            if self._binder.honest:
+                raise  # the very TypeError the function itself raises for this call
+            raise self._binder.unbindable(self.name, args, kwargs) from None
 
     def _split(self, arguments: Mapping[str, Any]) -> tuple[list[Any], dict[str, Any]]:
         """Arguments by name as ``(positional-only values, keyword arguments)``."""
@@ -465,10 +639,11 @@ def _check_direct_call(tool: Tool[Any, Any], explicit: dict[str, Any]) -> dict[s
     """Raise unless this direct call may run; return edited arguments when a stand-in edited it."""
     assert tool.approval is not None  # noqa: S101 - only called for guarded tools
     policy = tool.approval
-    if consume_grant(tool.name, explicit, tool._binder.with_defaults):
+    if consume_grant(tool.name, tool.func, explicit, tool._binder.with_defaults):
         return None
     json_args = to_json_data(explicit)
     call = ToolCall(id=new_id(), name=tool.name, args=json_args)
+    remember_call(call, tool.func, explicit)  # allow_once(exc.call) grants this function only
     stand_in = get_stand_in()
     if stand_in is not None:
         decision = stand_in(call)
@@ -685,7 +860,12 @@ def requires_approval(
         func: the function or :class:`Tool` (bare use).
         when: predicate on the call's arguments (a dict by parameter name,
             defaults included; validated values when the runner calls it).
-            Return ``True`` when the call needs approval.
+            Return ``True`` when the call needs approval, ``False`` when it
+            does not. It fails closed: the call needs approval when the
+            predicate raises or returns anything but ``False``, when a NaN or
+            an infinite number is anywhere in the arguments, and when the
+            arguments do not bind to the signature (then the call raises
+            ``TypeError`` and does not run).
         description: text for the review payload instead of
             ``Tool `NAME` is awaiting approval``.
         ttl: how long a review of this tool stays open (seconds or a
@@ -706,6 +886,13 @@ def requires_approval(
     if predicate is not None and not callable(predicate):
         msg = f"when= must be a callable taking the arguments dict, got {type(predicate).__name__}"
         raise TypeError(msg)
+    if predicate is not None and _is_async_callable(predicate):
+        msg = (
+            "when= must be a plain function returning True or False: an async predicate"
+            " cannot be awaited by a sync call"
+        )
+        raise TypeError(msg)
+    optional_text(description, "description")
     guard = _Guard(
         ApprovalPolicy(
             when=when,
@@ -752,20 +939,27 @@ class _Guard:
 
             wrapper = async_wrapper
         else:
-            full = guarded_tool._binder.full
+            full = guarded_tool._binder.full_plain
             when = self.policy.when
             if when is not None and full is not None:
-                # The hot path of an allowed call, inlined: bind, ask, run.
+                # The hot path of an allowed call, inlined: bind, check, ask, run. Every
+                # doubt goes to the approval path, which raises and never runs the body.
                 call_guarded = guarded_tool._call_needing_approval
 
                 @functools.wraps(target)
                 def wrapper(*args: Any, **kwargs: Any) -> Any:
                     try:
-                        bound = full(*args, **kwargs)
+                        bound, plain = full(*args, **kwargs)
                     except TypeError:
-                        return target(*args, **kwargs)
-                    if not when(bound):
-                        return target(*args, **kwargs)
+                        return call_guarded(args, kwargs)  # raises: cannot be judged
+                    if plain or not has_non_finite(bound.values()):
+                        try:
+                            verdict = when(bound)
+                        except Exception:
+                            verdict = True
+                        if verdict is False:
+                            return target(*args, **kwargs)
+                        discard(verdict)
                     return call_guarded(args, kwargs)
 
             else:

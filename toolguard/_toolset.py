@@ -5,6 +5,7 @@ from __future__ import annotations
 from collections.abc import Callable, Iterable, Iterator, Mapping
 from typing import Any, Union, cast
 
+from toolguard._check import kind
 from toolguard._classify import Classification, Classifier, format_table
 from toolguard._schema_tool import SchemaTool
 from toolguard._tool import ApprovalPolicy, Tool, as_tool
@@ -29,6 +30,10 @@ class Toolset(Mapping[str, Tool[Any, Any]]):
             self._tools: dict[str, Tool[Any, Any]] = dict(tools._tools)
             self._classifications: dict[str, Classification] = dict(tools._classifications)
             return
+        rules: object = classifier  # checked at run time for untyped callers
+        if rules is not None and not isinstance(rules, Classifier):
+            msg = f"classifier must be a toolguard.Classifier or None, got {kind(rules)}"
+            raise TypeError(msg)
         classifier = classifier or Classifier()
         items: Iterable[tuple[str | None, ToolLike]]
         if isinstance(tools, Mapping):

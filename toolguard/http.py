@@ -833,6 +833,10 @@ def create_router(
     Raises:
         TypeError, ValueError: ``max_body_bytes`` or ``allowed_origins`` is invalid.
     """
+    served: object = chat  # checked at run time for untyped callers
+    if not isinstance(served, ReviewedChat):
+        msg = f"chat must be a toolguard.ReviewedChat, got {type(served).__name__}"
+        raise TypeError(msg)
     guard = _Guard(max_body_bytes, allowed_origins)
 
     def get_chat() -> ReviewedChat:

@@ -57,6 +57,7 @@ except ImportError as exc:  # pragma: no cover - depends on the environment
     msg = 'toolguard.openai needs the openai package: pip install "toolguard-hitl[openai]"'
     raise ImportError(msg) from exc
 
+from toolguard import _check as check
 from toolguard._errors import ModelError
 from toolguard._json import to_json_data
 from toolguard._model import Message, ModelResponse
@@ -196,6 +197,39 @@ def _model_error(exc: openai.OpenAIError, timeout: Any, where: str) -> ModelErro
     return ModelError(f"The model call failed: {type(exc).__name__} from {where}: {exc}")
 
 
+def _check_options(
+    client: object,
+    parallel_tool_calls: object,
+    temperature: object,
+    extra_body: object,
+    request_options: object,
+) -> None:
+    """Refuse wrong option types at construction rather than at the first request."""
+    if isinstance(client, openai.OpenAI):
+        msg = (
+            "client must be an openai.AsyncOpenAI, got the sync openai.OpenAI: use AsyncOpenAI(...)"
+        )
+        raise TypeError(msg)
+    if client is not None and getattr(client, "chat", None) is None:
+        msg = f"client must be an openai.AsyncOpenAI or None, got {check.kind(client)}"
+        raise TypeError(msg)
+    if parallel_tool_calls is not None and not isinstance(parallel_tool_calls, bool):
+        msg = (
+            "parallel_tool_calls must be True, False or None,"
+            f" got {check.kind(parallel_tool_calls)}"
+        )
+        raise TypeError(msg)
+    if temperature is not None and (
+        isinstance(temperature, bool) or not isinstance(temperature, int | float)
+    ):
+        msg = f"temperature must be a number or None, got {check.kind(temperature)}"
+        raise TypeError(msg)
+    for option, value in (("extra_body", extra_body), ("request_options", request_options)):
+        if value is not None and not isinstance(value, Mapping):
+            msg = f"{option} must be a dict or None, got {check.kind(value)}"
+            raise TypeError(msg)
+
+
 class OpenAIChatModel:
     """A :class:`~toolguard.ChatModel` backed by ``openai.AsyncOpenAI`` Chat Completions.
 
@@ -241,9 +275,14 @@ class OpenAIChatModel:
         extra_body: Mapping[str, Any] | None = None,
         request_options: Mapping[str, Any] | None = None,
     ) -> None:
+        name: object = model  # checked at run time for untyped callers
+        if not isinstance(name, str):
+            msg = f"model must be a model name (str), got {check.kind(name)}"
+            raise TypeError(msg)
         if not model:
             msg = f"model must be a non-empty model name, got {model!r}"
             raise ValueError(msg)
+        _check_options(client, parallel_tool_calls, temperature, extra_body, request_options)
         self.client = client if client is not None else openai.AsyncOpenAI()
         self.model = model
         self.parallel_tool_calls = parallel_tool_calls

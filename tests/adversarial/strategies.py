@@ -194,3 +194,30 @@ terminal_text = st.builds(
     st.text(max_size=8),
 )
 """Text holding at least one terminal escape or control sequence."""
+
+with_non_finite: st.SearchStrategy[Any] = st.recursive(
+    non_finite,
+    lambda children: st.one_of(
+        st.tuples(st.lists(plain_json, max_size=3), children, st.integers(0, 3)).map(
+            lambda t: [*t[0][: t[2]], t[1], *t[0][t[2] :]]
+        ),
+        st.tuples(st.dictionaries(st.text(max_size=8), plain_json, max_size=3), children).map(
+            lambda t: {**t[0], "\x00hidden": t[1]}
+        ),
+    ),
+    max_leaves=6,
+)
+"""JSON-like data with a NaN or an infinity somewhere inside (at any depth, among plain data)."""
+
+finite_json: st.SearchStrategy[Any] = st.recursive(
+    st.none()
+    | st.booleans()
+    | st.integers()
+    | st.floats(allow_nan=False, allow_infinity=False)
+    | st.text(max_size=20),
+    lambda children: (
+        st.lists(children, max_size=4) | st.dictionaries(st.text(max_size=8), children, max_size=4)
+    ),
+    max_leaves=20,
+)
+"""Ordinary JSON data with finite numbers only (standard JSON)."""
