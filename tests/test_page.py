@@ -598,7 +598,7 @@ def test_unknown_thread_in_url_shows_the_404(page: Page, server: Server) -> None
     """A reload with a thread id the server does not know shows the 404 and drops the id."""
     page.goto(server.url + "/?thread=missing")
     expect(page.get_by_test_id("error-text")).to_have_text(
-        "Error 404: Unknown thread_id 'missing': start a conversation with send_message"
+        "Error 404: Unknown thread_id 'missing': start a conversation with POST /hitl/chat"
     )
     expect(page.get_by_test_id("chat-input")).to_be_enabled()
     assert page.url == server.url + "/"

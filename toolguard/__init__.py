@@ -28,6 +28,7 @@ from toolguard._errors import (
     StepLimitError,
     ThreadBusyError,
     ToolguardError,
+    UnknownReviewError,
     UnknownThreadError,
 )
 from toolguard._grants import allow_once
@@ -132,6 +133,7 @@ __all__ = [
     "ToolResult",
     "ToolguardError",
     "Toolset",
+    "UnknownReviewError",
     "UnknownThreadError",
     "__version__",
     "allow_once",
