@@ -573,3 +573,30 @@ def test_the_schema_subset(page: Page, value: Any, problems: list[str]) -> None:
     """The page's checker: the documented subset, exact texts; format and pattern ignored."""
     found = page.evaluate("([s, v]) => toolguardSchemaProblems(s, v)", [NESTED, value])
     assert found == problems
+
+
+def test_markup_between_backticks_stays_text(page: Page) -> None:
+    """Code built from a description holds text only: markup is shown, hidden characters too."""
+    description = "Run `<img src=x onerror=alert(1)>` on `a\u200bb` then `"
+    pending = {
+        "action_requests": [{"name": "send_email", "args": MAIL, "description": description}],
+        "review_configs": [
+            {"action_name": "send_email", "allowed_decisions": ["approve", "edit", "reject"]}
+        ],
+    }
+    body = {
+        "thread_id": THREAD_ID,
+        "status": "awaiting_review",
+        "messages": [{"role": "user", "content": "mail"}],
+        "pending_review": pending,
+        "review_id": "r1",
+        "expires_at": None,
+        "actions": [],
+    }
+    page.route(f"**/hitl/threads/{THREAD_ID}", lambda route: route.fulfill(status=200, json=body))
+    page.goto(page.url.split("?")[0] + f"?thread={THREAD_ID}")
+    shown = page.get_by_test_id("action-description")
+    expect(shown).to_have_text("Run <img src=x onerror=alert(1)> on a\\u200bb then `")
+    expect(shown.locator("code")).to_have_text(["<img src=x onerror=alert(1)>", "a\\u200bb"])
+    expect(shown.locator("img")).to_have_count(0)
+    expect(shown.locator("code .reveal")).to_have_attribute("title", "U+200B ZERO WIDTH SPACE")
