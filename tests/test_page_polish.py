@@ -600,3 +600,27 @@ def test_markup_between_backticks_stays_text(page: Page) -> None:
     expect(shown.locator("code")).to_have_text(["<img src=x onerror=alert(1)>", "a\\u200bb"])
     expect(shown.locator("img")).to_have_count(0)
     expect(shown.locator("code .reveal")).to_have_attribute("title", "U+200B ZERO WIDTH SPACE")
+
+
+def test_the_checker_survives_hostile_values_and_schemas(page: Page) -> None:
+    """Deep values, self-referencing schemas and prototype keys: an answer, never a hang."""
+    found = page.evaluate(
+        """() => {
+            let deep = 1;
+            for (let i = 0; i < 100000; i++) deep = [deep];
+            const items = {type: 'array', items: {$ref: '#/$defs/L'}};
+            const list = {$defs: {L: items}, $ref: '#/$defs/L'};
+            const loop = {$defs: {A: {$ref: '#/$defs/A'}}, $ref: '#/$defs/A'};
+            const closed = {type: 'object', properties: {}, additionalProperties: false};
+            const proto = JSON.parse('{"__proto__": 1, "constructor": 2}');
+            const wide = Object.fromEntries(Array.from({length: 5000}, (_, i) => ['k' + i, i]));
+            return [
+                toolguardSchemaProblems(list, deep),
+                toolguardSchemaProblems(loop, {a: 1}),
+                toolguardSchemaProblems(closed, proto),
+                toolguardSchemaProblems(closed, wide).length,
+                toolguardSchemaProblems({$ref: '#/$defs/missing'}, 1),
+            ];
+        }"""
+    )
+    assert found == [[], [], ["__proto__: unknown field", "constructor: unknown field"], 20, []]
