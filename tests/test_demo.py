@@ -37,8 +37,8 @@ REJECT_THEN_APPROVE = (
     "email alice that the meeting moved to 11\nr\nNo, send it to alice.smith@corp.example\na\n"
 )
 EDIT_ARGS = '{"to": "alice@example.com", "subject": "Meeting", "body": "It is at 11 now."}'
-EDIT = f"email alice that the meeting moved to 11\ne\n{EDIT_ARGS}\n"
-EDIT_INVALID = f"email alice that the meeting moved to 11\ne\n{{bad\n[1]\n{EDIT_ARGS}\n"
+EDIT = "email alice that the meeting moved to 11\ne\n\nMeeting\nIt is at 11 now.\ns\n"
+EDIT_INVALID = "email alice that the meeting moved to 11\ne\n\n\n\nx\nb\na\n"
 APPROVE_ALL = "mail alice and bob that lunch is at 12:30\nA\n"
 REJECT_ALL = "mail alice and bob that lunch is at 12:30\nx\nR\nnot today\n"
 REJECT_NO_REASON = "email bob that the report is ready\nr\n\n"
@@ -228,10 +228,14 @@ def test_reject_with_a_new_address_makes_the_model_propose_again(
 
 
 EDIT_HINT = (
-    "Type ALL the arguments as one line of JSON (an empty line goes back). Now:"
-    ' {"to": "alice@example.com", "subject": "The meeting moved to 11",'
-    ' "body": "Hi Alice, the meeting moved to 11."}'
+    "Edit the arguments field by field. Enter keeps the value shown; text is taken as"
+    ' typed (or as a "JSON string"), other values as JSON (3, true, null, ["a"]).'
 )
+EDIT_FIELDS_KEPT = [
+    'to: "alice@example.com"',
+    ">",
+    'subject: "The meeting moved to 11"',
+]
 EDIT_OUTCOME = [
     (
         '[executed] send_email: {"id": "sent-1", "status": "sent", "to": "alice@example.com",'
@@ -243,7 +247,7 @@ EDIT_OUTCOME = [
 
 
 def test_edit_runs_the_tool_with_the_new_arguments(sessions: dict[str, Session]) -> None:
-    """An edit sends the JSON arguments typed by the user instead of the proposed ones."""
+    """An edit asks field by field (Enter keeps a value) and sends the edited arguments."""
     session = sessions["edit"]
     assert session.returncode == 0
     assert session.dialogue == [
@@ -252,15 +256,18 @@ def test_edit_runs_the_tool_with_the_new_arguments(sessions: dict[str, Session])
         *CARD_ALICE,
         "> e",
         EDIT_HINT,
-        f"> {EDIT_ARGS}",
+        *EDIT_FIELDS_KEPT,
+        "> Meeting",
+        'body: "Hi Alice, the meeting moved to 11."',
+        "> It is at 11 now.",
+        f"Edited arguments: {EDIT_ARGS}",
+        "> s",
         *EDIT_OUTCOME,
     ]
 
 
-def test_edit_asks_again_after_invalid_json(sessions: dict[str, Session]) -> None:
-    """Invalid JSON, or JSON that is not an object, shows the error and asks again."""
-    with pytest.raises(json.JSONDecodeError) as error:
-        json.loads("{bad")
+def test_edit_can_go_back_to_the_decision(sessions: dict[str, Session]) -> None:
+    """After the fields, b goes back to the card's question (another answer asks again)."""
     session = sessions["edit_invalid"]
     assert session.returncode == 0
     assert session.dialogue == [
@@ -269,12 +276,21 @@ def test_edit_asks_again_after_invalid_json(sessions: dict[str, Session]) -> Non
         *CARD_ALICE,
         "> e",
         EDIT_HINT,
-        "> {bad",
-        f"Invalid JSON: {error.value}. Try again.",
-        "> [1]",
-        "The arguments must be a JSON object, got list. Try again.",
-        f"> {EDIT_ARGS}",
-        *EDIT_OUTCOME,
+        *EDIT_FIELDS_KEPT,
+        ">",
+        'body: "Hi Alice, the meeting moved to 11."',
+        ">",
+        (
+            'Edited arguments: {"to": "alice@example.com", "subject": "The meeting moved to 11",'
+            ' "body": "Hi Alice, the meeting moved to 11."}'
+        ),
+        "> x",
+        "Please answer s (send) or b (back).",
+        "> b",
+        "> a",
+        SENT_ALICE,
+        'assistant: Sent "The meeting moved to 11" to alice@example.com.',
+        "Bye.",
     ]
 
 
@@ -312,7 +328,7 @@ def test_reject_all_sends_one_reason_for_every_action(run_demo: Callable[..., Se
         "2 actions wait for your approval.",
         *LUNCH_CARD_ALICE,
         "> x",
-        "Please answer a, e or r (or A / R for all).",
+        "Please answer a, e or r (or A / R for all), or quit.",
         "> R",
         "Why are you rejecting these tools?",
         "> not today",

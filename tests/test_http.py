@@ -82,11 +82,21 @@ REFUSED = {
 THREAD_BUSY = {
     "en": (
         "Decisions are being applied in conversation {thread_id!r}. Try again shortly;"
-        " if the process applying them stopped, run recover() for this thread."
+        " if this goes on, the server's operator must recover this thread."
     ),
     "id": (
         "Keputusan sedang diterapkan di percakapan {thread_id!r}. Coba lagi sebentar lagi;"
-        " jika prosesnya berhenti, jalankan recover() untuk percakapan ini."
+        " jika terus begini, operator server harus memulihkan percakapan ini."
+    ),
+}
+UNKNOWN_REVIEW = {
+    "en": (
+        "The review {review_id} is unknown in this conversation: it was never one of its"
+        " reviews. Load the thread and decide on its current review."
+    ),
+    "id": (
+        "Review {review_id} tidak dikenal di percakapan ini: tidak pernah menjadi salah satu"
+        " review-nya. Muat ulang percakapan dan putuskan review yang sekarang."
     ),
 }
 EDIT_NEEDS_ACTION = {
@@ -646,8 +656,8 @@ async def test_unknown_thread_is_404(
     assert response.status_code == 404
     assert response.json() == {
         "detail": {
-            "en": "Unknown thread_id 'nope': start a conversation with send_message",
-            "id": "thread_id 'nope' tidak dikenal: mulai percakapan dengan send_message",
+            "en": "Unknown thread_id 'nope': start a conversation with POST /hitl/chat",
+            "id": "thread_id 'nope' tidak dikenal: mulai percakapan dengan POST /hitl/chat",
         }[lang]
     }
 
@@ -764,7 +774,7 @@ async def test_message_while_decisions_are_applied_is_409(lang: str, lang_env: s
 async def test_review_for_an_older_review_id_is_400_and_changes_nothing(
     lang: str, lang_env: str
 ) -> None:
-    """A review_id that is not the current review: 400 with StaleReviewError's text."""
+    """A review_id the thread never had: 400 with UnknownReviewError's text."""
     log: Log = []
     async with client_for(create_app(make_chat([ONE_MAIL, "Sent."], log))) as client:
         first = (await client.post("/hitl/chat", json={"message": ASK})).json()
@@ -780,7 +790,7 @@ async def test_review_for_an_older_review_id_is_400_and_changes_nothing(
             json={"thread_id": thread_id, "decisions": [APPROVE], "review_id": first["review_id"]},
         )
     assert stale.status_code == 400
-    assert stale.json() == {"detail": STALE[lang].format(review_id="old-review")}
+    assert stale.json() == {"detail": UNKNOWN_REVIEW[lang].format(review_id="old-review")}
     assert after == before
     assert current.json() == reply_body(thread_id, "Sent.")
     assert log == [("send_email", ALICE)]
@@ -943,6 +953,7 @@ async def test_openapi_lists_the_api_routes() -> None:
         "/hitl/review",
         "/hitl/threads/{thread_id}",
         "/hitl/threads/{thread_id}/audit",
+        "/hitl/tools",
     ]
     assert sorted(document["paths"]["/hitl/review"]["post"]["responses"]) == [
         "200",

@@ -89,5 +89,5 @@ async def test_the_audit_trail_is_served_as_json_lines() -> None:
     ]
     assert missing.status_code == 404
     assert missing.json() == {
-        "detail": "Unknown thread_id 'nope': start a conversation with send_message"
+        "detail": "Unknown thread_id 'nope': start a conversation with POST /hitl/chat"
     }

@@ -320,7 +320,7 @@ def expected_answer(path: str, body: Any, world: World) -> tuple[int, str | None
 
 
 def _unknown(thread_id: str) -> tuple[int, str]:
-    return 404, f"Unknown thread_id {thread_id!r}: start a conversation with send_message"
+    return 404, f"Unknown thread_id {thread_id!r}: start a conversation with POST /hitl/chat"
 
 
 def _expected_chat(body: Any, world: World) -> tuple[int, str | None]:
@@ -354,8 +354,8 @@ def _expected_review(body: Any, world: World) -> tuple[int, str | None]:
     review_id = body.get("review_id")
     if review_id is not None and review_id != world.review_id:
         return 400, (
-            f"The review {review_id} is no longer current in this conversation."
-            " Load the thread and decide on its current review."
+            f"The review {review_id} is unknown in this conversation: it was never one of its"
+            " reviews. Load the thread and decide on its current review."
         )
     decisions = body["decisions"]
     if len(decisions) != 2:

@@ -340,15 +340,17 @@ async def test_decision_with_review_id_on_an_idle_thread_is_stale(store: AnyStor
 
 async def test_stale_review_text_in_indonesian(store: AnyStore) -> None:
     """The StaleReviewError text follows the Indonesian catalog."""
-    chat, _ = make_chat(store, [proposes(email("c1", ALICE))], [], FakeClock())
-    paused = await chat.send_message(ASK)
+    script = [proposes(email("c1", ALICE)), proposes(email("c2", BOB))]
+    chat, _ = make_chat(store, script, [], FakeClock())
+    first = await chat.send_message(ASK)
+    await chat.submit_review([APPROVE], first.thread_id, review_id=first.review_id)
     set_language("id")
 
     with pytest.raises(StaleReviewError) as caught:
-        await chat.submit_review([APPROVE], paused.thread_id, review_id="r-old")
+        await chat.submit_review([APPROVE], first.thread_id, review_id=first.review_id)
 
     assert str(caught.value) == (
-        "Review r-old sudah tidak berlaku di percakapan ini."
+        f"Review {first.review_id} sudah tidak berlaku di percakapan ini."
         " Muat ulang percakapan dan putuskan review yang sekarang."
     )
 

@@ -37,6 +37,7 @@ from toolguard._errors import (
     StepLimitError,
     ThreadBusyError,
     ToolguardError,
+    UnknownReviewError,
     UnknownThreadError,
 )
 from toolguard._grants import allow_once
@@ -152,6 +153,7 @@ __all__ = [
     "ToolResult",
     "ToolguardError",
     "Toolset",
+    "UnknownReviewError",
     "UnknownThreadError",
     "__version__",
     "allow_once",

@@ -38,6 +38,7 @@ from toolguard._errors import (
     StaleReviewError,
     StepLimitError,
     ThreadBusyError,
+    UnknownReviewError,
     UnknownThreadError,
 )
 from toolguard._json import clean_text
@@ -220,6 +221,13 @@ def _decided_action(
     return action.model_copy(
         update={"status": status, "decision": decision, "reviewer": reviewer, "decided_at": now}
     )
+
+
+def _stale(state: ThreadState, review_id: str, current: str | None) -> StaleReviewError:
+    """A review id this thread had before (stale), or one it never had (unknown)."""
+    known = review_id == state.review_id or any(e.review_id == review_id for e in state.audit)
+    kind = StaleReviewError if known else UnknownReviewError
+    return kind(clean_text(review_id), current)
 
 
 def _decided_event(
@@ -695,10 +703,10 @@ class ReviewedChat:
             raise ReviewExpiredError(state.review_id or "")
         if state.status != "awaiting_review" or state.pending is None:
             if review_id is not None:
-                raise StaleReviewError(clean_text(review_id), None)
+                raise _stale(state, review_id, None)
             raise NoPendingReviewError
         if review_id is not None and review_id != state.pending.review_id:
-            raise StaleReviewError(clean_text(review_id), state.pending.review_id)
+            raise _stale(state, review_id, state.pending.review_id)
         return state, state.pending
 
     def _is_overdue(self, state: ThreadState) -> bool:

@@ -8,7 +8,15 @@ offline with a scripted model, or with a real one when ``OPENAI_API_KEY``
 answers from stdin (``--script FILE``: from a file), one per line: it shows
 no prompts (only the reject question, on its own line) and echoes every
 answer as ``> answer``, so a session can be scripted and tested. The end of
-the input ends the program with status 0, as ``quit`` does.
+the input ends the program with status 0, as ``quit`` does (also at an
+approval prompt); Ctrl-C ends it with status 130. Either way, without a
+traceback, and when actions were waiting for approval it says that nothing
+was run (they stay pending in the thread).
+
+An edit asks the arguments field by field, each prefilled with its current
+value (shown escaped; Enter keeps it), checks the result against the tool's
+schema (``Tool.validate_args``) and asks again for the fields that fail,
+with the error, before anything is sent.
 """
 
 from __future__ import annotations
@@ -18,7 +26,7 @@ import importlib
 import json
 import os
 import sys
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from typing import Any, Literal, TextIO
 
 from toolguard._chat import BlockingChat, ChatTurn, ReviewedChat
@@ -34,6 +42,7 @@ from toolguard._reveal import (
     warning_lines,
 )
 from toolguard._store import Store
+from toolguard._tool import Tool, ToolArgumentsError
 from toolguard._toolset import Toolset, guard
 from toolguard._version import __version__
 
@@ -47,6 +56,20 @@ REJECT_QUESTION = "Why are you rejecting this tool?"
 """Asked after a reject; the answer is the reason the model reads (empty: none)."""
 REJECT_ALL_QUESTION = "Why are you rejecting these tools?"
 """Asked after a reject-all; the reason goes with every remaining action."""
+FIELDS_HINT = (
+    "Edit the arguments field by field. Enter keeps the value shown; text is taken as"
+    ' typed (or as a "JSON string"), other values as JSON (3, true, null, ["a"]).'
+)
+"""Shown when an edit starts (tools with a known schema)."""
+CONFIRM_EDIT_PROMPT = "[s]end / [b]ack"
+"""Asked once the edited arguments fit the tool's schema."""
+LEFT_IN_REVIEW = "You left while actions waited for your approval: nothing was run."
+INTERRUPTED_IN_REVIEW = "Interrupted while actions waited for your approval: nothing was run."
+INTERRUPTED = "Interrupted: nothing was run."
+INTERRUPTED_WORKING = (
+    "Interrupted while the assistant was working: load the thread to see what ran."
+)
+_QUIT_WORDS = ("quit", "exit", "q")
 
 _EXAMPLES = (
     "email alice that the meeting moved to 11",
@@ -140,6 +163,14 @@ def describe_model(model: object) -> str:
 
 class _InputEndedError(Exception):
     """The input ended (EOF): the program stops."""
+
+
+class _QuitError(Exception):
+    """The reviewer typed quit at an approval prompt: the program stops, nothing runs."""
+
+
+class _InterruptedError(Exception):
+    """Ctrl-C, already reported: the program stops with status 130."""
 
 
 class Terminal:
@@ -249,11 +280,98 @@ def _ask_args(term: Terminal, request: ActionRequest) -> dict[str, Any] | None:
         return value
 
 
-def ask_decisions(term: Terminal, review: PendingReview) -> list[dict[str, Any]]:
+def _accepts(schema: Mapping[str, Any], kind: str) -> bool:
+    """Whether a field's schema says it takes values of JSON type ``kind``."""
+    kinds = schema.get("type")
+    if kinds == kind or (isinstance(kinds, list) and kind in kinds):
+        return True
+    branches = schema.get("anyOf") or schema.get("oneOf") or []
+    return isinstance(branches, list) and any(
+        isinstance(branch, Mapping) and _accepts(branch, kind) for branch in branches
+    )
+
+
+def _field_value(answer: str, schema: Mapping[str, Any]) -> Any:
+    """A typed answer as a field's value: text as typed for text fields, else JSON."""
+    if answer == "null" and _accepts(schema, "null"):
+        return None
+    if _accepts(schema, "string"):
+        if answer.startswith('"'):
+            try:
+                value = json.loads(answer)
+            except json.JSONDecodeError:
+                return answer
+            return value if isinstance(value, str) else answer
+        return answer
+    try:
+        return json.loads(answer)
+    except json.JSONDecodeError:
+        return answer  # the schema check names the field and says what it needs
+
+
+def _failing_fields(error: str, fields: Sequence[str]) -> list[str]:
+    """The fields a ``ToolArgumentsError`` names (all of them when it names none)."""
+    failing = [f for f in fields if f"'{f}'" in error or f"'{f}." in error]
+    return failing or list(fields)
+
+
+def _edit_fields(
+    term: Terminal, request: ActionRequest, tool: Tool[..., Any]
+) -> dict[str, Any] | None:
+    """The edited arguments, asked field by field and checked against the tool's schema.
+
+    ``None`` when the reviewer goes back to the decision prompt.
+    """
+    properties = tool.parameters.get("properties")
+    schemas: Mapping[str, Any] = properties if isinstance(properties, Mapping) else {}
+    fields = [*schemas, *(name for name in request.args if name not in schemas)]
+    values = dict(request.args)
+    term.say(FIELDS_HINT)
+    todo = fields
+    while True:
+        for field in todo:
+            shown = reveal_text(field, single_line=True)
+            now = reveal_json(values[field], indent=None) if field in values else "(not set)"
+            term.say(f"{shown}: {now}")
+            answer = term.ask(shown)
+            if answer:
+                schema = schemas.get(field)
+                values[field] = _field_value(answer, schema if isinstance(schema, Mapping) else {})
+        try:
+            tool.validate_args(values)
+        except ToolArgumentsError as exc:
+            term.say(f"The edit does not fit the tool: {_prose(str(exc))}")
+            todo = _failing_fields(str(exc), fields)
+            continue
+        term.say(f"Edited arguments: {reveal_json(values, indent=None)}")
+        while True:
+            answer = " ".join(term.ask(CONFIRM_EDIT_PROMPT).lower().split())
+            if answer in ("s", "send"):
+                return values
+            if answer in ("b", "back"):
+                return None
+            if answer in _QUIT_WORDS:
+                raise _QuitError
+            term.say("Please answer s (send) or b (back).")
+
+
+def ask_decisions(
+    term: Terminal,
+    review: PendingReview,
+    tools: Mapping[str, Tool[..., Any]] | None = None,
+) -> list[dict[str, Any]]:
     """One decision per action, asked card by card (wire-format dicts, in order).
+
+    Args:
+        term: where to ask.
+        review: the pending review.
+        tools: the chat's tools by name: an edit of a known tool is asked
+            field by field and checked against its schema; without it, as
+            one line of JSON.
 
     Raises:
         _InputEndedError: the input ended before every action was decided.
+        _QuitError: the reviewer typed quit at the approval prompt.
     """
     requests = review.action_requests
     total = len(requests)
@@ -267,7 +385,10 @@ def ask_decisions(term: Terminal, review: PendingReview) -> list[dict[str, Any]]
         card = render_card(request, index=index + 1, total=total, mark=term.mark)
         term.say(term.strong(card))
         while True:
-            choice = _choice(term.ask(prompt))
+            answer = term.ask(prompt)
+            if " ".join(answer.lower().split()) in _QUIT_WORDS:
+                raise _QuitError
+            choice = _choice(answer)
             if choice == "approve":
                 decisions.append({"type": "approve"})
             elif choice == "approve_all":
@@ -278,7 +399,12 @@ def ask_decisions(term: Terminal, review: PendingReview) -> list[dict[str, Any]]
                 reason = term.ask(REJECT_ALL_QUESTION, question=True)
                 decisions.extend(_reject(reason) for _ in requests[index:])
             elif choice == "edit":
-                args = _ask_args(term, request)
+                tool = tools.get(request.name) if tools is not None else None
+                args = (
+                    _edit_fields(term, request, tool)
+                    if tool is not None
+                    else _ask_args(term, request)
+                )
                 if args is None:
                     continue
                 decisions.append(
@@ -286,9 +412,9 @@ def ask_decisions(term: Terminal, review: PendingReview) -> list[dict[str, Any]]
                 )
             else:
                 term.say(
-                    "Please answer a, e or r (or A / R for all)."
+                    "Please answer a, e or r (or A / R for all), or quit."
                     if total > 1
-                    else "Please answer a, e or r."
+                    else "Please answer a, e or r, or quit."
                 )
                 continue
             break
@@ -307,17 +433,29 @@ def _paused_text(session: BlockingChat, thread_id: str) -> str | None:
     return None
 
 
-def _converse(term: Terminal, session: BlockingChat, turn: ChatTurn) -> None:
+def _converse(
+    term: Terminal,
+    session: BlockingChat,
+    turn: ChatTurn,
+    tools: Mapping[str, Tool[..., Any]] | None = None,
+) -> None:
     """Review until the model answers; show every outcome and the reply."""
     while turn.pending_review is not None:
         text = _paused_text(session, turn.thread_id)
         if text:
             term.say(f"assistant: {_prose(text)}")
         try:
-            decisions = ask_decisions(term, turn.pending_review)
+            decisions = ask_decisions(term, turn.pending_review, tools)
         except _InputEndedError:
             term.say("The input ended while actions waited for your approval: nothing was run.")
             raise
+        except _QuitError:
+            term.say(LEFT_IN_REVIEW)
+            raise
+        except KeyboardInterrupt:
+            term.say()
+            term.say(INTERRUPTED_IN_REVIEW)
+            raise _InterruptedError from None
         turn = session.submit_review(decisions, turn.thread_id)
         for action in turn.actions:
             if action.status != "requested":
@@ -351,7 +489,12 @@ def run_demo(
     with chat.blocking() as session:
         try:
             while True:
-                text = term.ask("you").strip()
+                try:
+                    text = term.ask("you").strip()
+                except KeyboardInterrupt:
+                    term.say()
+                    term.say(INTERRUPTED)
+                    return 130
                 if text.lower() in ("quit", "exit", "q"):
                     break
                 if not text:
@@ -361,13 +504,16 @@ def run_demo(
                     if thread_id is None and store_line.startswith("Store: SQLite"):
                         term.say(f"Thread: {turn.thread_id}")
                     thread_id = turn.thread_id
-                    _converse(term, session, turn)
+                    _converse(term, session, turn, chat.toolset)
                 except ToolguardError as exc:
                     term.say(f"error: {_prose(str(exc))}")
-        except _InputEndedError:
+        except (_InputEndedError, _QuitError):
             pass
+        except _InterruptedError:
+            return 130
         except KeyboardInterrupt:
             term.say()
+            term.say(INTERRUPTED_WORKING)
             return 130
     term.say("Bye.")
     return 0
@@ -393,6 +539,9 @@ def _demo(args: argparse.Namespace) -> int:
             sys.stdout, answers=sys.stdin if args.non_interactive else None, color=color
         )
         return run_demo(chat, term, store_line=store_line, workspace=workspace)
+    except KeyboardInterrupt:  # outside the loop's prompts (e.g. while starting): nothing ran
+        sys.stdout.write(f"\n{INTERRUPTED}\n")
+        return 130
     finally:
         close: Callable[[], None] | None = getattr(store, "close", None)
         if close is not None:

@@ -109,6 +109,18 @@ class StaleReviewError(NoPendingReviewError):
         return (type(self), (self.review_id, self.current))
 
 
+class UnknownReviewError(StaleReviewError):
+    """The decisions name a review id this thread never had (a typo, another thread's id).
+
+    A subclass of :class:`StaleReviewError`, so code catching that still
+    catches it; only the text differs. Nothing changed. Over HTTP a 400.
+    """
+
+    def __init__(self, review_id: str, current: str | None) -> None:
+        super().__init__(review_id, current)
+        self.args = (message("unknown_review", review_id=review_id),)
+
+
 class ReviewExpiredError(NoPendingReviewError):
     """The review passed its deadline: its actions are ``expired`` and never run.
 

@@ -58,6 +58,17 @@ _CATALOGS: Final[dict[str, dict[str, str]]] = {
             "The paused turn {review_id} was already resumed or closed; its tools are not"
             " run again."
         ),
+        "unknown_review": (
+            "The review {review_id} is unknown in this conversation: it was never one of its"
+            " reviews. Load the thread and decide on its current review."
+        ),
+        "unknown_thread_http": (
+            "Unknown thread_id {thread_id!r}: start a conversation with {route}"
+        ),
+        "thread_busy_http": (
+            "Decisions are being applied in conversation {thread_id!r}. Try again shortly;"
+            " if this goes on, the server's operator must recover this thread."
+        ),
     },
     "id": {
         "action_description": "Tool `{name}` menunggu persetujuan",
@@ -105,6 +116,17 @@ _CATALOGS: Final[dict[str, dict[str, str]]] = {
         "already_resumed": (
             "Giliran yang dijeda {review_id} sudah dilanjutkan atau ditutup; tool-nya tidak"
             " dijalankan lagi."
+        ),
+        "unknown_review": (
+            "Review {review_id} tidak dikenal di percakapan ini: tidak pernah menjadi salah satu"
+            " review-nya. Muat ulang percakapan dan putuskan review yang sekarang."
+        ),
+        "unknown_thread_http": (
+            "thread_id {thread_id!r} tidak dikenal: mulai percakapan dengan {route}"
+        ),
+        "thread_busy_http": (
+            "Keputusan sedang diterapkan di percakapan {thread_id!r}. Coba lagi sebentar lagi;"
+            " jika terus begini, operator server harus memulihkan percakapan ini."
         ),
     },
 }

@@ -3,7 +3,7 @@
 Install the ``http`` extra (``pip install "toolguard-hitl[http]"``). This
 module imports ``fastapi``; ``import toolguard`` never imports it.
 
-Five routes, under ``/hitl`` by default:
+Six routes, under ``/hitl`` by default:
 
 * ``POST /hitl/chat`` ``{message, thread_id?}`` sends a user message;
 * ``POST /hitl/review`` ``{thread_id, decisions, review_id?}`` answers the
@@ -13,6 +13,7 @@ Five routes, under ``/hitl`` by default:
 * ``GET /hitl/threads/{thread_id}`` returns the stored history, the pending
   review and every action's status, so a page can reload;
 * ``GET /hitl/threads/{thread_id}/audit`` returns the audit trail as JSON lines.
+* ``GET /hitl/tools`` lists the chat's tools with their JSON schemas.
 
 The ``POST`` routes answer ``{thread_id, reply, pending_review, review_id}``:
 a reply, or the review payload in LangChain's human-in-the-loop format.
@@ -126,6 +127,7 @@ from toolguard._errors import (
     UnknownThreadError,
 )
 from toolguard._json import clean_text
+from toolguard._messages import message
 from toolguard._models import Action, PendingReview
 from toolguard._store import ConcurrentUpdateError, ThreadState, ThreadStatus
 from toolguard._version import __version__
@@ -391,14 +393,23 @@ def _shorten(text: str, limit: int) -> str:
     return text if len(text) <= limit else text[:limit] + "\u2026"
 
 
-async def _answer(call: Awaitable[_T]) -> _T:
+async def _answer(call: Awaitable[_T], prefix: str = "/hitl") -> _T:
     """Await ``call``, turning toolguard's errors into HTTP errors with the text in ``detail``."""
     try:
         return await call
     except _HANDLED as exc:
         code = next(code for kind, code in _STATUS if isinstance(exc, kind))
-        detail = _shorten(clean_text(str(exc)), _DETAIL_LIMIT)
+        detail = _shorten(clean_text(_http_text(exc, prefix)), _DETAIL_LIMIT)
         raise _Refusal(status_code=code, detail=detail) from exc
+
+
+def _http_text(exc: Exception, prefix: str) -> str:
+    """The error's text for an HTTP client: routes instead of Python methods."""
+    if isinstance(exc, UnknownThreadError):
+        return message("unknown_thread_http", thread_id=exc.thread_id, route=f"POST {prefix}/chat")
+    if isinstance(exc, ThreadBusyError):
+        return message("thread_busy_http", thread_id=exc.thread_id)
+    return str(exc)
 
 
 class _AsciiJSONResponse(JSONResponse):
@@ -875,7 +886,9 @@ def create_router(
         who: Annotated[str | None, Depends(who_asks)],
     ) -> ChatResponse:
         """Send a user message; answers with the reply or the pending review."""
-        turn = await _answer(reviewed_chat.send_message(body.message, body.thread_id, actor=who))
+        turn = await _answer(
+            reviewed_chat.send_message(body.message, body.thread_id, actor=who), prefix
+        )
         return ChatResponse.from_turn(turn)
 
     @router.post(
@@ -900,7 +913,8 @@ def create_router(
         turn = await _answer(
             reviewed_chat.submit_review(
                 decisions, body.thread_id, review_id=body.review_id, reviewer=who
-            )
+            ),
+            prefix,
         )
         return ChatResponse.from_turn(turn)
 
@@ -922,7 +936,8 @@ def create_router(
         turn = await _answer(
             reviewed_chat.cancel_review(
                 body.thread_id, review_id=body.review_id, reviewer=who, reason=body.reason
-            )
+            ),
+            prefix,
         )
         return ChatResponse.from_turn(turn)
 
@@ -940,7 +955,7 @@ def create_router(
         who: Annotated[str | None, Depends(who_asks)],
     ) -> ThreadResponse:
         """The stored history, the pending review and the status of every action."""
-        state = await _answer(reviewed_chat.get_thread(thread_id, actor=who))
+        state = await _answer(reviewed_chat.get_thread(thread_id, actor=who), prefix)
         return ThreadResponse.from_state(state)
 
     @router.get(
@@ -961,8 +976,20 @@ def create_router(
         who: Annotated[str | None, Depends(who_asks)],
     ) -> PlainTextResponse:
         """The thread's audit trail as JSON lines: requests, decisions (who, how) and outcomes."""
-        events = await _answer(reviewed_chat.audit_trail(thread_id, actor=who))
+        events = await _answer(reviewed_chat.audit_trail(thread_id, actor=who), prefix)
         return PlainTextResponse(to_jsonl(events), media_type="application/x-ndjson")
+
+    @router.get("/tools")
+    async def get_tools(
+        reviewed_chat: Annotated[ReviewedChat, Depends(get_chat)],
+    ) -> dict[str, list[dict[str, Any]]]:
+        """The chat's tools: ``{"tools": [{"name", "description", "parameters"}]}``.
+
+        ``parameters`` is each tool's JSON Schema, so a page can check an edit
+        before sending it (the server validates it again).
+        """
+        tools = [dict(t.openai_schema["function"]) for t in reviewed_chat.toolset.values()]
+        return {"tools": tools}
 
     return router
 

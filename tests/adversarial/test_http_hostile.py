@@ -398,7 +398,11 @@ def test_lone_surrogates_in_ids_keep_their_documented_answer(thread_id: str) -> 
         response = await post(client, "/hitl/chat", raw)
         assert (response.status_code, response.json()) == (  # repr() escapes the surrogate
             404,
-            {"detail": f"Unknown thread_id {thread_id!r}: start a conversation with send_message"},
+            {
+                "detail": (
+                    f"Unknown thread_id {thread_id!r}: start a conversation with POST /hitl/chat"
+                )
+            },
         )
 
     with_paused_thread(check)

@@ -231,7 +231,7 @@ async def test_wrong_id_types_are_type_errors(store: AnyStore, call: Any, text: 
 def test_any_text_as_thread_or_review_id_gets_a_documented_error(
     thread_id: str, review_id: str
 ) -> None:
-    """Unknown (even unstorable) thread ids and stale review ids: documented, printable errors."""
+    """Unknown (even unstorable) thread ids and review ids: documented, printable errors."""
 
     async def go() -> tuple[str, str]:
         async with SQLiteStore(":memory:") as sqlite_store:
@@ -247,8 +247,8 @@ def test_any_text_as_thread_or_review_id_gets_a_documented_error(
     assert unknown == f"Unknown thread_id {thread_id!r}: start a conversation with send_message"
     cleaned = "".join("\ufffd" if "\ud800" <= ch <= "\udfff" else ch for ch in review_id)
     assert stale == (
-        f"The review {cleaned} is no longer current in this conversation."
-        " Load the thread and decide on its current review."
+        f"The review {cleaned} is unknown in this conversation: it was never one of its"
+        " reviews. Load the thread and decide on its current review."
     )
     (unknown + stale).encode("utf-8")  # printable in any UTF-8 response
 

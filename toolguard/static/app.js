@@ -1,6 +1,6 @@
 // toolguard's chat page: a chat view plus approval cards for pending tool calls.
 // Plain JavaScript, no build step, no network access beyond this server's API:
-//   POST /hitl/chat, POST /hitl/review, GET /hitl/threads/{id}.
+//   POST /hitl/chat, POST /hitl/review, GET /hitl/threads/{id}, GET /hitl/tools.
 "use strict";
 
 (() => {
@@ -9,6 +9,16 @@
   const ALL_DECISIONS = ["approve", "edit", "reject"];
   const LONG_LINES = 30; // longer arguments get a note: their box scrolls
   const LONG_CHARS = 3000;
+  const SHORTCUTS = { a: "approve", e: "edit", r: "reject" };
+  // The badge of a tool result whose call was reviewed: [label, CSS class].
+  const OUTCOMES = {
+    executed: ["executed", "success"],
+    rejected: ["rejected", "rejected"],
+    expired: ["expired", "muted"],
+    cancelled: ["cancelled", "muted"],
+    failed: ["failed", "error"],
+  };
+  const DECIDED_VERBS = { approve: "Approved", edit: "Edited", reject: "Rejected" };
 
   // Invisible and look-alike characters are shown escaped (reveal.js, loaded first).
   const reveal = globalThis.toolguardReveal;
@@ -44,6 +54,9 @@
     pending: null, // the pending_review payload shown in the cards
     reviewKey: null, // identifies the review the cards were built for
     reviewId: null,
+    actions: new Map(), // call_id -> the thread's action for that call (who decided, when)
+    tools: null, // name -> JSON Schema of its arguments, from GET /hitl/tools
+    toolsLoading: null,
     cards: [], // per action: {request, choice, root, buttons, editPanel, editArgs, editError, rejectPanel, rejectReason, choiceText}
   };
 
@@ -78,6 +91,41 @@
   // Untrusted prose (model replies, tool results): invisible characters escaped.
   function proseNodes(text) {
     return revealNodes(reveal.textSegments(text, { letters: false }));
+  }
+
+  // Revealed text in which pairs of `backticks` become <code> elements (built
+  // with the DOM, text as text nodes); an unpaired backtick stays as it is.
+  function codeNodes(segments) {
+    let ticks = 0;
+    for (const [text, what] of segments) {
+      if (what === null) ticks += text.split("`").length - 1;
+    }
+    const pairs = ticks - (ticks % 2);
+    const out = [];
+    let code = null;
+    let seen = 0;
+    const put = (node) => (code ? code.append(node) : out.push(node));
+    for (const [text, what] of segments) {
+      if (what !== null) {
+        put(el("span", { className: "reveal", title: what, text }));
+        continue;
+      }
+      text.split("`").forEach((part, i) => {
+        if (i > 0 && seen < pairs) {
+          seen += 1;
+          if (code) {
+            out.push(code);
+            code = null;
+          } else {
+            code = el("code", { className: "inline" });
+          }
+        } else if (i > 0) {
+          put(document.createTextNode("`"));
+        }
+        if (part) put(document.createTextNode(part));
+      });
+    }
+    return out;
   }
 
   const nameText = (name) => reveal.joined(reveal.textSegments(name, { singleLine: true }));
@@ -276,19 +324,20 @@
       const status = message.status === "error" ? "error" : "success";
       const name = toolNames.get(message.tool_call_id) || "tool";
       const content = textOf(message.content);
+      // A reviewed call shows its outcome: a rejection is not a crashed tool.
+      const action = state.actions.get(message.tool_call_id);
+      const outcome = action ? OUTCOMES[action.status] : undefined;
+      const [label, kind] = outcome ?? [status === "error" ? "error" : "ok", status];
       const head = [
         el("span", { className: "who", text: "Tool" }),
         el("code", { className: "tool-name" }, ...revealNodes(reveal.textSegments(name, { singleLine: true }))),
-        el("span", {
-          className: `badge ${status}`,
-          "data-testid": "tool-status",
-          text: status === "error" ? "error" : "ok",
-        }),
+        el("span", { className: `badge ${kind}`, "data-testid": "tool-status", text: label }),
       ];
       const item = el("li", {
-        className: `msg tool ${status}`,
+        className: `msg tool ${kind}`,
         "data-testid": "message-tool",
         "data-status": status,
+        "data-outcome": outcome ? action.status : null,
         "data-key": key,
       });
       const long = content.length > 120 || content.includes("\n");
@@ -311,9 +360,35 @@
           ),
         );
       }
+      if (outcome) item.append(decidedLine(action));
       return item;
     }
     return null; // system messages and anything unknown are not shown
+  }
+
+  // "Rejected by maria at <time>": who decided a reviewed call, and when.
+  function decidedLine(action) {
+    const line = el("p", { className: "decided", "data-testid": "decided-by" });
+    const when = action.decided_at || action.finished_at;
+    const type = action.decision && action.decision.type;
+    let verb = DECIDED_VERBS[type] ?? "Decided";
+    if (action.status === "expired") verb = "Expired without a decision";
+    else if (action.status === "cancelled") verb = "Cancelled";
+    line.append(verb);
+    if (action.status !== "expired") {
+      line.append(" by ");
+      if (typeof action.reviewer === "string") {
+        line.append(
+          el("span", { className: "reviewer" }, ...revealNodes(reveal.textSegments(action.reviewer, { singleLine: true }))),
+        );
+      } else {
+        line.append("an unnamed reviewer");
+      }
+    }
+    if (when) {
+      line.append(" at ", el("time", { datetime: String(when), text: formatTime(when) }));
+    }
+    return line;
   }
 
   // Renders the history, keeping the nodes of messages already shown so that
@@ -327,7 +402,8 @@
         for (const call of message.tool_calls) toolNames.set(call.id, toolCallName(call));
       }
       if (!["user", "assistant", "tool"].includes(message.role)) continue;
-      items.push({ key: JSON.stringify(message), message });
+      const action = message.role === "tool" ? state.actions.get(message.tool_call_id) : undefined;
+      items.push({ key: JSON.stringify([message, action ?? null]), message });
     }
     const nodes = Array.from(dom.messages.children);
     let same = 0;
@@ -380,6 +456,161 @@
     else card.editArgs.removeAttribute("aria-invalid");
   }
 
+  // ------------------------------------------------------------------ checking an edit
+  // An edit the tool's schema refuses would use up the review, so the page checks
+  // it first against the schema from GET /hitl/tools. The JSON-Schema subset of
+  // the schemas toolguard generates: type, required, properties,
+  // additionalProperties (false or a schema), enum, const, items, anyOf/oneOf
+  // (e.g. nullable), allOf, $ref to #/$defs, minimum, maximum, exclusiveMinimum,
+  // exclusiveMaximum, minLength, maxLength, minItems, maxItems. Every other
+  // keyword (format, pattern, ...) is ignored: the server validates again.
+
+  const TYPE_NAMES = {
+    string: "a string",
+    integer: "an integer",
+    number: "a number",
+    boolean: "true or false",
+    array: "a list",
+    object: "an object",
+    null: "null",
+  };
+  const MAX_PROBLEMS = 20;
+  const own = (object, key) => Object.prototype.hasOwnProperty.call(object, key);
+  const isObject = (value) => value !== null && typeof value === "object" && !Array.isArray(value);
+  const typeOf = (value) => (value === null ? "null" : Array.isArray(value) ? "array" : typeof value);
+  const same = (a, b) => JSON.stringify(a) === JSON.stringify(b);
+  const where = (path) => path || "the arguments";
+  const member = (path, key) => (path ? `${path}.${nameText(key)}` : nameText(key));
+  const plural = (n, word) => `${n} ${word}${n === 1 ? "" : "s"}`;
+
+  function hasType(value, type) {
+    if (type === "integer") return typeof value === "number" && Number.isInteger(value);
+    return typeOf(value) === type;
+  }
+
+  function checkSchema(schema, value, path, root, out, depth) {
+    if (!isObject(schema) || depth > 64 || out.length >= MAX_PROBLEMS) return;
+    const at = where(path);
+    if (typeof schema.$ref === "string") {
+      const found = /^#\/(\$defs|definitions)\/([^/]+)$/.exec(schema.$ref);
+      const defs = found && isObject(root[found[1]]) ? root[found[1]] : null;
+      if (defs && own(defs, found[2])) checkSchema(defs[found[2]], value, path, root, out, depth + 1);
+    }
+    if (Array.isArray(schema.allOf)) {
+      for (const part of schema.allOf) checkSchema(part, value, path, root, out, depth + 1);
+    }
+    const branches = Array.isArray(schema.anyOf) ? schema.anyOf : Array.isArray(schema.oneOf) ? schema.oneOf : null;
+    if (branches && branches.length > 0) {
+      const results = branches.map((branch) => {
+        const found = [];
+        checkSchema(branch, value, path, root, found, depth + 1);
+        return found;
+      });
+      if (!results.some((found) => found.length === 0)) {
+        const notNull = branches.filter((branch) => !(isObject(branch) && branch.type === "null"));
+        if (notNull.length === 1) out.push(...results[branches.indexOf(notNull[0])]);
+        else out.push(`${at}: does not match any allowed form`);
+        return;
+      }
+    }
+    if (schema.type !== undefined) {
+      const types = Array.isArray(schema.type) ? schema.type : [schema.type];
+      if (!types.some((type) => hasType(value, type))) {
+        out.push(`${at}: expected ${types.map((type) => TYPE_NAMES[type] ?? String(type)).join(" or ")}`);
+        return;
+      }
+    }
+    if (own(schema, "const") && !same(value, schema.const)) {
+      out.push(`${at}: must be ${JSON.stringify(schema.const)}`);
+    }
+    if (Array.isArray(schema.enum) && !schema.enum.some((choice) => same(value, choice))) {
+      out.push(`${at}: must be one of ${schema.enum.map((choice) => JSON.stringify(choice)).join(", ")}`);
+    }
+    if (typeof value === "number") {
+      if (typeof schema.minimum === "number" && value < schema.minimum) out.push(`${at}: must be at least ${schema.minimum}`);
+      if (typeof schema.maximum === "number" && value > schema.maximum) out.push(`${at}: must be at most ${schema.maximum}`);
+      if (typeof schema.exclusiveMinimum === "number" && value <= schema.exclusiveMinimum) {
+        out.push(`${at}: must be greater than ${schema.exclusiveMinimum}`);
+      }
+      if (typeof schema.exclusiveMaximum === "number" && value >= schema.exclusiveMaximum) {
+        out.push(`${at}: must be less than ${schema.exclusiveMaximum}`);
+      }
+    }
+    if (typeof value === "string") {
+      const length = Array.from(value).length; // code points, as Python counts
+      if (typeof schema.minLength === "number" && length < schema.minLength) {
+        out.push(`${at}: must be at least ${plural(schema.minLength, "character")} long`);
+      }
+      if (typeof schema.maxLength === "number" && length > schema.maxLength) {
+        out.push(`${at}: must be at most ${plural(schema.maxLength, "character")} long`);
+      }
+    }
+    if (Array.isArray(value)) {
+      if (typeof schema.minItems === "number" && value.length < schema.minItems) {
+        out.push(`${at}: must have at least ${plural(schema.minItems, "item")}`);
+      }
+      if (typeof schema.maxItems === "number" && value.length > schema.maxItems) {
+        out.push(`${at}: must have at most ${plural(schema.maxItems, "item")}`);
+      }
+      if (isObject(schema.items)) {
+        value.forEach((item, i) => checkSchema(schema.items, item, `${path}[${i}]`, root, out, depth + 1));
+      }
+    }
+    if (isObject(value)) {
+      const properties = isObject(schema.properties) ? schema.properties : {};
+      for (const name of Array.isArray(schema.required) ? schema.required : []) {
+        if (typeof name === "string" && !own(value, name)) out.push(`${member(path, name)}: missing (required)`);
+      }
+      for (const [key, item] of Object.entries(value)) {
+        if (own(properties, key)) checkSchema(properties[key], item, member(path, key), root, out, depth + 1);
+        else if (schema.additionalProperties === false) out.push(`${member(path, key)}: unknown field`);
+        else if (isObject(schema.additionalProperties)) {
+          checkSchema(schema.additionalProperties, item, member(path, key), root, out, depth + 1);
+        }
+      }
+    }
+  }
+
+  // What the tool's schema refuses in these arguments (none when the schema is unknown).
+  function schemaProblems(name, args) {
+    const schema = state.tools ? state.tools.get(name) : undefined;
+    if (!schema) return [];
+    const out = [];
+    checkSchema(schema, args, "", schema, out, 0);
+    return [...new Set(out)].slice(0, MAX_PROBLEMS);
+  }
+
+  // For tests and embedding pages: what a schema refuses in a value (the texts above).
+  globalThis.toolguardSchemaProblems = (schema, value) => {
+    const out = [];
+    checkSchema(schema, value, "", schema, out, 0);
+    return [...new Set(out)].slice(0, MAX_PROBLEMS);
+  };
+
+  // The tools' schemas, fetched once; without them (an older server) the
+  // server's own check is the only one.
+  async function loadTools() {
+    if (state.tools) return state.tools;
+    if (!state.toolsLoading) {
+      state.toolsLoading = api("GET", "/hitl/tools")
+        .then((data) => {
+          const tools = new Map();
+          for (const tool of Array.isArray(data.tools) ? data.tools : []) {
+            if (tool && typeof tool.name === "string" && isObject(tool.parameters)) {
+              tools.set(tool.name, tool.parameters);
+            }
+          }
+          state.tools = tools;
+        })
+        .catch(() => {})
+        .finally(() => {
+          state.toolsLoading = null;
+        });
+    }
+    await state.toolsLoading;
+    return state.tools;
+  }
+
   // The decision of one card, or null after showing why it cannot be sent.
   function decisionOf(card, kind) {
     if (kind === "approve") return { type: "approve" };
@@ -390,6 +621,11 @@
     const parsed = parseArgs(card.editArgs.value);
     if (parsed.error) {
       setEditError(card, parsed.error);
+      return null;
+    }
+    const problems = schemaProblems(card.request.name, parsed.args);
+    if (problems.length > 0) {
+      setEditError(card, ["The arguments do not fit the tool's parameters:", ...problems].join("\n"));
       return null;
     }
     setEditError(card, "");
@@ -425,6 +661,19 @@
     updateControls();
   }
 
+  // a / e / r on a focused card (or a button in it) press its decision button;
+  // never while typing in a text field, never with a modifier key.
+  function onCardKey(card, event) {
+    if (event.ctrlKey || event.metaKey || event.altKey || event.isComposing) return;
+    const target = event.target;
+    if (target instanceof HTMLElement && target.closest("textarea, input, select, [contenteditable]")) return;
+    const kind = SHORTCUTS[event.key];
+    const button = kind ? card.buttons[kind] : undefined;
+    if (!button || button.disabled) return;
+    event.preventDefault();
+    button.click();
+  }
+
   function buildCard(request, config, index, total) {
     const single = total === 1;
     const id = `card-${index}`;
@@ -435,6 +684,8 @@
       "data-testid": "approval-card",
       "data-index": index,
       "aria-labelledby": `${id}-title`,
+      "aria-describedby": `${id}-keys`,
+      tabindex: "0",
     });
     const card = { request, choice: null, root, buttons: {} };
     const shown = reveal.revealAction(request.name, request.args ?? {}, request.description);
@@ -448,7 +699,7 @@
       el(
         "p",
         { className: "description", "data-testid": "action-description" },
-        ...revealNodes(shown.description),
+        ...codeNodes(shown.description),
       ),
     );
     if (warning.length > 0) {
@@ -495,10 +746,13 @@
     });
     for (const kind of ALL_DECISIONS) {
       if (!allowed.includes(kind)) continue;
+      const key = Object.keys(SHORTCUTS).find((k) => SHORTCUTS[k] === kind);
       const button = el("button", {
         type: "button",
         className: kind,
         "data-testid": kind,
+        "aria-label": `${DECISION_LABELS[kind]} ${nameText(request.name)}${single ? "" : ` (${index + 1} of ${total})`}`,
+        "aria-keyshortcuts": key,
         text: DECISION_LABELS[kind],
       });
       if (!single) button.setAttribute("aria-pressed", "false");
@@ -507,6 +761,18 @@
       group.append(button);
     }
     root.append(group);
+    const keys = Object.entries(SHORTCUTS)
+      .filter(([, kind]) => card.buttons[kind])
+      .map(([key, kind]) => `${key}: ${DECISION_LABELS[kind].toLowerCase()}`);
+    root.append(
+      el("p", {
+        className: "keys",
+        id: `${id}-keys`,
+        "data-testid": "card-keys",
+        text: `Keyboard, on this card: ${keys.join(", ")}.`,
+      }),
+    );
+    root.addEventListener("keydown", (event) => onCardKey(card, event));
 
     // Edit: the JSON arguments, checked before anything is sent.
     card.editArgs = el("textarea", {
@@ -581,7 +847,8 @@
       );
       card.editPanel.querySelector("[data-testid=cancel-edit]").addEventListener("click", cancel);
       card.rejectPanel.querySelector("[data-testid=cancel-reject]").addEventListener("click", cancel);
-      confirmEdit.addEventListener("click", () => {
+      confirmEdit.addEventListener("click", async () => {
+        await loadTools();
         const decision = decisionOf(card, "edit");
         if (decision) submitReview([decision]);
         else card.editArgs.focus();
@@ -659,12 +926,18 @@
     dom.review.hidden = false;
     updateControls();
     dom.reviewTitle.focus();
+    loadTools(); // ready before the reviewer edits anything
   }
 
   // ------------------------------------------------------------------ talking to the API
 
   function renderThread(thread) {
     state.threadStatus = typeof thread.status === "string" ? thread.status : "idle";
+    state.actions = new Map(
+      (Array.isArray(thread.actions) ? thread.actions : [])
+        .filter((action) => action && typeof action.call_id === "string")
+        .map((action) => [action.call_id, action]),
+    );
     renderMessages(thread.messages);
     renderReview(thread.pending_review, thread.review_id, thread.expires_at);
   }
@@ -751,7 +1024,8 @@
 
   dom.errorDismiss.addEventListener("click", clearError);
 
-  dom.submitDecisions.addEventListener("click", () => {
+  dom.submitDecisions.addEventListener("click", async () => {
+    if (state.cards.some((card) => card.choice === "edit")) await loadTools();
     const decisions = state.cards.map((card) => (card.choice ? decisionOf(card, card.choice) : null));
     const bad = decisions.findIndex((decision) => decision === null);
     if (bad !== -1) {
@@ -775,6 +1049,7 @@
     setThread(null);
     clearError();
     state.threadStatus = "idle";
+    state.actions = new Map();
     dom.messages.replaceChildren();
     dom.empty.hidden = false;
     renderReview(null, null);
