@@ -37,6 +37,7 @@ from toolguard._history import (
     render_action,
     render_history,
 )
+from toolguard._limits import Limits
 from toolguard._messages import get_language, set_language
 from toolguard._model import ChatModel, Message, ModelResponse, ScriptedModel
 from toolguard._models import (
@@ -62,6 +63,7 @@ from toolguard._runner import EditPolicy, Runner, Step, parse_tool_call
 from toolguard._sqlite import SchemaVersionError, SQLiteStore
 from toolguard._store import (
     ConcurrentUpdateError,
+    CorruptThreadError,
     MemoryStore,
     Store,
     ThreadState,
@@ -93,12 +95,14 @@ __all__ = [
     "Classification",
     "Classifier",
     "ConcurrentUpdateError",
+    "CorruptThreadError",
     "Decision",
     "DecisionType",
     "EditDecision",
     "EditPolicy",
     "EditedAction",
     "InvalidReviewDecisionError",
+    "Limits",
     "MemoryStore",
     "Message",
     "ModelError",

@@ -66,7 +66,7 @@ from psycopg.conninfo import conninfo_to_dict, make_conninfo
 from psycopg.pq import TransactionStatus
 
 from toolguard._sqlite import SchemaVersionError
-from toolguard._store import ConcurrentUpdateError, ThreadState, next_state
+from toolguard._store import ConcurrentUpdateError, ThreadState, load_state, next_state
 
 __all__ = ["SCHEMA_VERSION", "PostgresStore"]
 
@@ -184,6 +184,9 @@ class PostgresStore:
 
         Returns:
             The state as last saved, or ``None``.
+
+        Raises:
+            CorruptThreadError: the stored row cannot be read back as a thread.
         """
         query = sql.SQL("SELECT state::text FROM {} WHERE thread_id = %s").format(self._ident)
 
@@ -193,7 +196,7 @@ class PostgresStore:
             return None if row is None else str(row[0])
 
         text = await self._run(work)
-        return None if text is None else ThreadState.model_validate_json(text)
+        return None if text is None else load_state(thread_id, text)
 
     async def save(self, state: ThreadState, *, expected_version: int | None) -> ThreadState:
         """Store ``state`` if the stored version is still ``expected_version`` (compare-and-set).

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import hmac
 import json
+import reprlib
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta
@@ -21,6 +22,16 @@ import anyio
 from toolguard._classify import Classifier
 from toolguard._errors import NoPendingReviewError
 from toolguard._json import clean_text, to_json_data
+from toolguard._limits import (
+    WIDEST_LIMITS,
+    Limits,
+    args_problem,
+    args_too_deep,
+    bounded_result,
+    check_limits,
+    preview,
+    text_too_large,
+)
 from toolguard._messages import message
 from toolguard._models import (
     NO_DECISION,
@@ -89,7 +100,7 @@ class Step:
         return self.pending.pending_review if self.pending is not None else None
 
 
-def parse_tool_call(raw: Any, index: int = 0) -> ToolCall:
+def parse_tool_call(raw: Any, index: int = 0, *, limits: Limits | None = None) -> ToolCall:
     """Read one tool call in any common shape.
 
     Accepts a :class:`ToolCall`; an OpenAI tool call (``{"id", "type":
@@ -98,9 +109,32 @@ def parse_tool_call(raw: Any, index: int = 0) -> ToolCall:
     "arguments"}`` dict. ``arguments`` may be JSON text or already parsed.
     Arguments that are not a JSON object are kept as ``arguments_error``: the
     call will not run and the model is told why.
+
+    Arguments beyond ``limits`` (too deep, too large), or holding NaN,
+    ``Infinity`` or an integer of more than 4,000 digits, are refused: the
+    call gets ``args={}``, ``error`` (the text the model will read) and, in
+    ``arguments_error``, at most 1,000 characters of what was sent. Such a
+    call never runs and is never put up for review. Lone surrogates in the
+    name, the id and the arguments become U+FFFD.
+
+    Args:
+        raw: the tool call.
+        index: its position in the model's message (names an id-less call).
+        limits: the bounds to enforce; ``None`` enforces the widest
+            :class:`Limits` allows (the runner passes its own).
+
+    Raises:
+        ValueError: the call has no tool name.
     """
+    bounds = WIDEST_LIMITS if limits is None else limits
     if isinstance(raw, ToolCall):
-        return raw
+        if raw.error is None and raw.arguments_error is None:
+            args, error = args_problem(raw.name, raw.args, bounds)
+            if error is not None or args is not raw.args:
+                return _checked(raw.id, raw.name, raw.args, args, error)
+        if raw.name.isascii() and raw.id.isascii():
+            return raw
+        return raw.model_copy(update={"id": clean_text(raw.id), "name": clean_text(raw.name)})
     if isinstance(raw, Mapping):
         function = raw.get("function")
         if isinstance(function, Mapping):
@@ -118,23 +152,58 @@ def parse_tool_call(raw: Any, index: int = 0) -> ToolCall:
             arguments = getattr(raw, "args", getattr(raw, "arguments", None))
         call_id = getattr(raw, "id", None)
     if not isinstance(name, str):
-        msg = f"Tool call #{index} has no tool name: {raw!r}"
+        msg = f"Tool call #{index} has no tool name: {_shown(raw)}"
         raise ValueError(msg)
     call_id = call_id if isinstance(call_id, str) and call_id else f"call_{index}"
     if arguments is None or arguments == "":
-        return ToolCall(id=call_id, name=name, args={})
+        return _checked(call_id, name, {}, {}, None)
     if isinstance(arguments, str):
         text = arguments
+        too_large = text_too_large(name, text, bounds)
+        if too_large is not None:
+            return _checked(call_id, name, text, {}, too_large)
         try:
-            arguments = json.loads(text)
+            parsed = json.loads(text)
+        except RecursionError:
+            return _checked(call_id, name, text, {}, args_too_deep(name, None, bounds))
         except ValueError:
-            return ToolCall(id=call_id, name=name, arguments_error=clean_text(text))
-        if type(arguments) is dict and text.isascii() and "\\u" not in text:
-            # Parsed from plain ASCII JSON with no escapes: already clean JSON data.
-            return ToolCall(id=call_id, name=name, args=arguments)
+            return ToolCall(
+                id=clean_text(call_id), name=clean_text(name), arguments_error=clean_text(text)
+            )
+        if type(parsed) is dict:
+            args, error = args_problem(name, parsed, bounds, text)
+            return _checked(call_id, name, text, args, error)
+        arguments = parsed
     if isinstance(arguments, Mapping):
-        return ToolCall(id=call_id, name=name, args=to_json_data(dict(arguments)))
-    return ToolCall(id=call_id, name=name, arguments_error=json.dumps(to_json_data(arguments)))
+        args, error = args_problem(name, dict(arguments), bounds)
+        return _checked(call_id, name, arguments, args, error)
+    try:
+        shown = json.dumps(to_json_data(arguments))
+    except Exception:
+        shown = preview(arguments)
+    return ToolCall(id=clean_text(call_id), name=clean_text(name), arguments_error=shown)
+
+
+def _shown(raw: Any) -> str:
+    """A short ``repr`` of anything (bounded in depth and length; never raises)."""
+    try:
+        return reprlib.repr(raw)
+    except Exception:
+        return f"<{type(raw).__name__}>"
+
+
+def _checked(
+    call_id: str, name: str, sent: Any, args: dict[str, Any], error: str | None
+) -> ToolCall:
+    """The call with clean name and id: its arguments, or refused with ``error``."""
+    if error is None:
+        return ToolCall(id=clean_text(call_id), name=clean_text(name), args=args)
+    return ToolCall(
+        id=clean_text(call_id),
+        name=clean_text(name),
+        arguments_error=preview(sent),
+        error=error,
+    )
 
 
 def _unique_ids(calls: list[ToolCall]) -> list[ToolCall]:
@@ -189,12 +258,17 @@ class Runner:
             SHA-256, which detects accidental or naive changes to a stored
             review but not an attacker who can rewrite the store and
             recompute it; with a key kept out of the store, they cannot.
+        limits: how deep and large arguments and results may be (see
+            :class:`Limits`); arguments beyond them get an error result
+            without review, results beyond them are kept in a bounded form.
+            ``None``: ``Limits()``.
     """
 
     __slots__ = (
         "_limiter",
         "clock",
         "edit_policy",
+        "limits",
         "review_ttl",
         "signing_key",
         "sync_in_thread",
@@ -212,6 +286,7 @@ class Runner:
         review_ttl: float | timedelta | None = None,
         clock: Callable[[], datetime] = utcnow,
         signing_key: bytes | None = None,
+        limits: Limits | None = None,
     ) -> None:
         if edit_policy not in ("run", "recheck"):
             msg = f"edit_policy must be 'run' or 'recheck', got {edit_policy!r}"
@@ -225,6 +300,7 @@ class Runner:
         self.review_ttl = ttl_seconds(review_ttl)
         self.clock = clock
         self.signing_key = signing_key
+        self.limits = check_limits(limits)
 
     # ------------------------------------------------------------------ helpers
 
@@ -245,13 +321,10 @@ class Runner:
             return _error(
                 call, f"Tool `{tool.name}` failed: {type(exc).__name__}: {exc}", tool.name
             )
-        data = to_json_data(value)
+        # Never raises: the tool ran, so its result is recorded whatever it is (see Limits).
+        content, data = bounded_result(value, self.limits)
         return ToolResult(
-            call_id=call.id,
-            name=tool.name,
-            status="success",
-            content=data if isinstance(data, str) else json.dumps(data, ensure_ascii=False),
-            value=data,
+            call_id=call.id, name=tool.name, status="success", content=content, value=data
         )
 
     async def _execute_all(
@@ -301,7 +374,9 @@ class Runner:
             A complete :class:`Step` (one result per call, in order) or a
             paused one whose ``pending`` is to be stored and resumed.
         """
-        parsed = _unique_ids([parse_tool_call(raw, index) for index, raw in enumerate(calls)])
+        parsed = _unique_ids(
+            [parse_tool_call(raw, index, limits=self.limits) for index, raw in enumerate(calls)]
+        )
         results: dict[str, ToolResult] = {}
         jobs: list[tuple[ToolCall, Tool[Any, Any], dict[str, Any]]] = []
         actions: list[Action] = []
@@ -309,6 +384,9 @@ class Runner:
             tool = self.toolset.get(call.name)
             if tool is None:
                 results[call.id] = self._unknown_tool(call, call.name)
+                continue
+            if call.error is not None:
+                results[call.id] = _error(call, call.error)
                 continue
             if call.arguments_error is not None:
                 results[call.id] = _error(
@@ -438,12 +516,17 @@ class Runner:
             else:
                 assert isinstance(decision, EditDecision)  # noqa: S101 - the union is closed
                 edited = decision.edited_action
-                new_call = ToolCall(id=call.id, name=edited.name, args=to_json_data(edited.args))
+                new_call = parse_tool_call(
+                    {"id": call.id, "name": edited.name, "args": edited.args}, limits=self.limits
+                )
                 calls[position[call.id]] = new_call
                 replaced = [c for c in replaced if c.id != call.id] + [new_call]
                 tool = self.toolset.get(edited.name)
                 if tool is None:
                     finish(action, self._unknown_tool(new_call, edited.name), "failed", decision)
+                    continue
+                if new_call.error is not None:
+                    finish(action, _error(new_call, new_call.error), "failed", decision)
                     continue
                 try:
                     validated = tool.validate_args(new_call.args)
