@@ -16,6 +16,7 @@ import dataclasses
 import functools
 import inspect
 import json
+import logging
 from collections.abc import Awaitable, Callable, Iterator, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass, field
@@ -37,6 +38,7 @@ from toolguard._errors import (
     UnknownThreadError,
 )
 from toolguard._json import clean_text
+from toolguard._limits import Limits
 from toolguard._model import ChatModel, Message, ModelResponse
 from toolguard._models import (
     REJECTED_BY_USER_MESSAGE,
@@ -51,9 +53,17 @@ from toolguard._models import (
     utcnow,
 )
 from toolguard._runner import CloseOutcome, EditPolicy, Runner, Step
-from toolguard._store import ConcurrentUpdateError, MemoryStore, Store, ThreadState
+from toolguard._store import (
+    ConcurrentUpdateError,
+    CorruptThreadError,
+    MemoryStore,
+    Store,
+    ThreadState,
+)
 from toolguard._toolset import Tools
 from toolguard._validate import AnyDecision, validate_decisions
+
+_log = logging.getLogger("toolguard")
 
 Authorizer: TypeAlias = Callable[[str | None, ThreadState, list[Action]], bool | Awaitable[bool]]
 """Decides whether ``reviewer`` may decide on ``actions`` of ``thread``."""
@@ -217,6 +227,8 @@ class ReviewedChat:
         clock: the time source (tests pass a fake one).
         signing_key: secret for the digests binding approvals to the shown
             calls (see :class:`~toolguard.Runner`); keep it out of the store.
+        limits: how deep and large tool-call arguments and tool results may
+            be (see :class:`~toolguard.Limits`); ``None``: ``Limits()``.
     """
 
     def __init__(
@@ -234,6 +246,7 @@ class ReviewedChat:
         authorize: Authorizer | None = None,
         clock: Callable[[], datetime] = utcnow,
         signing_key: bytes | None = None,
+        limits: Limits | None = None,
     ) -> None:
         if max_steps < 1:
             msg = f"max_steps must be at least 1, got {max_steps}"
@@ -247,6 +260,7 @@ class ReviewedChat:
             review_ttl=review_ttl,
             clock=clock,
             signing_key=signing_key,
+            limits=limits,
         )
         self.toolset = self.runner.toolset
         self.store: Store = store if store is not None else MemoryStore()
@@ -263,6 +277,7 @@ class ReviewedChat:
 
         Raises:
             UnknownThreadError: no thread has that id.
+            CorruptThreadError: the stored thread cannot be read back.
         """
         state = await self.store.load(thread_id)
         if state is None:
@@ -281,8 +296,15 @@ class ReviewedChat:
         """The audit trail as JSON lines, for the given threads or every stored one.
 
         Listing every thread needs a store with ``thread_ids()`` (all the
-        stores toolguard ships have it).
+        stores toolguard ships have it). When listing, a thread that cannot
+        be read back is skipped with a warning on the ``toolguard`` logger,
+        so one damaged row never hides the others' trails.
+
+        Raises:
+            UnknownThreadError: a given thread id is unknown.
+            CorruptThreadError: a given thread cannot be read back.
         """
+        listed = thread_ids is None
         if thread_ids is None:
             lister = getattr(self.store, "thread_ids", None)
             if lister is None:
@@ -291,7 +313,12 @@ class ReviewedChat:
             thread_ids = await lister()
         events: list[AuditEvent] = []
         for thread_id in thread_ids:
-            events.extend(await self.audit_trail(thread_id))
+            try:
+                events.extend(await self.audit_trail(thread_id))
+            except CorruptThreadError as exc:  # noqa: PERF203 - one damaged thread, not all
+                if not listed:
+                    raise
+                _log.warning("export_audit skipped thread %r: %s", exc.thread_id, exc.reason)
         return to_jsonl(events)
 
     # ------------------------------------------------------------------ the entry points
@@ -493,14 +520,22 @@ class ReviewedChat:
         return True
 
     async def running_threads(self) -> list[str]:
-        """Ids of the stored threads left ``running`` (candidates for :meth:`recover`)."""
+        """Ids of the stored threads left ``running`` (candidates for :meth:`recover`).
+
+        A thread that cannot be read back is skipped with a warning on the
+        ``toolguard`` logger (see :class:`~toolguard.CorruptThreadError`).
+        """
         lister = getattr(self.store, "thread_ids", None)
         if lister is None:
             msg = f"{type(self.store).__name__} cannot list threads"
             raise TypeError(msg)
         found = []
         for thread_id in await lister():
-            state = await self.store.load(thread_id)
+            try:
+                state = await self.store.load(thread_id)
+            except CorruptThreadError as exc:
+                _log.warning("running_threads skipped thread %r: %s", exc.thread_id, exc.reason)
+                continue
             if state is not None and state.status == "running":
                 found.append(thread_id)
         return found
