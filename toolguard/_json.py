@@ -18,13 +18,20 @@ def to_json_data(value: Any) -> Any:
     """
     try:
         data = to_jsonable_python(value, fallback=repr)
-    except (PydanticSerializationError, ValueError):
-        # Lone surrogates in dict keys, or bytes that are not UTF-8.
-        value = clean_text(value)
+    except (PydanticSerializationError, ValueError) as first:
+        # Lone surrogates in dict keys, or bytes that are not UTF-8, can be mended;
+        # anything else (a cycle, too deep) raises the first error.
+        try:
+            value = clean_text(value)
+        except RecursionError:
+            raise first from None
         try:
             data = to_jsonable_python(value, fallback=repr)
         except (PydanticSerializationError, ValueError):
-            data = to_jsonable_python(value, fallback=repr, bytes_mode="base64")
+            try:
+                data = to_jsonable_python(value, fallback=repr, bytes_mode="base64")
+            except (PydanticSerializationError, ValueError):
+                raise first from None
     return clean_text(data)
 
 
