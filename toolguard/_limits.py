@@ -274,12 +274,26 @@ def bounded_result(value: Any, limits: Limits) -> tuple[str, Any]:
         if type(data) is str:
             content, note, kept_value = data, "", data
         else:
-            scan = scan_json(data, limits.max_result_depth)
-            if scan.bad_number is not None:
-                data = without_bad_numbers(data)
+            try:
+                # Refuses NaN, infinities and integers Python cannot write as text.
+                content = json.dumps(data, ensure_ascii=False, allow_nan=False)
+            except ValueError:
+                content = ""
+            if (
+                content
+                and len(content) <= MAX_INT_DIGITS
+                and content.count("[") + content.count("{") <= limits.max_result_depth
+            ):
+                # Too few brackets to be too deep, too short for a huge integer.
+                scan = None
+            else:
                 scan = scan_json(data, limits.max_result_depth)
-            content = json.dumps(data, ensure_ascii=False)
-            if scan.too_deep is not None:
+                if scan.bad_number is not None:
+                    data = without_bad_numbers(data)
+                    scan = scan_json(data, limits.max_result_depth)
+                    content = ""
+                content = content or json.dumps(data, ensure_ascii=False)
+            if scan is not None and scan.too_deep is not None:
                 kept_value = None
                 note = (
                     f"[toolguard: the result is nested more than {limits.max_result_depth}"

@@ -197,6 +197,8 @@ def _checked(
 ) -> ToolCall:
     """The call with clean name and id: its arguments, or refused with ``error``."""
     if error is None:
+        if call_id.isascii() and name.isascii():
+            return ToolCall(id=call_id, name=name, args=args)
         return ToolCall(id=clean_text(call_id), name=clean_text(name), args=args)
     return ToolCall(
         id=clean_text(call_id),
