@@ -26,6 +26,7 @@ import sqlite3
 import uuid
 from collections.abc import AsyncIterator, Callable
 from pathlib import Path
+from types import SimpleNamespace
 from typing import Any
 
 import pytest
@@ -810,3 +811,51 @@ async def test_any_hostile_result_is_recorded_exactly_once(store: Store, returne
         kept = text.encode()[:MIB].decode("utf-8", "ignore")
         note = SIZE_NOTE.format(size=_size(text), limit=MIB, kept=_size(kept))
         assert content == kept + note
+
+
+# --- the runner alone ---------------------------------------------------------------------------
+
+
+async def test_runner_records_the_refused_call_in_step_calls() -> None:
+    """step.calls holds the bounded call: no arguments, the error, a preview of what was sent."""
+
+    text = deep_json_text(3_000)
+    sdk_call = SimpleNamespace(id="c\ud800", function=SimpleNamespace(name="_echo", arguments=text))
+    step = await Runner([_echo]).run([sdk_call])
+    (call,) = step.calls
+    assert call == ToolCall(
+        id="c\ufffd",
+        name="_echo",
+        args={},
+        arguments_error=text[:1000] + "…",
+        error="Invalid arguments for tool `_echo`: " + TOO_DEEP,
+    )
+    (result,) = step.results
+    assert (result.call_id, result.status, result.content) == ("c\ufffd", "error", call.error)
+
+
+async def test_runner_resume_fails_a_nan_edit_without_running() -> None:
+    """The lenient path too: an edit with NaN ends failed, the tool never runs."""
+    runs: list[str] = []
+
+    @requires_approval
+    def pay(amount: float) -> str:
+        """Pay.
+
+        Args:
+            amount: how much.
+        """
+        runs.append("pay")
+        return "paid"
+
+    runner = Runner([pay])
+    step = await runner.run([ToolCall(id="c", name="pay", args={"amount": 5})])
+    assert step.pending is not None
+    edit = {"type": "edit", "edited_action": {"name": "pay", "args": {"amount": math.nan}}}
+    done = await runner.resume(step.pending, [edit])
+    (action,) = done.actions
+    assert action.status == "failed"
+    assert done.results[0].content == (
+        f"Invalid arguments for tool `pay`: 'amount': {NOT_JSON_NUMBERS}"
+    )
+    assert runs == []
