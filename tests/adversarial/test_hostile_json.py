@@ -17,6 +17,7 @@ thread only and is skipped by store-wide operations.
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
 import json
 import logging
@@ -41,6 +42,8 @@ from tests.adversarial.strategies import (
     deep_object,
     hostile_json,
     huge_string,
+    odd_ids,
+    odd_names,
     wide_object,
 )
 from toolguard import (
@@ -859,3 +862,43 @@ async def test_runner_resume_fails_a_nan_edit_without_running() -> None:
         f"Invalid arguments for tool `pay`: 'amount': {NOT_JSON_NUMBERS}"
     )
     assert runs == []
+
+
+@HOSTILE_SETTINGS
+@given(
+    calls=st.lists(
+        st.tuples(odd_ids, st.one_of(odd_names, st.sampled_from(["send", "fetch"])), hostile_json),
+        min_size=1,
+        max_size=4,
+    ),
+    as_text=st.booleans(),
+)
+async def test_any_hostile_names_ids_and_args_keep_the_thread_loadable(
+    store: Store, calls: list[tuple[str, str, Any]], as_text: bool
+) -> None:
+    """Odd names and ids (empty, huge, surrogates, deceptive, repeated) with hostile arguments.
+
+    Every call gets exactly one tool message; approving whatever is pending runs each guarded
+    call at most once; the thread loads and the store-wide operations work throughout.
+    """
+    raw: list[Any] = []
+    for call_id, name, x in calls:
+        arguments: Any = {"x": x}
+        if as_text:
+            with contextlib.suppress(RecursionError):
+                arguments = json.dumps(arguments, ensure_ascii=False)
+        raw.append({"id": call_id, "function": {"name": name, "arguments": arguments}})
+    b = bench(store, raw)
+    turn = await b.chat.send_message("go")
+    if turn.pending_review is not None:
+        count = len(turn.pending_review.action_requests)
+        turn = await b.chat.submit_review([{"type": "approve"}] * count, turn.thread_id)
+    assert turn.reply == "done"
+    state = await assert_store_wide_ok(b.chat, turn.thread_id)
+    assistant = next(m for m in state.messages if m["role"] == "assistant")
+    ids = [c["id"] for c in assistant["tool_calls"]]
+    assert [m["tool_call_id"] for m in tool_messages(state)] == ids
+    assert len(set(ids)) == len(ids) == len(calls)
+    assert all(not any(0xD800 <= ord(ch) <= 0xDFFF for ch in i) for i in ids)
+    executed = [a for a in state.actions if a.status == "executed"]
+    assert len([r for r in b.runs if r[0] == "send"]) == len(executed)
