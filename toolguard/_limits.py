@@ -201,27 +201,24 @@ def args_problem(
 ) -> tuple[dict[str, Any], str | None]:
     """Check parsed arguments against ``limits``: ``(plain JSON args, None)`` or ``({}, error)``.
 
-    ``text`` is the JSON text the arguments were parsed from, if any (its
-    size is what counts, and it allows cheap shortcuts). Values that are not
+    ``text`` is the JSON text the arguments were parsed from, if any (it
+    allows cheap shortcuts; the caller has checked its size with
+    :func:`text_too_large`, since that size is what counts). Values that are not
     plain JSON data (tuples, dates, models, lone surrogates) are converted
     with :func:`~toolguard._json.to_json_data` once their depth is known to
     be safe; a value that cannot be converted is refused.
     """
-    if text is not None:
-        too_large = text_too_large(name, text, limits)
-        if too_large is not None:
-            return {}, too_large
-        if (
-            len(text) <= MAX_INT_DIGITS
-            and text.count("[") + text.count("{") <= limits.max_args_depth
-            and "NaN" not in text
-            and "Infinity" not in text
-        ):
-            # Too few brackets to be too deep, too short for a huge integer, no NaN.
-            if text.isascii() and "\\u" not in text:
-                return args, None
-            cleaned: dict[str, Any] = clean_text(args)
-            return cleaned, None
+    if text is not None and (
+        len(text) <= MAX_INT_DIGITS
+        and text.count("[") + text.count("{") <= limits.max_args_depth
+        and "NaN" not in text
+        and "Infinity" not in text
+    ):
+        # Too few brackets to be too deep, too short for a huge integer, no NaN.
+        if text.isascii() and "\\u" not in text:
+            return args, None
+        cleaned: dict[str, Any] = clean_text(args)
+        return cleaned, None
     scan = scan_json(args, limits.max_args_depth)
     if scan.too_deep is not None:
         return {}, args_too_deep(name, scan.too_deep, limits)
@@ -308,6 +305,8 @@ def bounded_result(value: Any, limits: Limits) -> tuple[str, Any]:
             f"[toolguard: the tool's result (type {kind}) cannot be converted"
             f" to JSON ({reason}); it is not kept.]"
         ), None
+    if not note and len(content) * 4 <= limits.max_result_bytes:
+        return content, kept_value  # at most 4 bytes per character: small enough
     kept, size, kept_size = _truncated(content, limits.max_result_bytes)
     if size >= 0:
         note = (

@@ -159,7 +159,9 @@ def parse_tool_call(raw: Any, index: int = 0, *, limits: Limits | None = None) -
         return _checked(call_id, name, {}, {}, None)
     if isinstance(arguments, str):
         text = arguments
-        too_large = text_too_large(name, text, bounds)
+        too_large = (
+            text_too_large(name, text, bounds) if len(text) * 4 > bounds.max_args_bytes else None
+        )
         if too_large is not None:
             return _checked(call_id, name, text, {}, too_large)
         try:
@@ -172,6 +174,8 @@ def parse_tool_call(raw: Any, index: int = 0, *, limits: Limits | None = None) -
             )
         if type(parsed) is dict:
             args, error = args_problem(name, parsed, bounds, text)
+            if error is None and call_id.isascii() and name.isascii():
+                return ToolCall(id=call_id, name=name, args=args)
             return _checked(call_id, name, text, args, error)
         arguments = parsed
     if isinstance(arguments, Mapping):

@@ -902,3 +902,25 @@ async def test_any_hostile_names_ids_and_args_keep_the_thread_loadable(
     assert all(not any(0xD800 <= ord(ch) <= 0xDFFF for ch in i) for i in ids)
     executed = [a for a in state.actions if a.status == "executed"]
     assert len([r for r in b.runs if r[0] == "send"]) == len(executed)
+
+
+async def test_small_size_limits_count_the_text_as_sent() -> None:
+    """Limits(max_args_bytes=16): 17 bytes of arguments text are refused, 16 are not."""
+    runner = Runner([_echo], limits=Limits(max_args_bytes=16))
+    texts = ['{"text": "abcde"}', '{"text":"abcde"}']
+    step = await runner.run(
+        [
+            {"id": f"c{i}", "function": {"name": "_echo", "arguments": t}}
+            for i, t in enumerate(texts)
+        ]
+    )
+    assert [(r.status, r.content) for r in step.results] == [
+        (
+            "error",
+            (
+                "Invalid arguments for tool `_echo`: 17 bytes of JSON, more than 16"
+                " (Limits.max_args_bytes)"
+            ),
+        ),
+        ("success", "abcde"),
+    ]
