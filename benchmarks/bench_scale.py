@@ -164,17 +164,18 @@ def measure_length(settings: Settings) -> list[dict[str, Any]]:
             closer = getattr(store, "aclose", None)
             if closer is not None:
                 anyio.run(closer)
-            first = statistics.median(times[: settings.window])
-            last = statistics.median(times[-settings.window :])
+            first = round(statistics.median(times[: settings.window]), 1)
+            last = round(statistics.median(times[-settings.window :]), 1)
+            ratio = round(last / first, 2)
             rows.append(
                 {
                     "store": kind,
                     "turns": settings.turns,
-                    "first_us": round(first, 1),
-                    "last_us": round(last, 1),
-                    "ratio": round(last / first, 2),
+                    "first_us": first,
+                    "last_us": last,
+                    "ratio": ratio,
                     "target": LENGTH_TARGET,
-                    "status": "PASS" if last / first <= LENGTH_TARGET else "MISS",
+                    "status": "PASS" if ratio <= LENGTH_TARGET else "MISS",
                     "sqlite_bytes": _bytes_on_disk(folder) if kind == "sqlite" else None,
                 }
             )

@@ -48,6 +48,7 @@ from toolguard._history import (
     render_action,
     render_history,
 )
+from toolguard._limits import Limits
 from toolguard._messages import get_language, set_language
 from toolguard._model import ChatModel, Message, ModelResponse, ScriptedModel
 from toolguard._models import (
@@ -77,6 +78,7 @@ from toolguard._runner import Claims, EditPolicy, Runner, Step, parse_tool_call
 from toolguard._sqlite import SchemaVersionError, SQLiteStore
 from toolguard._store import (
     ConcurrentUpdateError,
+    CorruptThreadError,
     MemoryStore,
     Store,
     ThreadState,
@@ -114,12 +116,14 @@ __all__ = [
     "Classification",
     "Classifier",
     "ConcurrentUpdateError",
+    "CorruptThreadError",
     "Decision",
     "DecisionType",
     "EditDecision",
     "EditPolicy",
     "EditedAction",
     "InvalidReviewDecisionError",
+    "Limits",
     "MemoryStore",
     "Message",
     "ModelError",

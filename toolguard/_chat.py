@@ -16,6 +16,7 @@ import dataclasses
 import functools
 import inspect
 import json
+import logging
 from collections.abc import Awaitable, Callable, Iterator, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass, field
@@ -42,6 +43,7 @@ from toolguard._errors import (
     UnknownThreadError,
 )
 from toolguard._json import clean_text
+from toolguard._limits import Limits
 from toolguard._model import ChatModel, Message, ModelResponse
 from toolguard._models import (
     REJECTED_BY_USER_MESSAGE,
@@ -65,9 +67,17 @@ from toolguard._runner import (
     close_turn,
     interrupted_turn,
 )
-from toolguard._store import ConcurrentUpdateError, MemoryStore, Store, ThreadState
+from toolguard._store import (
+    ConcurrentUpdateError,
+    CorruptThreadError,
+    MemoryStore,
+    Store,
+    ThreadState,
+)
 from toolguard._toolset import Tools
 from toolguard._validate import AnyDecision, validate_decisions
+
+_log = logging.getLogger("toolguard")
 
 Authorizer: TypeAlias = Callable[[str | None, ThreadState, list[Action]], bool | Awaitable[bool]]
 """Decides whether ``reviewer`` may decide on ``actions`` of ``thread``."""
@@ -361,6 +371,9 @@ class ReviewedChat:
             <reason>``). The stored tool messages hold that text and keep
             ``status``.
 
+        limits: how deep and large tool-call arguments and tool results may
+            be (see :class:`~toolguard.Limits`); ``None``: ``Limits()``.
+
     Attributes:
         max_recorded_refusals: most ``refused`` audit events kept per review
             (default 20; set it on the class or an instance). Later refusals
@@ -387,6 +400,7 @@ class ReviewedChat:
         clock: Callable[[], datetime] = utcnow,
         signing_key: bytes | None = None,
         result_templates: ResultTemplates | None = None,
+        limits: Limits | None = None,
     ) -> None:
         self.result_templates = check_templates(result_templates)
         check.positive_int(max_steps, "max_steps")
@@ -404,6 +418,7 @@ class ReviewedChat:
             review_ttl=review_ttl,
             clock=clock,
             signing_key=signing_key,
+            limits=limits,
         )
         self.toolset = self.runner.toolset
         self.store: Store = store if store is not None else MemoryStore()
@@ -427,6 +442,7 @@ class ReviewedChat:
             TypeError: ``thread_id`` is not text.
             UnknownThreadError: no thread has that id.
             AccessDeniedError: the ``access`` hook refused ``actor``.
+            CorruptThreadError: the stored thread cannot be read back.
         """
         state = await self._load(thread_id)
         await self._check_access(actor, state, "read")
@@ -461,10 +477,17 @@ class ReviewedChat:
         """The audit trail as JSON lines, for the given threads or every stored one.
 
         Listing every thread needs a store with ``thread_ids()`` (all the
-        stores toolguard ships have it).
+        stores toolguard ships have it). When listing, a thread that cannot
+        be read back is skipped with a warning on the ``toolguard`` logger,
+        so one damaged row never hides the others' trails.
+
+        Raises:
+            UnknownThreadError: a given thread id is unknown.
+            CorruptThreadError: a given thread cannot be read back.
         """
         if thread_ids is not None:
             thread_ids = check.id_list(thread_ids, "thread_ids")
+        listed = thread_ids is None
         if thread_ids is None:
             lister = getattr(self.store, "thread_ids", None)
             if lister is None:
@@ -473,7 +496,12 @@ class ReviewedChat:
             thread_ids = await lister()
         events: list[AuditEvent] = []
         for thread_id in thread_ids:
-            events.extend((await self._load(thread_id)).audit)
+            try:
+                events.extend((await self._load(thread_id)).audit)
+            except CorruptThreadError as exc:  # noqa: PERF203 - one damaged thread, not all
+                if not listed:
+                    raise
+                _log.warning("export_audit skipped thread %r: %s", exc.thread_id, exc.reason)
         return to_jsonl(events)
 
     # ------------------------------------------------------------------ the entry points
@@ -679,14 +707,22 @@ class ReviewedChat:
         return True
 
     async def running_threads(self) -> list[str]:
-        """Ids of the stored threads left ``running`` (candidates for :meth:`recover`)."""
+        """Ids of the stored threads left ``running`` (candidates for :meth:`recover`).
+
+        A thread that cannot be read back is skipped with a warning on the
+        ``toolguard`` logger (see :class:`~toolguard.CorruptThreadError`).
+        """
         lister = getattr(self.store, "thread_ids", None)
         if lister is None:
             msg = f"{type(self.store).__name__} cannot list threads"
             raise TypeError(msg)
         found = []
         for thread_id in await lister():
-            state = await self.store.load(thread_id)
+            try:
+                state = await self.store.load(thread_id)
+            except CorruptThreadError as exc:
+                _log.warning("running_threads skipped thread %r: %s", exc.thread_id, exc.reason)
+                continue
             if state is not None and state.status == "running":
                 found.append(thread_id)
         return found

@@ -25,6 +25,10 @@ _CATALOGS: Final[dict[str, dict[str, str]]] = {
         "decision_type": "Unknown decision type {type}. Choices: ['approve', 'edit', 'reject']",
         "edit_needs_action": "An 'edit' decision must include 'edited_action'",
         "edited_action_shape": "'edited_action' must contain 'name' (text) and 'args' (object)",
+        "edited_args_unusable": (
+            "'edited_action' 'args' cannot be stored: nested more than {limit} levels deep,"
+            " or holding a value that cannot be converted to JSON"
+        ),
         "decisions_not_list": "'decisions' must be a list of decision objects, got {kind}",
         "reject_message_type": "The 'message' of a 'reject' decision must be text, got {kind}",
         "edit_other_tool": (
@@ -80,6 +84,10 @@ _CATALOGS: Final[dict[str, dict[str, str]]] = {
         ),
         "edit_needs_action": "Keputusan 'edit' wajib menyertakan 'edited_action'",
         "edited_action_shape": "'edited_action' harus berisi 'name' (teks) dan 'args' (objek)",
+        "edited_args_unusable": (
+            "'args' pada 'edited_action' tidak dapat disimpan: bersarang lebih dari {limit}"
+            " tingkat, atau berisi nilai yang tidak dapat diubah menjadi JSON"
+        ),
         "decisions_not_list": "'decisions' harus berupa daftar objek keputusan, diterima {kind}",
         "reject_message_type": (
             "'message' pada keputusan 'reject' harus berupa teks, diterima {kind}"

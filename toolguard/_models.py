@@ -277,7 +277,14 @@ class ToolCall(_Wire):
     args: dict[str, Any] = Field(default_factory=dict)
     """Parsed arguments (JSON data)."""
     arguments_error: str | None = None
-    """Set when the raw arguments were not a JSON object; the call then never runs."""
+    """Set when the raw arguments were not a JSON object; the call then never runs.
+
+    Also set, to at most 1,000 characters of what was sent, when ``error`` is.
+    """
+    error: str | None = None
+    """Why the call can never run, whatever anyone decides: its arguments break the
+    runner's :class:`~toolguard.Limits` or hold NaN or Infinity. The model reads it
+    as the call's error result; nobody is asked to review the call."""
 
 
 ResultStatus = Literal["success", "error"]

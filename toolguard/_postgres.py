@@ -68,7 +68,13 @@ from psycopg.pq import TransactionStatus
 from toolguard._check import kind
 from toolguard._models import utcnow
 from toolguard._sqlite import SchemaVersionError
-from toolguard._store import ConcurrentUpdateError, ThreadState, _check_key, next_state
+from toolguard._store import (
+    ConcurrentUpdateError,
+    ThreadState,
+    _check_key,
+    load_state,
+    next_state,
+)
 
 __all__ = ["SCHEMA_VERSION", "PostgresStore"]
 
@@ -201,6 +207,9 @@ class PostgresStore:
 
         Returns:
             The state as last saved, or ``None``.
+
+        Raises:
+            CorruptThreadError: the stored row cannot be read back as a thread.
         """
         query = sql.SQL("SELECT state::text FROM {} WHERE thread_id = %s").format(self._ident)
 
@@ -210,7 +219,7 @@ class PostgresStore:
             return None if row is None else str(row[0])
 
         text = await self._run(work)
-        return None if text is None else ThreadState.model_validate_json(text)
+        return None if text is None else load_state(thread_id, text)
 
     async def save(self, state: ThreadState, *, expected_version: int | None) -> ThreadState:
         """Store ``state`` if the stored version is still ``expected_version`` (compare-and-set).

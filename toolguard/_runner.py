@@ -12,6 +12,7 @@ from __future__ import annotations
 import functools
 import hmac
 import json
+import reprlib
 import threading
 from collections import OrderedDict
 from collections.abc import Callable, Mapping, Sequence
@@ -25,6 +26,16 @@ from toolguard import _check as check
 from toolguard._classify import Classifier
 from toolguard._errors import AlreadyResumedError, NoPendingReviewError
 from toolguard._json import clean_text, to_json_data
+from toolguard._limits import (
+    WIDEST_LIMITS,
+    Limits,
+    args_problem,
+    args_too_deep,
+    bounded_result,
+    check_limits,
+    preview,
+    text_too_large,
+)
 from toolguard._messages import message
 from toolguard._models import (
     NO_DECISION,
@@ -229,7 +240,7 @@ def openai_tool_call(call: ToolCall) -> dict[str, Any]:
     }
 
 
-def parse_tool_call(raw: Any, index: int = 0) -> ToolCall:
+def parse_tool_call(raw: Any, index: int = 0, *, limits: Limits | None = None) -> ToolCall:
     """Read one tool call in any common shape.
 
     Accepts a :class:`ToolCall`; an OpenAI tool call (``{"id", "type":
@@ -238,9 +249,32 @@ def parse_tool_call(raw: Any, index: int = 0) -> ToolCall:
     "arguments"}`` dict. ``arguments`` may be JSON text or already parsed.
     Arguments that are not a JSON object are kept as ``arguments_error``: the
     call will not run and the model is told why.
+
+    Arguments beyond ``limits`` (too deep, too large), or holding NaN,
+    ``Infinity`` or an integer of more than 4,000 digits, are refused: the
+    call gets ``args={}``, ``error`` (the text the model will read) and, in
+    ``arguments_error``, at most 1,000 characters of what was sent. Such a
+    call never runs and is never put up for review. Lone surrogates in the
+    name, the id and the arguments become U+FFFD.
+
+    Args:
+        raw: the tool call.
+        index: its position in the model's message (names an id-less call).
+        limits: the bounds to enforce; ``None`` enforces the widest
+            :class:`Limits` allows (the runner passes its own).
+
+    Raises:
+        ValueError: the call has no tool name.
     """
+    bounds = WIDEST_LIMITS if limits is None else limits
     if isinstance(raw, ToolCall):
-        return raw
+        if raw.error is None and raw.arguments_error is None:
+            args, error = args_problem(raw.name, raw.args, bounds)
+            if error is not None or args is not raw.args:
+                return _checked(raw.id, raw.name, raw.args, args, error)
+        if raw.name.isascii() and raw.id.isascii():
+            return raw
+        return raw.model_copy(update={"id": clean_text(raw.id), "name": clean_text(raw.name)})
     if isinstance(raw, Mapping):
         function = raw.get("function")
         if isinstance(function, Mapping):
@@ -258,23 +292,64 @@ def parse_tool_call(raw: Any, index: int = 0) -> ToolCall:
             arguments = getattr(raw, "args", getattr(raw, "arguments", None))
         call_id = getattr(raw, "id", None)
     if not isinstance(name, str):
-        msg = f"Tool call #{index} has no tool name: {raw!r}"
+        msg = f"Tool call #{index} has no tool name: {_shown(raw)}"
         raise ValueError(msg)
     call_id = call_id if isinstance(call_id, str) and call_id else f"call_{index}"
     if arguments is None or arguments == "":
-        return ToolCall(id=call_id, name=name, args={})
+        return _checked(call_id, name, {}, {}, None)
     if isinstance(arguments, str):
         text = arguments
+        too_large = (
+            text_too_large(name, text, bounds) if len(text) * 4 > bounds.max_args_bytes else None
+        )
+        if too_large is not None:
+            return _checked(call_id, name, text, {}, too_large)
         try:
-            arguments = json.loads(text)
+            parsed = json.loads(text)
+        except RecursionError:
+            return _checked(call_id, name, text, {}, args_too_deep(name, None, bounds))
         except ValueError:
-            return ToolCall(id=call_id, name=name, arguments_error=clean_text(text))
-        if type(arguments) is dict and text.isascii() and "\\u" not in text:
-            # Parsed from plain ASCII JSON with no escapes: already clean JSON data.
-            return ToolCall(id=call_id, name=name, args=arguments)
+            return ToolCall(
+                id=clean_text(call_id), name=clean_text(name), arguments_error=clean_text(text)
+            )
+        if type(parsed) is dict:
+            args, error = args_problem(name, parsed, bounds, text)
+            if error is None and call_id.isascii() and name.isascii():
+                return ToolCall(id=call_id, name=name, args=args)
+            return _checked(call_id, name, text, args, error)
+        arguments = parsed
     if isinstance(arguments, Mapping):
-        return ToolCall(id=call_id, name=name, args=to_json_data(dict(arguments)))
-    return ToolCall(id=call_id, name=name, arguments_error=json.dumps(to_json_data(arguments)))
+        args, error = args_problem(name, dict(arguments), bounds)
+        return _checked(call_id, name, arguments, args, error)
+    try:
+        shown = json.dumps(to_json_data(arguments))
+    except Exception:
+        shown = preview(arguments)
+    return ToolCall(id=clean_text(call_id), name=clean_text(name), arguments_error=shown)
+
+
+def _shown(raw: Any) -> str:
+    """A short ``repr`` of anything (bounded in depth and length; never raises)."""
+    try:
+        return reprlib.repr(raw)
+    except Exception:
+        return f"<{type(raw).__name__}>"
+
+
+def _checked(
+    call_id: str, name: str, sent: Any, args: dict[str, Any], error: str | None
+) -> ToolCall:
+    """The call with clean name and id: its arguments, or refused with ``error``."""
+    if error is None:
+        if call_id.isascii() and name.isascii():
+            return ToolCall(id=call_id, name=name, args=args)
+        return ToolCall(id=clean_text(call_id), name=clean_text(name), args=args)
+    return ToolCall(
+        id=clean_text(call_id),
+        name=clean_text(name),
+        arguments_error=preview(sent),
+        error=error,
+    )
 
 
 def _unique_ids(calls: list[ToolCall]) -> list[ToolCall]:
@@ -346,6 +421,10 @@ class Runner:
             claims the turn's ``review_id`` there before running anything, so a
             paused turn is resumed once across processes sharing the store.
             ``None`` (the default): once per process only.
+        limits: how deep and large arguments and results may be (see
+            :class:`Limits`); arguments beyond them get an error result
+            without review, results beyond them are kept in a bounded form.
+            ``None``: ``Limits()``.
     """
 
     __slots__ = (
@@ -353,6 +432,7 @@ class Runner:
         "claims",
         "clock",
         "edit_policy",
+        "limits",
         "review_ttl",
         "signing_key",
         "sync_in_thread",
@@ -371,6 +451,7 @@ class Runner:
         clock: Callable[[], datetime] = utcnow,
         signing_key: bytes | None = None,
         claims: Claims | None = None,
+        limits: Limits | None = None,
     ) -> None:
         policy: object = edit_policy  # checked at run time for untyped callers
         if not isinstance(policy, str) or policy not in ("run", "recheck"):
@@ -399,6 +480,7 @@ class Runner:
             )
             raise TypeError(msg)
         self.claims = claims
+        self.limits = check_limits(limits)
 
     # ------------------------------------------------------------------ helpers
 
@@ -423,13 +505,10 @@ class Runner:
                 "failed",
                 tool.name,
             )
-        data = to_json_data(value)
+        # Never raises: the tool ran, so its result is recorded whatever it is (see Limits).
+        content, data = bounded_result(value, self.limits)
         return ToolResult(
-            call_id=call.id,
-            name=tool.name,
-            status="success",
-            content=data if isinstance(data, str) else json.dumps(data, ensure_ascii=False),
-            value=data,
+            call_id=call.id, name=tool.name, status="success", content=content, value=data
         )
 
     async def _execute_all(
@@ -529,7 +608,9 @@ class Runner:
         """
         _check_thread_id(thread_id)
         review_id = new_id()
-        parsed = _unique_ids([parse_tool_call(raw, index) for index, raw in enumerate(calls)])
+        parsed = _unique_ids(
+            [parse_tool_call(raw, index, limits=self.limits) for index, raw in enumerate(calls)]
+        )
         results: dict[str, ToolResult] = {}
         jobs: list[tuple[ToolCall, Tool[Any, Any], dict[str, Any]]] = []
         actions: list[Action] = []
@@ -537,6 +618,9 @@ class Runner:
             tool = self.toolset.get(call.name)
             if tool is None:
                 results[call.id] = self._unknown_tool(call, call.name)
+                continue
+            if call.error is not None:
+                results[call.id] = _error(call, call.error, "invalid_arguments")
                 continue
             if call.arguments_error is not None:
                 results[call.id] = _error(
@@ -712,12 +796,22 @@ class Runner:
             else:
                 assert isinstance(decision, EditDecision)  # noqa: S101 - the union is closed
                 edited = decision.edited_action
-                new_call = ToolCall(id=call.id, name=edited.name, args=to_json_data(edited.args))
+                new_call = parse_tool_call(
+                    {"id": call.id, "name": edited.name, "args": edited.args}, limits=self.limits
+                )
                 calls[position[call.id]] = new_call
                 replaced = [c for c in replaced if c.id != call.id] + [new_call]
                 tool = self.toolset.get(edited.name)
                 if tool is None:
                     finish(action, self._unknown_tool(new_call, edited.name), "failed", decision)
+                    continue
+                if new_call.error is not None:
+                    finish(
+                        action,
+                        _error(new_call, new_call.error, "invalid_arguments"),
+                        "failed",
+                        decision,
+                    )
                     continue
                 try:
                     validated = tool.validate_args(new_call.args)

@@ -54,7 +54,13 @@ import anyio.to_thread
 from toolguard._check import kind, positive_seconds
 from toolguard._errors import ToolguardError
 from toolguard._models import utcnow
-from toolguard._store import ConcurrentUpdateError, ThreadState, _check_key, next_state
+from toolguard._store import (
+    ConcurrentUpdateError,
+    ThreadState,
+    _check_key,
+    load_state,
+    next_state,
+)
 
 __all__ = ["SCHEMA_VERSION", "SQLiteStore", "SchemaVersionError"]
 
@@ -141,6 +147,9 @@ class SQLiteStore:
 
         Returns:
             The state as last saved, or ``None``.
+
+        Raises:
+            CorruptThreadError: the stored row cannot be read back as a thread.
         """
 
         def work(conn: sqlite3.Connection) -> str | None:
@@ -150,7 +159,7 @@ class SQLiteStore:
             return None if row is None else str(row[0])
 
         text = await self._run(work)
-        return None if text is None else ThreadState.model_validate_json(text)
+        return None if text is None else load_state(thread_id, text)
 
     async def save(self, state: ThreadState, *, expected_version: int | None) -> ThreadState:
         """Store ``state`` if the stored version is still ``expected_version`` (compare-and-set).

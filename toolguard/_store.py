@@ -9,11 +9,12 @@ once — across processes too, with a shared database — without holding a lock
 
 from __future__ import annotations
 
+import json
 import threading
 from datetime import datetime
 from typing import Any, Literal, Protocol, runtime_checkable
 
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
 from toolguard._audit import AuditEvent
 from toolguard._errors import ToolguardError
@@ -32,6 +33,34 @@ ThreadStatus = Literal["idle", "awaiting_review", "running"]
 
 class ConcurrentUpdateError(ToolguardError, RuntimeError):
     """Somebody else saved the thread since it was read (compare-and-set failed)."""
+
+
+class CorruptThreadError(ToolguardError, ValueError):
+    """A stored thread cannot be read back (its row was damaged or written by other code).
+
+    Raised by a store's ``load`` — and so by every method of
+    :class:`~toolguard.ReviewedChat` that loads that thread — instead of a
+    parser's error. The row is left as it is, for repair. Operations over
+    every stored thread (``ReviewedChat.export_audit()`` without ids,
+    ``ReviewedChat.running_threads()``) skip such a thread and log a warning
+    on the ``toolguard`` logger; the other threads are unaffected. Over HTTP
+    this is a 500 with the text in ``detail``.
+
+    Attributes:
+        thread_id: the thread's id.
+        reason: what the parser said (at most 200 characters).
+    """
+
+    def __init__(self, thread_id: str, reason: str) -> None:
+        self.thread_id = thread_id
+        self.reason = reason
+        super().__init__(
+            f"Thread {thread_id!r} is stored but cannot be read back ({reason})."
+            " Its stored row was left unchanged: repair or remove it in the store."
+        )
+
+    def __reduce__(self) -> tuple[Any, ...]:
+        return (type(self), (self.thread_id, self.reason))
 
 
 class ThreadState(BaseModel):
@@ -75,7 +104,11 @@ class Store(Protocol):
     """Keeps :class:`ThreadState` by thread id, with compare-and-set saves."""
 
     async def load(self, thread_id: str) -> ThreadState | None:
-        """The stored state, or ``None`` for an unknown thread."""
+        """The stored state, or ``None`` for an unknown thread.
+
+        Raises:
+            CorruptThreadError: the stored thread cannot be read back.
+        """
         ...
 
     async def save(self, state: ThreadState, *, expected_version: int | None) -> ThreadState:
@@ -95,6 +128,32 @@ class Store(Protocol):
                 exists when creating); nothing was written.
         """
         ...
+
+
+def load_state(thread_id: str, text: str | bytes) -> ThreadState:
+    """Read a stored state back, or raise :class:`CorruptThreadError`.
+
+    pydantic-core reads JSON nested at most 200 levels deep; toolguard 0.1.0
+    could store deeper arguments, so a state it refuses is read again with
+    Python's ``json`` (about 990 levels) before giving up.
+    """
+    try:
+        return ThreadState.model_validate_json(text)
+    except ValidationError as first:
+        try:
+            return ThreadState.model_validate(json.loads(text))
+        except (ValueError, RecursionError, TypeError):
+            raise CorruptThreadError(thread_id, _reason(first)) from None
+
+
+def _reason(error: ValidationError) -> str:
+    """The first problems pydantic found, on one line, at most 200 characters."""
+    problems = [
+        f"{'.'.join(str(part) for part in e['loc'])}: {e['msg']}" if e["loc"] else e["msg"]
+        for e in error.errors(include_url=False)[:3]
+    ]
+    reason = "; ".join(problems)
+    return reason if len(reason) <= 200 else reason[:199] + "…"
 
 
 def next_state(state: ThreadState, expected_version: int | None) -> ThreadState:
@@ -117,9 +176,9 @@ class MemoryStore:
         self._lock = threading.Lock()
 
     async def load(self, thread_id: str) -> ThreadState | None:
-        """The stored state, or ``None``."""
+        """The stored state, or ``None`` (``CorruptThreadError`` when it cannot be read back)."""
         entry = self._threads.get(thread_id)
-        return ThreadState.model_validate_json(entry[1]) if entry is not None else None
+        return load_state(thread_id, entry[1]) if entry is not None else None
 
     async def save(self, state: ThreadState, *, expected_version: int | None) -> ThreadState:
         """Compare-and-set save (see :class:`Store`)."""

@@ -6,7 +6,8 @@ from collections.abc import Mapping, Sequence
 from typing import Any
 
 from toolguard._errors import InvalidReviewDecisionError, NoPendingReviewError
-from toolguard._json import clean_text, to_json_data
+from toolguard._json import clean_text, scan_json, to_json_data
+from toolguard._limits import MAX_DEPTH
 from toolguard._messages import message
 from toolguard._models import (
     ALLOWED_DECISIONS,
@@ -104,6 +105,21 @@ def _kind(value: Any) -> str:
     return "None" if value is None else type(value).__name__
 
 
+def _edited_args(args: dict[str, Any]) -> dict[str, Any]:
+    """An edit's arguments as JSON data a thread can store, or the documented error.
+
+    The runner's :class:`~toolguard.Limits` are checked when the edit is
+    applied (an error result); this only refuses what no store could keep.
+    """
+    if scan_json(args, MAX_DEPTH).too_deep is not None:
+        raise InvalidReviewDecisionError(message("edited_args_unusable", limit=MAX_DEPTH))
+    try:
+        data: dict[str, Any] = to_json_data(args)
+    except Exception:  # whatever the value does, the edit is refused
+        raise InvalidReviewDecisionError(message("edited_args_unusable", limit=MAX_DEPTH)) from None
+    return data
+
+
 def parse_decision(decision: Any, allowed: Allowed | None = None) -> AnyDecision:
     """Check one decision and return it as a model.
 
@@ -121,7 +137,7 @@ def parse_decision(decision: Any, allowed: Allowed | None = None) -> AnyDecision
             edited_model = decision.edited_action
             return EditDecision(
                 edited_action=EditedAction(
-                    name=clean_text(edited_model.name), args=to_json_data(edited_model.args)
+                    name=clean_text(edited_model.name), args=_edited_args(edited_model.args)
                 )
             )
         if isinstance(decision, RejectDecision):
@@ -152,7 +168,7 @@ def parse_decision(decision: Any, allowed: Allowed | None = None) -> AnyDecision
             raise InvalidReviewDecisionError(message("edited_action_shape"))
         return EditDecision(
             edited_action=EditedAction(
-                name=clean_text(edited["name"]), args=to_json_data(dict(edited["args"]))
+                name=clean_text(edited["name"]), args=_edited_args(dict(edited["args"]))
             )
         )
     reason = decision.get("message")

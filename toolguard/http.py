@@ -129,7 +129,12 @@ from toolguard._errors import (
 from toolguard._json import clean_text
 from toolguard._messages import message
 from toolguard._models import Action, PendingReview
-from toolguard._store import ConcurrentUpdateError, ThreadState, ThreadStatus
+from toolguard._store import (
+    ConcurrentUpdateError,
+    CorruptThreadError,
+    ThreadState,
+    ThreadStatus,
+)
 from toolguard._version import __version__
 
 __all__ = [
@@ -380,6 +385,7 @@ _STATUS: tuple[tuple[type[Exception], int], ...] = (
     (ThreadBusyError, status.HTTP_409_CONFLICT),
     (ConcurrentUpdateError, status.HTTP_409_CONFLICT),
     (StepLimitError, status.HTTP_500_INTERNAL_SERVER_ERROR),
+    (CorruptThreadError, status.HTTP_500_INTERNAL_SERVER_ERROR),
     (ModelError, status.HTTP_502_BAD_GATEWAY),
 )
 _HANDLED = tuple(kind for kind, _ in _STATUS)

@@ -356,12 +356,26 @@ async def test_the_runner_pauses_a_call_the_predicate_cannot_judge(when: Predica
 
 
 @pytest.mark.parametrize("value", [math.nan, math.inf, -math.inf])
-async def test_the_runner_pauses_a_call_with_a_non_finite_number(value: float) -> None:
-    """Validated arguments holding NaN/Infinity: paused for review, even with a "no" predicate."""
+async def test_the_runner_refuses_a_call_with_a_non_finite_number(value: float) -> None:
+    """NaN/Infinity from a model: never run, never shown for review, an error naming the field.
+
+    The policy itself is closed for them too (needs_approval is True), but the runner
+    refuses such arguments before asking it (issue: they are not JSON numbers).
+    """
     runner, ran = _runner_with(lambda a: a["amount"] > 1000)
     assert runner.toolset["pay"].needs_approval({"amount": value, "to": "bob"}) is True
     step = await runner.run([ToolCall(id="c1", name="pay", args={"amount": value})])
-    assert step.pending is not None
+    assert step.pending is None
+    assert [(r.status, r.outcome, r.content) for r in step.results] == [
+        (
+            "error",
+            "invalid_arguments",
+            (
+                "Invalid arguments for tool `pay`: 'amount': NaN and Infinity are not valid"
+                " JSON numbers"
+            ),
+        )
+    ]
     assert ran == []
 
 
