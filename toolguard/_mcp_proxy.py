@@ -32,6 +32,7 @@ from __future__ import annotations
 
 import contextlib
 import dataclasses
+import functools
 import inspect
 import json
 import os
@@ -39,7 +40,6 @@ import secrets
 import sys
 import unicodedata
 from collections.abc import Awaitable, Callable, Mapping, Sequence
-from datetime import datetime
 from typing import TYPE_CHECKING, Any, Final
 
 import anyio
@@ -95,9 +95,7 @@ DECLINED: Final = "The user declined to approve the call to `{name}`. It was not
 CANCELLED_BY_CLIENT: Final = (
     "The user cancelled the approval of the call to `{name}`. It was not executed."
 )
-RESTARTED: Final = (
-    "the toolguard mcp-proxy that held this call stopped before a decision arrived"
-)
+RESTARTED: Final = "the toolguard mcp-proxy that held this call stopped before a decision arrived"
 BAD_STATE: Final = (
     "This approval answer does not match a question the proxy asked for this exact call"
     " (unknown, already used, or for another tool or other arguments). Nothing was executed;"
@@ -302,7 +300,7 @@ class MCPProxy:
             result = self.on_event(event, payload)
             if inspect.isawaitable(result):
                 await result
-        except Exception as exc:  # noqa: BLE001 - a broken hook must not change the outcome
+        except Exception as exc:  # a broken hook must not change the outcome
             sys.stderr.write(f"toolguard mcp-proxy: the event hook failed on {event}: {exc}\n")
 
     @staticmethod
@@ -376,9 +374,10 @@ class MCPProxy:
         try:
             async with anyio.create_task_group() as asking:
                 if can_elicit:
-                    asking.start_soon(
-                        self._elicit_now, session, ctx, thread_id, review_id, name, args
+                    ask = functools.partial(
+                        self._elicit_now, ctx, thread_id=thread_id, review_id=review_id
                     )
+                    asking.start_soon(ask, name, args)
                 result = await self._outcome(thread_id, review_id, call_id, name, args)
                 asking.cancel_scope.cancel()  # decided elsewhere (the page) or expired
             return result
@@ -390,7 +389,7 @@ class MCPProxy:
             raise
 
     async def _open(self, name: str, args: dict[str, Any]) -> tuple[str, str, str] | str:
-        """A new thread whose review holds exactly this call; or the error text of an invalid one."""
+        """A new thread whose review holds exactly this call, or the error text of a refused one."""
         call_id = self.model.open(name, args)
         turn = await self.chat.send_message(f"{_MESSAGE_PREFIX}{call_id}")
         if turn.pending_review is None or turn.review_id is None:
@@ -408,9 +407,7 @@ class MCPProxy:
         )
         return turn.thread_id, turn.review_id, call_id
 
-    async def _decide(
-        self, thread_id: str, review_id: str, name: str, answer: Any
-    ) -> None:
+    async def _decide(self, thread_id: str, review_id: str, name: str, answer: Any) -> None:
         """Apply an elicitation answer to the review (a reviewer on the page may have won)."""
         action = getattr(answer, "action", None)
         content = getattr(answer, "content", None) or {}
@@ -439,22 +436,16 @@ class MCPProxy:
                 )
 
     async def _elicit_now(
-        self,
-        session: Any,
-        ctx: Any,
-        thread_id: str,
-        review_id: str,
-        name: str,
-        args: dict[str, Any],
+        self, ctx: Any, name: str, args: dict[str, Any], *, thread_id: str, review_id: str
     ) -> None:
         """Ask with a server-initiated ``elicitation/create`` (protocols before 2026-07-28)."""
         try:
-            answer = await session.elicit_form(
+            answer = await ctx.session.elicit_form(
                 approval_message(name, args, self._description(name)),
                 APPROVAL_SCHEMA,
                 related_request_id=getattr(ctx, "request_id", None),
             )
-        except Exception as exc:  # noqa: BLE001 - the page can still decide until the deadline
+        except Exception as exc:  # the page can still decide until the deadline
             sys.stderr.write(
                 f"toolguard mcp-proxy: asking the client failed ({exc}); the call waits for"
                 " the approval page\n"
@@ -482,7 +473,9 @@ class MCPProxy:
                 requested_schema=APPROVAL_SCHEMA,
             )
         )
-        return types.InputRequiredResult(input_requests={APPROVAL_KEY: request}, request_state=token)
+        return types.InputRequiredResult(
+            input_requests={APPROVAL_KEY: request}, request_state=token
+        )
 
     async def _retried(self, params: Any, name: str, args: dict[str, Any]) -> Any:
         """A retried call carrying the answer: valid once, for the same tool and arguments."""
@@ -527,8 +520,7 @@ class MCPProxy:
         while True:
             state = await self.chat.get_thread(thread_id)
             if state.status == "awaiting_review":
-                if state.pending is not None and state.pending.review_id != review_id:
-                    pass  # a re-review after an edit: keep waiting
+                # (after an edit with edit_policy="recheck" this is a new review: still ours)
                 if await self.chat.expire_overdue(thread_id):
                     continue
             elif state.status == "idle":
@@ -610,7 +602,7 @@ def reviews_router(chat: ReviewedChat) -> APIRouter:
             state = await chat.store.load(thread_id)
             if state is not None and state.status == "awaiting_review" and state.pending:
                 states.append(state)
-        states.sort(key=lambda s: (s.created_at or datetime.min, s.thread_id))
+        states.sort(key=lambda s: (s.created_at, s.thread_id))
         for state in states:
             assert state.pending is not None  # noqa: S101 - filtered above
             reviews.append(
@@ -679,9 +671,8 @@ async def run(
                 lifespan="off",
             )
             http = uvicorn.Server(config)
-            http.install_signal_handlers = lambda: None  # type: ignore[method-assign]
             async with anyio.create_task_group() as tasks:
-                proxy._tasks = tasks  # noqa: SLF001 - the proxy's own background tasks
+                proxy._tasks = tasks  # the proxy's own background tasks
                 tasks.start_soon(http.serve)
                 with anyio.fail_after(30):
                     while not http.started:
@@ -689,9 +680,7 @@ async def run(
                             break
                         await anyio.sleep(0.02)
                 if not http.started:
-                    sys.stderr.write(
-                        f"error: the approval page cannot listen on {host}:{port}\n"
-                    )
+                    sys.stderr.write(f"error: the approval page cannot listen on {host}:{port}\n")
                     tasks.cancel_scope.cancel()
                     return 2
                 where = f"[{host}]" if ":" in host else host

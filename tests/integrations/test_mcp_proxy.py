@@ -234,13 +234,17 @@ async def test_reject_by_elicitation_runs_nothing(
     [
         (
             "decline",
-            "The review of this action was cancelled: The user declined to approve the call"
-            " to `delete_file`. It was not executed.",
+            (
+                "The review of this action was cancelled: The user declined to approve the call"
+                " to `delete_file`. It was not executed."
+            ),
         ),
         (
             "cancel",
-            "The review of this action was cancelled: The user cancelled the approval of the"
-            " call to `delete_file`. It was not executed.",
+            (
+                "The review of this action was cancelled: The user cancelled the approval of the"
+                " call to `delete_file`. It was not executed."
+            ),
         ),
     ],
 )
@@ -381,7 +385,7 @@ async def test_a_killed_proxy_never_runs_the_waiting_call(setup: Setup) -> None:
                     tasks.start_soon(call)
                     [review] = await pending_reviews(setup)
                     os.kill(int(pidfile.read_text().strip()), signal.SIGKILL)
-        except Exception:  # noqa: BLE001, S110 - the connection dies with the proxy
+        except Exception:  # noqa: S110 - the connection dies with the proxy
             pass
     assert setup.executions() == []
     async with proxied(setup) as client:
