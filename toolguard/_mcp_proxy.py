@@ -66,6 +66,7 @@ __all__ = [
     "DEFAULT_DB",
     "DEFAULT_PORT",
     "DEFAULT_TTL",
+    "INDENT_UP_TO",
     "EventHook",
     "MCPProxy",
     "approval_message",
@@ -130,6 +131,18 @@ and, once decided, ``status`` (the action's final status)."""
 # ---------------------------------------------------------------------------- showing a call
 
 
+_HIDDEN: Final = frozenset(
+    [
+        *(0x034F, 0x115F, 0x1160, 0x17B4, 0x17B5, 0x2800, 0x3164, 0xFFA0, 0xFFFD),
+        *range(0x180B, 0x1810),
+        *range(0xFE00, 0xFE10),
+        *range(0xE0100, 0xE01F0),
+    ]
+)
+"""Characters that print as nothing (fillers, variation selectors, ...) though Python calls them
+printable."""
+
+
 def visible(text: str) -> str:
     """``text`` with every invisible, control, bidi or odd-space character escaped as ``\\uXXXX``.
 
@@ -141,6 +154,7 @@ def visible(text: str) -> str:
     for char in text:
         if char == "\n" or (
             char.isprintable()
+            and ord(char) not in _HIDDEN
             and unicodedata.category(char) not in ("Cf", "Co", "Cn", "Cs", "Zl", "Zp")
         ):
             out.append(char)
@@ -150,15 +164,31 @@ def visible(text: str) -> str:
     return "".join(out)
 
 
+INDENT_UP_TO: Final = 4_000
+"""Arguments whose compact JSON is longer than this are shown compact, not indented."""
+
+
 def approval_message(name: str, args: Mapping[str, Any], description: str = "") -> str:
-    """The text of an approval question: the exact tool name and its JSON arguments."""
+    """The text of an approval question: the exact tool name and its JSON arguments.
+
+    The arguments are indented JSON (compact JSON past :data:`INDENT_UP_TO`
+    characters) with keys sorted, passed through :func:`visible`.
+
+    Raises:
+        ValueError: the arguments cannot be written as JSON (e.g. nested
+            deeper than Python can recurse); the caller falls back to the page.
+    """
+    try:
+        shown = json.dumps(dict(args), ensure_ascii=False, sort_keys=True)
+        if len(shown) <= INDENT_UP_TO:
+            shown = json.dumps(dict(args), indent=2, ensure_ascii=False, sort_keys=True)
+    except (RecursionError, TypeError, ValueError) as exc:
+        msg = f"the arguments of `{visible(name)}` cannot be shown as JSON: {exc}"
+        raise ValueError(msg) from None
     lines = [f"Approve the tool call `{visible(name)}`?"]
     if description:
         lines.append(f"Tool description: {visible(description)}")
-    lines += [
-        "Arguments (JSON):",
-        visible(json.dumps(dict(args), indent=2, ensure_ascii=False, sort_keys=True)),
-    ]
+    lines += ["Arguments (JSON):", visible(shown)]
     return "\n".join(lines)
 
 
@@ -365,19 +395,24 @@ class MCPProxy:
         modern = version >= _INPUT_REQUIRED_VERSION
         if modern and getattr(params, "request_state", None) is not None:
             return await self._retried(params, name, args)
+        try:
+            question = approval_message(name, args, self._description(name))
+        except ValueError:
+            can_elicit = False  # cannot be shown faithfully: only the page may decide
+            question = ""
         opened = await self._open(name, args)
         if isinstance(opened, str):
             return self._error(opened)
         thread_id, review_id, call_id = opened
         if can_elicit and modern:
-            return self._ask_later(thread_id, review_id, call_id, name, args)
+            return self._ask_later(thread_id, review_id, call_id, name, args, question)
         try:
             async with anyio.create_task_group() as asking:
                 if can_elicit:
                     ask = functools.partial(
                         self._elicit_now, ctx, thread_id=thread_id, review_id=review_id
                     )
-                    asking.start_soon(ask, name, args)
+                    asking.start_soon(ask, name, question)
                 result = await self._outcome(thread_id, review_id, call_id, name, args)
                 asking.cancel_scope.cancel()  # decided elsewhere (the page) or expired
             return result
@@ -436,12 +471,12 @@ class MCPProxy:
                 )
 
     async def _elicit_now(
-        self, ctx: Any, name: str, args: dict[str, Any], *, thread_id: str, review_id: str
+        self, ctx: Any, name: str, question: str, *, thread_id: str, review_id: str
     ) -> None:
         """Ask with a server-initiated ``elicitation/create`` (protocols before 2026-07-28)."""
         try:
             answer = await ctx.session.elicit_form(
-                approval_message(name, args, self._description(name)),
+                question,
                 APPROVAL_SCHEMA,
                 related_request_id=getattr(ctx, "request_id", None),
             )
@@ -457,8 +492,14 @@ class MCPProxy:
         tool = self.toolset.get(name)
         return str(getattr(tool, "description", "") or "")
 
-    def _ask_later(
-        self, thread_id: str, review_id: str, call_id: str, name: str, args: dict[str, Any]
+    def _ask_later(  # noqa: PLR0917 - one record of the question
+        self,
+        thread_id: str,
+        review_id: str,
+        call_id: str,
+        name: str,
+        args: dict[str, Any],
+        question: str,
     ) -> Any:
         """The ``input_required`` answer (2026-07-28): the client asks and retries the call."""
         from mcp import types  # noqa: PLC0415
@@ -469,7 +510,7 @@ class MCPProxy:
             self._tasks.start_soon(self._expire_later, thread_id, review_id, call_id, name, args)
         request = types.ElicitRequest(
             params=types.ElicitRequestFormParams(
-                message=approval_message(name, args, self._description(name)),
+                message=question,
                 requested_schema=APPROVAL_SCHEMA,
             )
         )
