@@ -677,24 +677,32 @@ async def _list_upstream(client: Any) -> list[dict[str, Any]]:
 
 
 async def run(
-    command: str,
+    command: str | None,
     args: Sequence[str],
     *,
+    upstream_url: str | None = None,
     db: str = DEFAULT_DB,
     host: str = "127.0.0.1",
     port: int = DEFAULT_PORT,
     ttl: float = DEFAULT_TTL,
     on_event: EventHook | None = None,
 ) -> int:
-    """Run the gateway until the client closes stdin; return the exit code."""
+    """Run the gateway until the client closes stdin; return the exit code.
+
+    The upstream is ``command`` with ``args`` over stdio (started with this
+    process's whole environment), or the streamable-HTTP server at
+    ``upstream_url`` when ``command`` is ``None``.
+    """
     import uvicorn  # noqa: PLC0415
     from mcp import Client, StdioServerParameters  # noqa: PLC0415
     from mcp.server.stdio import stdio_server  # noqa: PLC0415
 
-    params = StdioServerParameters(command=command, args=list(args), env=dict(os.environ))
+    target: Any = upstream_url
+    if command is not None:
+        target = StdioServerParameters(command=command, args=list(args), env=dict(os.environ))
     store = SQLiteStore(db)
     try:
-        async with Client(params) as upstream:
+        async with Client(target) as upstream:
             listed = await _list_upstream(upstream)
             proxy = MCPProxy(upstream, listed, store=store, ttl=ttl, on_event=on_event)
             closed = await proxy.close_stale()
@@ -727,7 +735,7 @@ async def run(
                 where = f"[{host}]" if ":" in host else host
                 sys.stderr.write(
                     f"toolguard mcp-proxy: approval page http://{where}:{port}/ | db: {db}"
-                    f" | ttl: {ttl:g}s | upstream: {command}\n"
+                    f" | ttl: {ttl:g}s | upstream: {command or upstream_url}\n"
                 )
                 sys.stderr.flush()
                 server = proxy.server()
@@ -745,11 +753,22 @@ def main(args: Any) -> int:
     command = list(args.upstream or [])
     if command and command[0] == "--":
         command = command[1:]
-    if not command:
+    url = getattr(args, "upstream_url", None)
+    if command and url:
+        sys.stderr.write(
+            "error: give either --upstream-url or the upstream MCP server's command after --,"
+            " not both\n"
+        )
+        return 2
+    if not command and not url:
         sys.stderr.write(
             "error: give the upstream MCP server's command after --, e.g."
-            " toolguard mcp-proxy -- npx -y @modelcontextprotocol/server-filesystem /tmp\n"
+            " toolguard mcp-proxy -- npx -y @modelcontextprotocol/server-filesystem /tmp"
+            " (or --upstream-url URL)\n"
         )
+        return 2
+    if url and not url.startswith(("http://", "https://")):
+        sys.stderr.write(f"error: --upstream-url must be an http:// or https:// URL, got {url!r}\n")
         return 2
     if not args.ttl > 0:
         sys.stderr.write(f"error: --ttl must be a positive number of seconds, got {args.ttl}\n")
@@ -767,8 +786,9 @@ def main(args: Any) -> int:
     try:
         return anyio.run(
             lambda: run(
-                command[0],
+                command[0] if command else None,
                 command[1:],
+                upstream_url=url,
                 db=args.db or DEFAULT_DB,
                 host=args.host,
                 port=args.port,

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import json
 import os
+import sys
 from pathlib import Path
 from typing import Any
 
@@ -117,5 +118,16 @@ async def _main() -> None:
         await server.run(read, write, server.create_initialization_options())
 
 
+def _serve_http(port: int) -> None:
+    """Serve the same tools over streamable HTTP at ``http://127.0.0.1:PORT/mcp``."""
+    import uvicorn
+
+    server = build_server(Path(os.environ["TOOLGUARD_MCP_LOG"]))
+    uvicorn.run(server.streamable_http_app(), host="127.0.0.1", port=port, log_level="warning")
+
+
 if __name__ == "__main__":
-    anyio.run(_main)
+    if len(sys.argv) == 3 and sys.argv[1] == "--http":
+        _serve_http(int(sys.argv[2]))
+    else:
+        anyio.run(_main)

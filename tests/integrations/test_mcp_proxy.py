@@ -71,7 +71,9 @@ class Setup:
             "TOOLGUARD_PROXY_PROBE": "the proxy's own environment",
         }
 
-    def params(self, ttl: float = 60, pidfile: Path | None = None) -> StdioServerParameters:
+    def params(
+        self, ttl: float = 60, pidfile: Path | None = None, upstream_url: str | None = None
+    ) -> StdioServerParameters:
         proxy = [
             "-m",
             "toolguard",
@@ -82,8 +84,7 @@ class Setup:
             str(self.port),
             "--ttl",
             str(ttl),
-            "--",
-            *UPSTREAM,
+            *(["--upstream-url", upstream_url] if upstream_url else ["--", *UPSTREAM]),
         ]
         if pidfile is None:
             return StdioServerParameters(
@@ -408,3 +409,36 @@ async def test_a_killed_proxy_never_runs_the_waiting_call(setup: Setup) -> None:
     events = [json.loads(line) for line in audit.text.splitlines()]
     assert [e["kind"] for e in events] == ["requested", "cancelled"]
     assert setup.executions() == []
+
+
+async def test_a_streamable_http_upstream(setup: Setup) -> None:
+    port = free_port()
+    upstream = await anyio.open_process(
+        [*UPSTREAM, "--http", str(port)], env=setup.env(), cwd=str(ROOT)
+    )
+    try:
+        async with httpx.AsyncClient(timeout=5) as http:
+            for _ in range(LIMIT * 20):
+                try:
+                    await http.get(f"http://127.0.0.1:{port}/mcp")
+                    break
+                except httpx.TransportError:
+                    await anyio.sleep(0.05)
+        asker = Asker(types.ElicitResult(action="accept", content={"decision": "approve"}))
+        url = f"http://127.0.0.1:{port}/mcp"
+        async with proxied(setup, asker=asker, upstream_url=url) as client:
+            names = [t.name for t in (await client.list_tools()).tools]
+            read = await client.call_tool("read_file", {"path": "a"})
+            deleted = await client.call_tool("delete_file", {"path": "d"})
+    finally:
+        upstream.terminate()
+        with anyio.move_on_after(LIMIT):
+            await upstream.wait()
+    assert names == [t["name"] for t in TOOLS]
+    assert text(read) == ["read_file done", '{"path": "a"}']
+    assert text(deleted) == ["delete_file done", '{"path": "d"}']
+    assert len(asker.asked) == 1
+    assert setup.executions() == [
+        {"tool": "read_file", "args": {"path": "a"}},
+        {"tool": "delete_file", "args": {"path": "d"}},
+    ]
