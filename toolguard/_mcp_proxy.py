@@ -722,11 +722,17 @@ async def run(
             http = uvicorn.Server(config)
             async with anyio.create_task_group() as tasks:
                 proxy._tasks = tasks  # the proxy's own background tasks
-                tasks.start_soon(http.serve)
+                failed: list[BaseException] = []
+
+                async def serve_http() -> None:
+                    try:
+                        await http.serve()
+                    except SystemExit as exc:  # uvicorn exits when it cannot bind
+                        failed.append(exc)
+
+                tasks.start_soon(serve_http)
                 with anyio.fail_after(30):
-                    while not http.started:
-                        if http.should_exit:
-                            break
+                    while not http.started and not failed:  # noqa: ASYNC110 - no event to wait on
                         await anyio.sleep(0.02)
                 if not http.started:
                     sys.stderr.write(f"error: the approval page cannot listen on {host}:{port}\n")

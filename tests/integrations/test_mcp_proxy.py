@@ -12,6 +12,7 @@ import json
 import os
 import signal
 import socket
+import subprocess
 import sys
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
@@ -442,3 +443,24 @@ async def test_a_streamable_http_upstream(setup: Setup) -> None:
         {"tool": "read_file", "args": {"path": "a"}},
         {"tool": "delete_file", "args": {"path": "d"}},
     ]
+
+
+async def test_a_busy_port_stops_the_proxy_at_once(setup: Setup) -> None:
+    with socket.socket() as taken:
+        taken.bind(("127.0.0.1", setup.port))
+        taken.listen()
+        params = setup.params()
+        with anyio.fail_after(LIMIT):
+            done = await anyio.run_process(
+                [params.command, *params.args],
+                env=params.env,
+                cwd=params.cwd,
+                check=False,
+                stdin=subprocess.DEVNULL,
+            )
+    assert done.returncode == 2
+    assert done.stdout == b""
+    assert done.stderr.decode().splitlines()[-1] == (
+        f"error: the approval page cannot listen on 127.0.0.1:{setup.port}"
+    )
+    assert setup.executions() == []

@@ -191,8 +191,20 @@ def test_a_call_too_deep_to_show_is_not_asked_about() -> None:
             ["mcp-proxy"],
             (
                 "error: give the upstream MCP server's command after --, e.g."
-                " toolguard mcp-proxy -- npx -y @modelcontextprotocol/server-filesystem /tmp\n"
+                " toolguard mcp-proxy -- npx -y @modelcontextprotocol/server-filesystem /tmp"
+                " (or --upstream-url URL)\n"
             ),
+        ),
+        (
+            ["mcp-proxy", "--upstream-url", "http://127.0.0.1:9/mcp", "--", "server"],
+            (
+                "error: give either --upstream-url or the upstream MCP server's command after"
+                " --, not both\n"
+            ),
+        ),
+        (
+            ["mcp-proxy", "--upstream-url", "file:///etc/passwd"],
+            "error: --upstream-url must be an http:// or https:// URL, got 'file:///etc/passwd'\n",
         ),
         (
             ["mcp-proxy", "--ttl", "0", "--", "server"],
