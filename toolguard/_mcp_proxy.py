@@ -547,7 +547,9 @@ class MCPProxy:
             deadline = state.pending.expires_at if state.pending is not None else None
             if deadline is not None:
                 await anyio.sleep(max(0.0, (deadline - self.chat.clock()).total_seconds()))
-            await self._outcome(thread_id, review_id, call_id, name, args)
+            state = await self.chat.get_thread(thread_id)
+            if state.status == "awaiting_review":  # nobody answered: expire it (and tell)
+                await self._outcome(thread_id, review_id, call_id, name, args)
         for token, asked in list(self._asked.items()):
             if asked.thread_id == thread_id:
                 self._asked.pop(token, None)

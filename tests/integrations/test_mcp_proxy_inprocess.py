@@ -43,6 +43,7 @@ async def gateway(
     store: MemoryStore | None = None,
     events: list[tuple[str, dict[str, Any]]] | None = None,
     answer: types.ElicitResult | None = None,
+    mode: str = "legacy",
 ) -> AsyncIterator[tuple[Client, MCPProxy]]:
     async def record(event: str, payload: dict[str, Any]) -> None:
         if events is not None:
@@ -62,10 +63,13 @@ async def gateway(
                 on_event=record,
             )
             callback = ask if answer is not None else None
-            async with Client(
-                proxy.server(), mode="legacy", elicitation_callback=callback
-            ) as client:
-                yield client, proxy
+            async with anyio.create_task_group() as tasks:
+                proxy._tasks = tasks
+                async with Client(
+                    proxy.server(), mode=mode, elicitation_callback=callback
+                ) as client:
+                    yield client, proxy
+                tasks.cancel_scope.cancel()
 
 
 def executions(log: Path) -> list[dict[str, Any]]:
@@ -78,11 +82,12 @@ def text(result: types.CallToolResult) -> list[str]:
     return [block.text for block in result.content if isinstance(block, types.TextContent)]
 
 
-async def test_events_and_audit_of_an_approval_by_elicitation(tmp_path: Path) -> None:
+@pytest.mark.parametrize("mode", ["legacy", "2026-07-28"])
+async def test_events_and_audit_of_an_approval_by_elicitation(tmp_path: Path, mode: str) -> None:
     log = tmp_path / "log.jsonl"
     events: list[tuple[str, dict[str, Any]]] = []
     approve = types.ElicitResult(action="accept", content={"decision": "approve"})
-    async with gateway(log, events=events, answer=approve) as (client, proxy):
+    async with gateway(log, events=events, answer=approve, mode=mode) as (client, proxy):
         result = await client.call_tool("delete_file", {"path": "d"})
         [thread_id] = await proxy.chat.store.thread_ids()  # type: ignore[attr-defined]
         audit = await proxy.chat.audit_trail(thread_id)
