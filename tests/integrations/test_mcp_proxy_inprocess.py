@@ -220,3 +220,27 @@ def test_a_call_too_deep_to_show_is_not_asked_about() -> None:
 def test_usage_errors(argv: list[str], error: str, capsys: pytest.CaptureFixture[str]) -> None:
     assert cli_main(argv) == 2
     assert capsys.readouterr() == ("", error)
+
+
+async def test_an_edit_on_the_page_runs_the_edited_call_once(tmp_path: Path) -> None:
+    log = tmp_path / "log.jsonl"
+    results: list[types.CallToolResult] = []
+    async with gateway(log) as (client, proxy):
+
+        async def call() -> None:
+            results.append(await client.call_tool("delete_file", {"path": "d"}))
+
+        async with anyio.create_task_group() as tasks:
+            tasks.start_soon(call)
+            threads: list[str] = []
+            while not threads:
+                await anyio.sleep(0.01)
+                threads = await proxy.chat.store.thread_ids()  # type: ignore[attr-defined]
+            state = await proxy.chat.get_thread(threads[0])
+            while state.status != "awaiting_review":
+                await anyio.sleep(0.01)
+                state = await proxy.chat.get_thread(threads[0])
+            edit = {"type": "edit", "edited_action": {"name": "delete_file", "args": {"path": "e"}}}
+            await proxy.chat.submit_review([edit], threads[0], reviewer="alice")
+    assert text(results[0]) == ["delete_file done", '{"path": "e"}']
+    assert executions(log) == [{"tool": "delete_file", "args": {"path": "e"}}]
