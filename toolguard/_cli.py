@@ -592,6 +592,12 @@ def _positive_int(text: str) -> int:
     return value
 
 
+def _mcp_proxy(args: argparse.Namespace) -> int:
+    from toolguard._mcp_proxy import main as proxy_main  # noqa: PLC0415 - needs the extras
+
+    return proxy_main(args)
+
+
 def load_object(spec: str) -> object:
     """Import ``MODULE:ATTR`` (ATTR may be dotted), looking in the current directory too.
 
@@ -695,6 +701,35 @@ def _parser() -> argparse.ArgumentParser:
         ),
     )
     serve.set_defaults(handler=_serve)
+
+    proxy = commands.add_parser(
+        "mcp-proxy",
+        help="put human approval in front of any MCP server (an MCP gateway)",
+        description=(
+            "Serve the tools of the MCP server started by UPSTREAM_COMMAND on stdin/stdout;"
+            " calls that need approval ask the client's user (elicitation) or wait for the"
+            " approval page. Needs the 'mcp' and 'http' extras."
+        ),
+        usage=(
+            "toolguard mcp-proxy [options] -- UPSTREAM_COMMAND [ARGS...]"
+            " | toolguard mcp-proxy [options] --upstream-url URL"
+        ),
+    )
+    proxy.add_argument(
+        "--db",
+        metavar="PATH",
+        help="the SQLite file of the reviews (default: toolguard-mcp.sqlite3)",
+    )
+    proxy.add_argument("--host", default="127.0.0.1", help="the approval page's address")
+    proxy.add_argument("--port", type=int, default=8765, help="the approval page's port")
+    proxy.add_argument(
+        "--ttl", type=float, default=300.0, help="seconds a call waits for a decision (default 300)"
+    )
+    proxy.add_argument(
+        "--upstream-url", metavar="URL", help="a streamable-HTTP upstream instead of a command"
+    )
+    proxy.add_argument("upstream", nargs=argparse.REMAINDER, help="the upstream server's command")
+    proxy.set_defaults(handler=_mcp_proxy)
 
     tools = commands.add_parser(
         "tools",

@@ -1,0 +1,466 @@
+"""``toolguard mcp-proxy`` end to end: a real MCP client, the proxy and a real upstream, all stdio.
+
+The proxy runs as ``python -m toolguard mcp-proxy`` in a subprocess in front of
+``tests/integrations/mcp_proxy_upstream.py``, whose tools record each real
+execution; the approval page listens on a free 127.0.0.1 port. Every wait is
+bounded.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import socket
+import subprocess
+import sys
+from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
+from pathlib import Path
+from typing import Any
+
+import anyio
+import pytest
+
+mcp = pytest.importorskip("mcp")
+httpx = pytest.importorskip("httpx")
+pytest.importorskip("uvicorn")
+
+from mcp import Client, StdioServerParameters, types  # noqa: E402
+
+from toolguard import REJECTED_BY_USER_MESSAGE  # noqa: E402
+from toolguard._mcp_proxy import APPROVAL_SCHEMA, visible  # noqa: E402
+
+from .mcp_proxy_upstream import TOOLS  # noqa: E402
+
+ROOT = Path(__file__).resolve().parents[2]
+UPSTREAM = [sys.executable, "-m", "tests.integrations.mcp_proxy_upstream"]
+LIMIT = 30  # seconds: the bound of every wait
+EXPIRED = "The review of this action expired before anyone decided. It was not executed."
+
+DELETE_MESSAGE = """\
+Approve the tool call `delete_file`?
+Tool description: Delete a file (claims read-only).
+Arguments (JSON):
+{
+  "path": "d"
+}"""
+
+
+def free_port() -> int:
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        port: int = sock.getsockname()[1]
+        return port
+
+
+class Setup:
+    """Paths and the port of one proxy under test."""
+
+    def __init__(self, tmp_path: Path) -> None:
+        self.tmp = tmp_path
+        self.log = tmp_path / "executions.jsonl"
+        self.db = tmp_path / "proxy.sqlite3"
+        self.port = free_port()
+        self.url = f"http://127.0.0.1:{self.port}"
+
+    def env(self) -> dict[str, str]:
+        return {
+            "PATH": os.environ.get("PATH", ""),
+            "PYTHONPATH": str(ROOT),
+            "TOOLGUARD_MCP_LOG": str(self.log),
+            "TOOLGUARD_PROXY_PROBE": "the proxy's own environment",
+        }
+
+    def params(
+        self, ttl: float = 60, pidfile: Path | None = None, upstream_url: str | None = None
+    ) -> StdioServerParameters:
+        proxy = [
+            "-m",
+            "toolguard",
+            "mcp-proxy",
+            "--db",
+            str(self.db),
+            "--port",
+            str(self.port),
+            "--ttl",
+            str(ttl),
+            *(["--upstream-url", upstream_url] if upstream_url else ["--", *UPSTREAM]),
+        ]
+        if pidfile is None:
+            return StdioServerParameters(
+                command=sys.executable, args=proxy, env=self.env(), cwd=str(ROOT)
+            )
+        script = f'echo $$ > "{pidfile}"; exec "$0" "$@"'
+        return StdioServerParameters(
+            command="/bin/sh",
+            args=["-c", script, sys.executable, *proxy],
+            env=self.env(),
+            cwd=str(ROOT),
+        )
+
+    def executions(self) -> list[dict[str, Any]]:
+        if not self.log.exists():
+            return []
+        return [json.loads(line) for line in self.log.read_text(encoding="utf-8").splitlines()]
+
+
+@pytest.fixture
+def setup(tmp_path: Path) -> Setup:
+    return Setup(tmp_path)
+
+
+class Asker:
+    """An elicitation callback answering from a script and recording what it was shown."""
+
+    def __init__(self, answer: types.ElicitResult) -> None:
+        self.answer = answer
+        self.asked: list[types.ElicitRequestFormParams] = []
+
+    async def __call__(self, ctx: Any, params: Any) -> types.ElicitResult:
+        self.asked.append(params)
+        return self.answer
+
+
+@asynccontextmanager
+async def proxied(
+    setup: Setup, *, mode: str = "legacy", asker: Asker | None = None, **kw: Any
+) -> AsyncIterator[Client]:
+    with anyio.fail_after(LIMIT):
+        async with Client(setup.params(**kw), mode=mode, elicitation_callback=asker) as client:
+            yield client
+
+
+def text(result: types.CallToolResult) -> list[str]:
+    return [block.text for block in result.content if isinstance(block, types.TextContent)]
+
+
+async def pending_reviews(setup: Setup) -> list[dict[str, Any]]:
+    """``GET /hitl/reviews`` until it lists something (bounded)."""
+    async with httpx.AsyncClient(base_url=setup.url, timeout=5) as http:
+        for _ in range(LIMIT * 20):
+            try:
+                answer = await http.get("/hitl/reviews")
+            except httpx.TransportError:
+                await anyio.sleep(0.05)
+                continue
+            reviews: list[dict[str, Any]] = answer.json()["reviews"]
+            if reviews:
+                return reviews
+            await anyio.sleep(0.05)
+    pytest.fail("no review appeared")
+
+
+# ---------------------------------------------------------------------------- listing, read-only
+
+
+async def test_the_listing_is_the_upstreams_unchanged(setup: Setup) -> None:
+    direct = StdioServerParameters(
+        command=UPSTREAM[0], args=UPSTREAM[1:], env=setup.env(), cwd=str(ROOT)
+    )
+    with anyio.fail_after(LIMIT):
+        async with Client(direct, mode="legacy") as client:
+            upstream = (await client.list_tools()).tools
+    async with proxied(setup) as client:
+        listed = (await client.list_tools()).tools
+    assert [t.model_dump(by_alias=True, exclude_none=True) for t in listed] == [
+        t.model_dump(by_alias=True, exclude_none=True) for t in upstream
+    ]
+    assert [t.model_dump(by_alias=True, exclude_none=True, mode="json") for t in listed] == TOOLS
+    assert setup.executions() == []
+
+
+@pytest.mark.parametrize("mode", ["legacy", "2026-07-28"])
+async def test_read_only_tools_are_forwarded_at_once_and_faithfully(
+    setup: Setup, mode: str
+) -> None:
+    asker = Asker(types.ElicitResult(action="decline"))
+    async with proxied(setup, mode=mode, asker=asker) as client:
+        read = await client.call_tool("read_file", {"path": "a"})
+        stats = await client.call_tool("stats", {})
+        failed = await client.call_tool("fail_always", {"path": "x"})
+        env = await client.call_tool("show_env", {})
+    assert (text(read), read.is_error) == (["read_file done", '{"path": "a"}'], False)
+    assert (stats.structured_content, text(stats)) == (
+        {"files": 3, "bytes": 42},
+        ['{"files": 3, "bytes": 42}'],
+    )
+    assert (text(failed), failed.is_error) == (["no such file: x"], True)
+    assert text(env) == ["the proxy's own environment"]
+    assert asker.asked == []
+    assert setup.executions() == [
+        {"tool": "read_file", "args": {"path": "a"}},
+        {"tool": "stats", "args": {}},
+        {"tool": "fail_always", "args": {"path": "x"}},
+        {"tool": "show_env", "args": {}},
+    ]
+
+
+# ---------------------------------------------------------------------------- elicitation
+
+
+@pytest.mark.parametrize("mode", ["legacy", "2026-07-28"])
+async def test_approve_by_elicitation_runs_the_tool_once(setup: Setup, mode: str) -> None:
+    asker = Asker(types.ElicitResult(action="accept", content={"decision": "approve"}))
+    async with proxied(setup, mode=mode, asker=asker) as client:
+        result = await client.call_tool("delete_file", {"path": "d"})
+    assert (text(result), result.is_error) == (["delete_file done", '{"path": "d"}'], False)
+    assert [(p.message, p.requested_schema) for p in asker.asked] == [
+        (DELETE_MESSAGE, APPROVAL_SCHEMA)
+    ]
+    assert setup.executions() == [{"tool": "delete_file", "args": {"path": "d"}}]
+
+
+@pytest.mark.parametrize("mode", ["legacy", "2026-07-28"])
+@pytest.mark.parametrize(
+    ("content", "expected"),
+    [
+        ({"decision": "reject", "message": "not that file"}, "not that file"),
+        ({"decision": "reject"}, REJECTED_BY_USER_MESSAGE),
+    ],
+)
+async def test_reject_by_elicitation_runs_nothing(
+    setup: Setup, mode: str, content: dict[str, Any], expected: str
+) -> None:
+    asker = Asker(types.ElicitResult(action="accept", content=content))
+    async with proxied(setup, mode=mode, asker=asker) as client:
+        result = await client.call_tool("archive_file", {"path": "z"})
+    assert (text(result), result.is_error) == ([expected], True)
+    assert len(asker.asked) == 1
+    assert setup.executions() == []
+
+
+@pytest.mark.parametrize("mode", ["legacy", "2026-07-28"])
+@pytest.mark.parametrize(
+    ("action", "expected"),
+    [
+        (
+            "decline",
+            (
+                "The review of this action was cancelled: The user declined to approve the call"
+                " to `delete_file`. It was not executed."
+            ),
+        ),
+        (
+            "cancel",
+            (
+                "The review of this action was cancelled: The user cancelled the approval of the"
+                " call to `delete_file`. It was not executed."
+            ),
+        ),
+    ],
+)
+async def test_decline_or_cancel_by_elicitation_runs_nothing(
+    setup: Setup, mode: str, action: str, expected: str
+) -> None:
+    asker = Asker(types.ElicitResult(action=action))  # type: ignore[arg-type]
+    async with proxied(setup, mode=mode, asker=asker) as client:
+        result = await client.call_tool("delete_file", {"path": "d"})
+    assert (text(result), result.is_error) == ([expected], True)
+    assert setup.executions() == []
+
+
+async def test_invisible_characters_are_shown_escaped(setup: Setup) -> None:
+    asker = Asker(types.ElicitResult(action="decline"))
+    async with proxied(setup, asker=asker) as client:
+        await client.call_tool("delete_file", {"path": "a\u202eexe.txt\u200b"})
+    assert asker.asked[0].message.splitlines()[-2] == '  "path": "a\\u202eexe.txt\\u200b"'
+    assert visible("ok\n\x1b[31m\u00a0") == "ok\n\\u001b[31m\\u00a0"
+    assert setup.executions() == []
+
+
+async def test_the_input_required_state_is_single_use_and_bound_to_the_call(
+    setup: Setup,
+) -> None:
+    """2026-07-28: the echoed requestState is only a key; a forged or reused answer runs nothing."""
+    approve = {
+        "toolguard_approval": types.ElicitResult(action="accept", content={"decision": "approve"})
+    }
+    unused = Asker(types.ElicitResult(action="decline"))  # declares the capability
+    async with proxied(setup, mode="2026-07-28", asker=unused) as client:
+        session = client.session
+        first = await session.call_tool("delete_file", {"path": "d"}, allow_input_required=True)
+        assert isinstance(first, types.InputRequiredResult)
+        assert list(first.input_requests or {}) == ["toolguard_approval"]
+        state = first.request_state
+        other = await session.call_tool(
+            "delete_file",
+            {"path": "/etc"},
+            allow_input_required=True,
+            input_responses=approve,  # type: ignore[arg-type]
+            request_state=state,
+        )
+        forged = await session.call_tool(
+            "delete_file",
+            {"path": "d"},
+            allow_input_required=True,
+            input_responses=approve,  # type: ignore[arg-type]
+            request_state="forged",
+        )
+        assert setup.executions() == []
+        done = await session.call_tool(
+            "delete_file",
+            {"path": "d"},
+            allow_input_required=True,
+            input_responses=approve,  # type: ignore[arg-type]
+            request_state=state,
+        )
+        again = await session.call_tool(
+            "delete_file",
+            {"path": "d"},
+            allow_input_required=True,
+            input_responses=approve,  # type: ignore[arg-type]
+            request_state=state,
+        )
+    bad = (
+        "This approval answer does not match a question the proxy asked for this exact call"
+        " (unknown, already used, or for another tool or other arguments). Nothing was"
+        " executed; call the tool again."
+    )
+    for refused in (other, forged, again):
+        assert isinstance(refused, types.CallToolResult)
+        assert (text(refused), refused.is_error) == ([bad], True)
+    assert isinstance(done, types.CallToolResult)
+    assert text(done) == ["delete_file done", '{"path": "d"}']
+    assert setup.executions() == [{"tool": "delete_file", "args": {"path": "d"}}]
+    assert unused.asked == []
+
+
+# ---------------------------------------------------------------------------- the approval page
+
+
+async def test_approve_through_the_http_api(setup: Setup) -> None:
+    results: list[types.CallToolResult] = []
+    async with proxied(setup) as client:
+
+        async def call() -> None:
+            results.append(await client.call_tool("delete_file", {"path": "d"}))
+
+        async with anyio.create_task_group() as tasks:
+            tasks.start_soon(call)
+            reviews = await pending_reviews(setup)
+            assert setup.executions() == []
+            [review] = reviews
+            assert review["pending_review"]["action_requests"] == [
+                {
+                    "name": "delete_file",
+                    "args": {"path": "d"},
+                    "description": "Tool `delete_file` is awaiting approval",
+                }
+            ]
+            async with httpx.AsyncClient(base_url=setup.url, timeout=LIMIT) as http:
+                answer = await http.post(
+                    "/hitl/review",
+                    json={
+                        "thread_id": review["thread_id"],
+                        "review_id": review["review_id"],
+                        "decisions": [{"type": "approve"}],
+                    },
+                )
+                assert answer.status_code == 200
+                audit = await http.get(f"/hitl/threads/{review['thread_id']}/audit")
+                after = await http.get("/hitl/reviews")
+    assert after.json() == {"reviews": []}
+    assert text(results[0]) == ["delete_file done", '{"path": "d"}']
+    assert setup.executions() == [{"tool": "delete_file", "args": {"path": "d"}}]
+    kinds = [json.loads(line)["kind"] for line in audit.text.splitlines()]
+    assert kinds == ["requested", "decided", "executed"]
+
+
+async def test_a_call_nobody_decides_expires(setup: Setup) -> None:
+    async with proxied(setup, ttl=1) as client:
+        result = await client.call_tool("archive_file", {"path": "z"})
+    assert (text(result), result.is_error) == ([EXPIRED], True)
+    assert setup.executions() == []
+
+
+async def test_a_killed_proxy_never_runs_the_waiting_call(setup: Setup) -> None:
+    pidfile = setup.tmp / "proxy.pid"
+    with anyio.move_on_after(LIMIT):
+        try:
+            async with Client(setup.params(pidfile=pidfile), mode="legacy") as client:
+
+                async def call() -> None:
+                    await client.call_tool("delete_file", {"path": "d"})
+
+                async with anyio.create_task_group() as tasks:
+                    tasks.start_soon(call)
+                    [review] = await pending_reviews(setup)
+                    os.kill(int(pidfile.read_text().strip()), signal.SIGKILL)
+        except Exception:  # noqa: S110 - the connection dies with the proxy
+            pass
+    assert setup.executions() == []
+    async with proxied(setup) as client:
+        await client.list_tools()
+        async with httpx.AsyncClient(base_url=setup.url, timeout=LIMIT) as http:
+            listed = await http.get("/hitl/reviews")
+            late = await http.post(
+                "/hitl/review",
+                json={
+                    "thread_id": review["thread_id"],
+                    "review_id": review["review_id"],
+                    "decisions": [{"type": "approve"}],
+                },
+            )
+            thread = await http.get(f"/hitl/threads/{review['thread_id']}")
+            audit = await http.get(f"/hitl/threads/{review['thread_id']}/audit")
+    assert listed.json() == {"reviews": []}
+    assert late.status_code == 400
+    assert [a["status"] for a in thread.json()["actions"]] == ["cancelled"]
+    events = [json.loads(line) for line in audit.text.splitlines()]
+    assert [e["kind"] for e in events] == ["requested", "cancelled"]
+    assert setup.executions() == []
+
+
+async def test_a_streamable_http_upstream(setup: Setup) -> None:
+    port = free_port()
+    upstream = await anyio.open_process(
+        [*UPSTREAM, "--http", str(port)], env=setup.env(), cwd=str(ROOT)
+    )
+    try:
+        async with httpx.AsyncClient(timeout=5) as http:
+            for _ in range(LIMIT * 20):
+                try:
+                    await http.get(f"http://127.0.0.1:{port}/mcp")
+                    break
+                except httpx.TransportError:
+                    await anyio.sleep(0.05)
+        asker = Asker(types.ElicitResult(action="accept", content={"decision": "approve"}))
+        url = f"http://127.0.0.1:{port}/mcp"
+        async with proxied(setup, asker=asker, upstream_url=url) as client:
+            names = [t.name for t in (await client.list_tools()).tools]
+            read = await client.call_tool("read_file", {"path": "a"})
+            deleted = await client.call_tool("delete_file", {"path": "d"})
+    finally:
+        upstream.terminate()
+        with anyio.move_on_after(LIMIT):
+            await upstream.wait()
+    assert names == [t["name"] for t in TOOLS]
+    assert text(read) == ["read_file done", '{"path": "a"}']
+    assert text(deleted) == ["delete_file done", '{"path": "d"}']
+    assert len(asker.asked) == 1
+    assert setup.executions() == [
+        {"tool": "read_file", "args": {"path": "a"}},
+        {"tool": "delete_file", "args": {"path": "d"}},
+    ]
+
+
+async def test_a_busy_port_stops_the_proxy_at_once(setup: Setup) -> None:
+    with socket.socket() as taken:
+        taken.bind(("127.0.0.1", setup.port))
+        taken.listen()
+        params = setup.params()
+        with anyio.fail_after(LIMIT):
+            done = await anyio.run_process(
+                [params.command, *params.args],
+                env=params.env,
+                cwd=params.cwd,
+                check=False,
+                stdin=subprocess.DEVNULL,
+            )
+    assert done.returncode == 2
+    assert done.stdout == b""
+    assert done.stderr.decode().splitlines()[-1] == (
+        f"error: the approval page cannot listen on 127.0.0.1:{setup.port}"
+    )
+    assert setup.executions() == []
