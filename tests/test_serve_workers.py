@@ -293,7 +293,7 @@ def test_two_workers_racing_to_approve_one_review_run_the_tool_once(server: Serv
 
 
 def test_startup_line_names_the_workers(tmp_path: Path) -> None:
-    """The first line printed says how many workers serve the one database."""
+    """The first line printed says how many workers serve the one database; SIGTERM exits 0."""
     db = str(tmp_path / "w.sqlite3")
     with running_server(tmp_path, db) as server:
         pids = worker_pids(server)
@@ -304,6 +304,7 @@ def test_startup_line_names_the_workers(tmp_path: Path) -> None:
         f" | model: built-in scripted demo model (offline) | db: {db} | workers: 2"
     )
     assert str(server.process.pid) not in pids  # the parent supervises; the workers answer
+    assert server.process.returncode == 0  # SIGTERM: the workers stop, then the parent
 
 
 def test_workers_refuse_a_private_in_memory_database(tmp_path: Path) -> None:
@@ -327,6 +328,27 @@ def test_workers_refuse_a_private_in_memory_database(tmp_path: Path) -> None:
             " each process a private one: use a SQLite file or a postgresql:// URL\n"
         ),
     )
+
+
+@pytest.mark.skipif(not HAS_PSYCOPG, reason="psycopg (the postgres extra) is not installed")
+def test_workers_with_an_unreachable_database_exit_2_before_forking(tmp_path: Path) -> None:
+    """The parent opens the store first: a refused connection is an error, the password hidden."""
+    env = {k: v for k, v in os.environ.items() if k not in ENV_VARS}
+    env["PYTHONPATH"] = os.pathsep.join(filter(None, [str(ROOT), env.get("PYTHONPATH")]))
+    db = f"postgresql://app:hunter2@127.0.0.1:{free_port()}/nothing"
+    result = subprocess.run(
+        [sys.executable, "-m", "toolguard", "serve", "--workers", "2", "--db", db],
+        cwd=tmp_path,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=60,
+        check=False,
+    )
+    shown = db.replace(":hunter2@", ":***@")
+    assert (result.returncode, result.stdout) == (2, "")
+    assert result.stderr.startswith(f"error: --db {shown}: connection failed: ")
+    assert "hunter2" not in result.stderr
 
 
 @pytest.mark.parametrize("value", ["0", "-3", "two"])
