@@ -25,6 +25,14 @@ Subjects:
   state in a dict), and ``ReviewedChat`` + ``OpenAIChatModel`` in memory
   and with SQLite, on the very same transport. Their ratio is toolguard's
   whole cost next to the model call.
+* peers on that same transport (when installed; ``--no-peers`` leaves them
+  out): Pydantic AI deferred tools (``Agent(..., output_type=[str,
+  DeferredToolRequests])``, a tool with ``requires_approval=True``, approved
+  with ``DeferredToolResults(approvals={id: True})``, the message history
+  kept in a dict) and the OpenAI Agents SDK's approvals
+  (``function_tool(needs_approval=True)``, ``result.interruptions``,
+  ``state.approve(...)``, ``Runner.run(agent, state)``, the ``RunState``
+  kept in a dict; tracing disabled).
 
 The LangChain/toolguard ratio of a store compares toolguard's main row with
 the *fastest* LangChain variant measured for that store, so no calling
@@ -45,6 +53,7 @@ Run from the repository root::
     .venv/bin/python benchmarks/bench_cycle.py --profile # where toolguard's time goes
     .venv/bin/python benchmarks/bench_cycle.py --no-langchain  # toolguard only
     .venv/bin/python benchmarks/bench_cycle.py --no-openai     # without the openai rows
+    .venv/bin/python benchmarks/bench_cycle.py --no-peers      # without Pydantic AI, Agents SDK
 
 Each number is the median over several batches of the time per cycle in a
 batch; the batches of all rows are interleaved so that drift of the machine
@@ -108,12 +117,14 @@ class Settings:
     """Timed toolguard cycles per batch."""
     langchain_cycles: int
     """Timed LangChain cycles per batch (they are much slower)."""
+    peer_cycles: int
+    """Timed cycles per batch of Pydantic AI and the OpenAI Agents SDK (slower too)."""
     warmup: int
     """Untimed cycles at the start of every batch."""
 
 
-FULL = Settings(batches=11, toolguard_cycles=200, langchain_cycles=30, warmup=3)
-QUICK = Settings(batches=2, toolguard_cycles=10, langchain_cycles=3, warmup=1)
+FULL = Settings(batches=11, toolguard_cycles=200, langchain_cycles=30, peer_cycles=40, warmup=3)
+QUICK = Settings(batches=2, toolguard_cycles=10, langchain_cycles=3, peer_cycles=3, warmup=1)
 
 # ----------------------------------------------------------------------------- results
 
@@ -556,6 +567,255 @@ def _toolguard_openai_case(store_kind: str, settings: Settings) -> Case:
     )
 
 
+# ----------------------------------------------------------------------------- peers
+
+PYDANTIC_AI = "Pydantic AI"
+AGENTS_SDK = "OpenAI Agents SDK"
+PEERS = (PYDANTIC_AI, AGENTS_SDK)
+
+
+def pydantic_ai_available() -> bool:
+    """Whether Pydantic AI (``pydantic-ai-slim`` with its openai support) can be imported."""
+    return openai_available() and importlib.util.find_spec("pydantic_ai") is not None
+
+
+def agents_sdk_available() -> bool:
+    """Whether the OpenAI Agents SDK (``openai-agents``) can be imported."""
+    return openai_available() and importlib.util.find_spec("agents") is not None
+
+
+def _peer_batch(
+    label: str,
+    settings: Settings,
+    make: Callable[[Probe, Any], Any],
+) -> Callable[[int], Batch]:
+    """A batch runner for a peer: ``make(probe, client)`` gives ``(cycle, check_last)``.
+
+    ``cycle()`` does one whole cycle and returns (paused correctly, finished
+    correctly); ``check_last()`` checks the stored history of the last one.
+    """
+
+    async def batch(index: int) -> Batch:
+        probe = Probe()
+        client = _openai_client(probe)
+        cycle, check_last = make(probe, client)
+        for _ in range(settings.warmup):
+            await cycle()
+        cycles = settings.peer_cycles
+        pauses = finished = 0
+        with _Timed() as timed:
+            for _ in range(cycles):
+                paused, done = await cycle()
+                pauses += paused
+                finished += done
+        check_last()
+        await client.close()
+        result = Batch(
+            timed.wall_ns / cycles,
+            timed.cpu_ns / cycles,
+            cycles,
+            pauses,
+            finished,
+            probe.model_calls - 2 * settings.warmup,
+        )
+        return _check_batch(label, result, probe, settings.warmup)
+
+    return lambda index: anyio.run(batch, index)
+
+
+def _pydantic_ai_case(settings: Settings) -> Case:
+    """Pydantic AI deferred tools: pause with DeferredToolRequests, approve, run again."""
+    label = "Pydantic AI"
+
+    def make(probe: Probe, client: Any) -> Any:
+        from pydantic_ai import Agent, DeferredToolRequests, DeferredToolResults
+        from pydantic_ai.messages import (
+            ModelRequest,
+            ModelResponse,
+            TextPart,
+            ToolCallPart,
+            ToolReturnPart,
+            UserPromptPart,
+        )
+        from pydantic_ai.models.openai import OpenAIChatModel
+        from pydantic_ai.providers.openai import OpenAIProvider
+
+        model = OpenAIChatModel("bench", provider=OpenAIProvider(openai_client=client))
+        agent = Agent(model, output_type=[str, DeferredToolRequests])
+
+        @agent.tool_plain(requires_approval=True)
+        async def send_email(to: str, subject: str, body: str) -> str:
+            """Send an email.
+
+            Args:
+                to: the recipient's address.
+                subject: the subject line.
+                body: the text.
+            """
+            probe.tool_runs += 1
+            return f"sent to {to}"
+
+        paused_threads: dict[str, list[Any]] = {}
+        ids = itertools.count()
+        last: list[Any] = []
+
+        async def cycle() -> tuple[bool, bool]:
+            before = probe.tool_runs
+            first = await agent.run(USER_TEXT)
+            requests = first.output
+            paused = (
+                isinstance(requests, DeferredToolRequests)
+                and [c.tool_name for c in requests.approvals] == ["send_email"]
+                and not requests.calls
+                and probe.tool_runs == before
+            )
+            thread_id = f"t{next(ids)}"
+            paused_threads[thread_id] = first.all_messages()
+            approvals: dict[str, bool] = {
+                c.tool_call_id: True for c in getattr(requests, "approvals", [])
+            }
+            second = await agent.run(
+                message_history=paused_threads.pop(thread_id),
+                deferred_tool_results=DeferredToolResults(approvals=approvals),
+            )
+            last[:] = second.all_messages()
+            return paused, second.output == REPLY and probe.tool_runs == before + 1
+
+        def check_last() -> None:
+            kinds = [
+                (type(m).__name__, [type(p).__name__ for p in m.parts])
+                for m in last
+                if isinstance(m, ModelRequest | ModelResponse)
+            ]
+            expected = [
+                ("ModelRequest", [UserPromptPart.__name__]),
+                ("ModelResponse", [ToolCallPart.__name__]),
+                ("ModelRequest", [ToolReturnPart.__name__]),
+                ("ModelResponse", [TextPart.__name__]),
+            ]
+            if kinds != expected:
+                _fail(f"{label}: final history is {kinds}")
+
+        return cycle, check_last
+
+    return Case(
+        framework=PYDANTIC_AI,
+        store="memory",
+        variant="run -> DeferredToolRequests; run(message_history, DeferredToolResults)",
+        main=True,
+        run_batch=_peer_batch(label, settings, make),
+    )
+
+
+def _agents_sdk_case(settings: Settings) -> Case:
+    """OpenAI Agents SDK approvals: interruptions, state.approve, Runner.run(agent, state)."""
+    label = "OpenAI Agents SDK"
+
+    def make(probe: Probe, client: Any) -> Any:
+        from agents import (
+            Agent,
+            OpenAIChatCompletionsModel,
+            Runner,
+            function_tool,
+            set_tracing_disabled,
+        )
+
+        set_tracing_disabled(True)
+
+        @function_tool(needs_approval=True)
+        async def send_email(to: str, subject: str, body: str) -> str:
+            """Send an email.
+
+            Args:
+                to: the recipient's address.
+                subject: the subject line.
+                body: the text.
+            """
+            probe.tool_runs += 1
+            return f"sent to {to}"
+
+        agent: Any = Agent(
+            name="bench",
+            tools=[send_email],
+            model=OpenAIChatCompletionsModel(model="bench", openai_client=client),
+        )
+        paused_threads: dict[str, Any] = {}
+        ids = itertools.count()
+        last: list[Any] = []
+
+        async def cycle() -> tuple[bool, bool]:
+            before = probe.tool_runs
+            first = await Runner.run(agent, USER_TEXT)
+            paused = [i.tool_name for i in first.interruptions] == [
+                "send_email"
+            ] and probe.tool_runs == before
+            thread_id = f"t{next(ids)}"
+            paused_threads[thread_id] = (first.to_state(), first.interruptions)
+            state, interruptions = paused_threads.pop(thread_id)
+            for item in interruptions:
+                state.approve(item)
+            second = await Runner.run(agent, state)
+            last[:] = second.to_input_list()
+            finished = (
+                second.final_output == REPLY
+                and not second.interruptions
+                and probe.tool_runs == before + 1
+            )
+            return paused, finished
+
+        def check_last() -> None:
+            kinds = [(m.get("role"), m.get("type")) for m in last]
+            expected = [
+                ("user", None),
+                (None, "function_call"),
+                (None, "function_call_output"),
+                ("assistant", "message"),
+            ]
+            if kinds != expected:
+                _fail(f"{label}: final history is {kinds}")
+
+        return cycle, check_last
+
+    return Case(
+        framework=AGENTS_SDK,
+        store="memory",
+        variant="Runner.run -> interruptions; state.approve; Runner.run(agent, state)",
+        main=True,
+        run_batch=_peer_batch(label, settings, make),
+    )
+
+
+def available_peers() -> list[str]:
+    """The peers (names from :data:`PEERS`) installed here."""
+    found = {PYDANTIC_AI: pydantic_ai_available(), AGENTS_SDK: agents_sdk_available()}
+    return [name for name in PEERS if found[name]]
+
+
+def peer_ratios(rows: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """Each peer's median over toolguard + OpenAIChatModel's in memory, and over the bare loop."""
+    ours = next(
+        (r for r in rows if r["framework"] == "toolguard+openai" and r["store"] == "memory"),
+        None,
+    )
+    bare = next((r for r in rows if r["framework"] == "bare openai loop"), None)
+    if ours is None or bare is None:
+        return []
+    return [
+        {
+            "framework": row["framework"],
+            "peer_us": row["median_us"],
+            "toolguard_us": ours["median_us"],
+            "bare_us": bare["median_us"],
+            "ratio": round(row["median_us"] / ours["median_us"], 2),
+            "ratio_of_min": round(row["min_us"] / ours["min_us"], 2),
+            "ratio_of_cpu": round(row["cpu_median_us"] / ours["cpu_median_us"], 2),
+            "over_bare": round(row["median_us"] / bare["median_us"], 2),
+        }
+        for row in rows
+        if row["framework"] in PEERS
+    ]
+
+
 def openai_ratios(rows: list[dict[str, Any]]) -> list[dict[str, Any]]:
     """toolguard + OpenAIChatModel over the bare openai loop, per toolguard store."""
     bare = next((r for r in rows if r["framework"] == "bare openai loop"), None)
@@ -864,9 +1124,13 @@ def _langchain_cases(settings: Settings) -> list[Case]:
 
 
 def build_cases(
-    settings: Settings, *, with_langchain: bool, with_openai: bool = False
+    settings: Settings,
+    *,
+    with_langchain: bool,
+    with_openai: bool = False,
+    peers: Sequence[str] = (),
 ) -> list[Case]:
-    """Every row to measure, in report order."""
+    """Every row to measure, in report order (``peers``: names from :data:`PEERS`)."""
     cases = [
         _toolguard_case("memory", settings),
         _toolguard_case("memory", settings, sync_tool=True),
@@ -878,6 +1142,10 @@ def build_cases(
             _toolguard_openai_case("memory", settings),
             _toolguard_openai_case("sqlite", settings),
         ]
+        if PYDANTIC_AI in peers:
+            cases.append(_pydantic_ai_case(settings))
+        if AGENTS_SDK in peers:
+            cases.append(_agents_sdk_case(settings))
     if with_langchain:
         cases += _langchain_cases(settings)
     return cases
@@ -955,6 +1223,9 @@ def environment() -> dict[str, Any]:
         "langgraph-checkpoint",
         "langgraph-checkpoint-sqlite",
         "aiosqlite",
+        "openai",
+        "pydantic-ai-slim",
+        "openai-agents",
     )
     return {
         "python": platform.python_version(),
@@ -1030,6 +1301,18 @@ def report(data: dict[str, Any]) -> str:
             f" = {r['ratio']:.2f}x (+{r['extra_us']:,.0f} µs; of best batches"
             f" {r['ratio_of_min']:.2f}x) (target <= {r['target']:.2f}x): {r['status']}"
             for r in data["openai_ratios"]
+        ]
+        lines.append("")
+    if data.get("peer_ratios"):
+        lines.append(
+            "Peers on the same transport, over toolguard + OpenAIChatModel in memory (and over"
+            " the bare loop):"
+        )
+        lines += [
+            f"  {r['framework']}: {r['peer_us']:,.0f} µs vs {r['toolguard_us']:,.0f} µs"
+            f" = {r['ratio']:.2f}x (of best batches {r['ratio_of_min']:.2f}x, of CPU"
+            f" {r['ratio_of_cpu']:.2f}x; {r['over_bare']:.2f}x the bare loop)"
+            for r in data["peer_ratios"]
         ]
         lines.append("")
     if data["ratios"]:
@@ -1164,6 +1447,11 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument(
         "--no-openai", action="store_true", help="leave out the rows through the openai client"
     )
+    parser.add_argument(
+        "--no-peers",
+        action="store_true",
+        help="leave out Pydantic AI and the OpenAI Agents SDK, even if installed",
+    )
     args = parser.parse_args(argv)
     settings = QUICK if args.quick else FULL
     if args.profile:
@@ -1171,7 +1459,10 @@ def main(argv: list[str] | None = None) -> int:
         return 0
     with_langchain = langchain_available() and not args.no_langchain
     with_openai = openai_available() and not args.no_openai
-    cases = build_cases(settings, with_langchain=with_langchain, with_openai=with_openai)
+    peers = [] if args.no_peers or not with_openai else available_peers()
+    cases = build_cases(
+        settings, with_langchain=with_langchain, with_openai=with_openai, peers=peers
+    )
     started = dt.datetime.now(dt.timezone.utc)
     measure(cases, settings)
     rows = [case.summary() for case in cases]
@@ -1193,6 +1484,8 @@ def main(argv: list[str] | None = None) -> int:
         "ratios": ratio_rows,
         "targets": verdicts(ratio_rows),
         "openai_ratios": openai_ratios(rows),
+        "peers": peers,
+        "peer_ratios": peer_ratios(rows),
         "framework_targets": framework_verdicts(rows),
         "verified": all(r["verified"] for r in rows),
     }

@@ -33,6 +33,12 @@ use, and p50/p90/p99 latency per endpoint. A reference row times ``3N``
 requests to ``GET /bench/ping`` (another route of this script, no toolguard
 code) on the SQLite server: the floor that uvicorn, FastAPI and httpx set.
 
+With ``--workers N`` (N > 1) every store gets N server processes that
+accept on the one listening socket (as uvicorn's own ``--workers`` does) and
+share the one SQLite file or PostgreSQL table; the server CPU is then the
+sum over the N processes (from ``/proc``), and the tool runs of all of them
+are counted together (every process appends each run to one file).
+
 Bounded: each store gets ``C`` untimed warm-up conversations plus ``N``
 timed ones (3 requests each, plus a few requests to ``/bench/stats``; ``3N``
 pings for the reference), the
@@ -46,6 +52,7 @@ Run from the repository root::
     export TOOLGUARD_POSTGRES_DSN="$(bash scripts/start-postgres)"  # adds PostgreSQL
     .venv/bin/python benchmarks/load_http.py --concurrency 64 --conversations 1000
     .venv/bin/python benchmarks/load_http.py --no-postgres   # SQLite only
+    .venv/bin/python benchmarks/load_http.py --workers 2     # 2 server processes per store
 """
 
 from __future__ import annotations
@@ -89,6 +96,7 @@ DEFAULT_TIMEOUT = 120.0
 QUICK = {"concurrency": 4, "conversations": 12}
 MAX_CONCURRENCY = 512
 MAX_CONVERSATIONS = 100_000
+MAX_WORKERS = 16
 REQUEST_TIMEOUT = 30.0
 """Seconds one HTTP request may take (httpx's connect/read/write/pool timeouts)."""
 STARTUP_TIMEOUT = 30.0
@@ -144,16 +152,16 @@ class LoadModel:
         raise ModelError(msg)
 
 
-def build_server_app(store: Any) -> FastAPI:
+def build_server_app(store: Any, runs_fd: int) -> FastAPI:
     """The chat API over ``store``, plus two routes of the benchmark's own.
 
-    ``GET /bench/stats``: the runs of ``send_email`` per ``body`` and the
-    server's CPU time; ``GET /bench/ping``: ``{"ok": true}``, the reference
-    request that runs no toolguard code.
+    ``GET /bench/stats``: this process's id and CPU time; ``GET
+    /bench/ping``: ``{"ok": true}``, the reference request that runs no
+    toolguard code. Every run of ``send_email`` appends its ``body`` and a
+    newline to the file open as ``runs_fd`` (``O_APPEND``: the lines of
+    several processes do not mix).
     """
     from toolguard.http import create_app
-
-    runs: Counter[str] = Counter()
 
     async def send_email(to: str, subject: str, body: str) -> str:
         """Send an email (counted, not sent).
@@ -163,7 +171,7 @@ def build_server_app(store: Any) -> FastAPI:
             subject: the subject line.
             body: the text.
         """
-        runs[body] += 1
+        os.write(runs_fd, (body + "\n").encode())
         return tool_result(body)
 
     chat = ReviewedChat(LoadModel(), [send_email], store=store)
@@ -171,7 +179,7 @@ def build_server_app(store: Any) -> FastAPI:
 
     @app.get("/bench/stats", include_in_schema=False)
     async def stats() -> dict[str, Any]:
-        return {"runs": dict(runs), "cpu_s": time.process_time()}
+        return {"pid": os.getpid(), "cpu_s": time.process_time()}
 
     @app.get("/bench/ping", include_in_schema=False)
     async def ping() -> dict[str, bool]:
@@ -180,11 +188,12 @@ def build_server_app(store: Any) -> FastAPI:
     return app
 
 
-def serve(fd: int, store_kind: str, target: str, table: str | None) -> None:
-    """Serve the app on the listening socket ``fd`` until SIGTERM (the server process)."""
+def serve(fd: int, store_kind: str, target: str, table: str | None, runs: str) -> None:
+    """Serve the app on the listening socket ``fd`` until SIGTERM (a server process)."""
     import uvicorn
 
     sock = socket.socket(fileno=fd)
+    runs_fd = os.open(runs, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o600)
 
     async def main() -> None:
         if store_kind == "postgres":
@@ -195,7 +204,10 @@ def serve(fd: int, store_kind: str, target: str, table: str | None) -> None:
             store = SQLiteStore(target)
         async with store:
             config = uvicorn.Config(
-                build_server_app(store), log_level="warning", access_log=False, lifespan="off"
+                build_server_app(store, runs_fd),
+                log_level="warning",
+                access_log=False,
+                lifespan="off",
             )
             await uvicorn.Server(config).serve(sockets=[sock])
 
@@ -379,20 +391,23 @@ async def ping(clients: Sequence[httpx.AsyncClient], requests: int, reference: R
 
 
 async def server_stats(client: httpx.AsyncClient) -> dict[str, Any]:
-    """The server's tool-run counts and CPU time."""
+    """The id and CPU time of the server process that answers."""
     response = await client.get("/bench/stats")
     response.raise_for_status()
     data: dict[str, Any] = response.json()
     return data
 
 
-async def wait_until_ready(client: httpx.AsyncClient, server: subprocess.Popen[bytes]) -> None:
-    """Poll ``/bench/stats`` until the server answers (untimed)."""
+async def wait_until_ready(
+    client: httpx.AsyncClient, servers: Sequence[subprocess.Popen[bytes]]
+) -> None:
+    """Poll ``/bench/stats`` until a server answers (untimed)."""
     with anyio.fail_after(STARTUP_TIMEOUT):
         while True:
-            if server.poll() is not None:
-                msg = f"the server process exited with status {server.returncode}"
-                raise RuntimeError(msg)
+            for server in servers:
+                if server.poll() is not None:
+                    msg = f"a server process exited with status {server.returncode}"
+                    raise RuntimeError(msg)
             try:
                 await server_stats(client)
             except httpx.HTTPError:
@@ -406,10 +421,35 @@ def messages_for(store: str, count: int, first: int, nonce: str) -> list[str]:
     return [f"Tell Alice about load test {nonce} {store} #{i}" for i in range(first, first + count)]
 
 
+def _proc_cpu_s(pids: Sequence[int]) -> float:
+    """The CPU seconds (user + system) of processes ``pids`` so far, from ``/proc``."""
+    ticks = 0
+    for pid in pids:
+        fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+        ticks += int(fields[11]) + int(fields[12])  # utime and stime: fields 14 and 15
+    return ticks / os.sysconf("SC_CLK_TCK")
+
+
+async def cpu_s(client: httpx.AsyncClient, servers: Sequence[subprocess.Popen[bytes]]) -> float:
+    """The servers' CPU seconds so far: the process's own figure for one, ``/proc`` for more."""
+    if len(servers) == 1:
+        value: float = (await server_stats(client))["cpu_s"]
+        return value
+    return _proc_cpu_s([server.pid for server in servers])
+
+
+def read_runs(path: Path) -> Counter[str]:
+    """The tool runs the servers wrote: how often ``send_email`` ran per body."""
+    if not path.exists():
+        return Counter()
+    return Counter(path.read_text(encoding="utf-8").splitlines())
+
+
 async def measure(
     base_url: str,
     *,
-    server: subprocess.Popen[bytes],
+    servers: Sequence[subprocess.Popen[bytes]],
+    runs_path: Path,
     store: str,
     concurrency: int,
     conversations: int,
@@ -437,23 +477,23 @@ async def measure(
             )
             for _ in range(concurrency)
         ]
-        await wait_until_ready(clients[0], server)
+        await wait_until_ready(clients[0], servers)
         await drive(clients, warmup, run, timed=False)
         if reference is not None:
-            before = await server_stats(clients[0])
+            before = await cpu_s(clients[0], servers)
             cpu_start, wall_start = time.process_time(), time.perf_counter()
             await ping(clients, 3 * conversations, reference)
             reference.wall_s = time.perf_counter() - wall_start
             reference.client_cpu_s = time.process_time() - cpu_start
-            reference.server_cpu_s = (await server_stats(clients[0]))["cpu_s"] - before["cpu_s"]
-        before = await server_stats(clients[0])
+            reference.server_cpu_s = await cpu_s(clients[0], servers) - before
+        before = await cpu_s(clients[0], servers)
         cpu_start, wall_start = time.process_time(), time.perf_counter()
         await drive(clients, timed, run, timed=True)
         run.wall_s = time.perf_counter() - wall_start
         run.client_cpu_s = time.process_time() - cpu_start
-        after = await server_stats(clients[0])
-    run.server_cpu_s = after["cpu_s"] - before["cpu_s"]
-    runs: dict[str, int] = after["runs"]
+        after = await cpu_s(clients[0], servers)
+    run.server_cpu_s = after - before
+    runs = dict(read_runs(runs_path))
     run.tool_runs = sum(runs.values())
     expected = dict.fromkeys([*warmup, *timed], 1)
     run.tool_runs_ok = runs == expected
@@ -473,12 +513,13 @@ async def measure(
 
 
 def start_server(
-    store: str, target: str, table: str | None, log: Any
-) -> tuple[subprocess.Popen[bytes], str]:
-    """Start a server process on a free 127.0.0.1 port; return it and its base URL.
+    store: str, target: str, table: str | None, log: Any, *, runs: Path, workers: int = 1
+) -> tuple[list[subprocess.Popen[bytes]], str]:
+    """Start ``workers`` server processes on a free 127.0.0.1 port; return them and the URL.
 
-    The listening socket is made here and handed to the child, so there is no
-    race for the port and connections queue up until the server accepts them.
+    The listening socket is made here and handed to the children, so there is
+    no race for the port and connections queue up until a server accepts
+    them; with several workers, each accepts on that one socket.
     """
     with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
         sock.bind((HOST, 0))
@@ -494,25 +535,36 @@ def start_server(
             store,
             "--serve-target",
             target,
+            "--serve-runs",
+            str(runs),
         ]
         if table is not None:
             command += ["--serve-table", table]
         env = {**os.environ, "TOOLGUARD_LANG": "en", "PYTHONUNBUFFERED": "1"}
-        server = subprocess.Popen(
-            command, pass_fds=(fd,), stdin=subprocess.DEVNULL, stdout=log, stderr=log, env=env
-        )
-    return server, f"http://{HOST}:{port}"
+        servers = [
+            subprocess.Popen(
+                command, pass_fds=(fd,), stdin=subprocess.DEVNULL, stdout=log, stderr=log, env=env
+            )
+            for _ in range(workers)
+        ]
+    return servers, f"http://{HOST}:{port}"
 
 
-def stop_server(server: subprocess.Popen[bytes]) -> None:
-    """Stop the server process (SIGTERM, then SIGKILL after 10 s)."""
-    if server.poll() is None:
-        server.send_signal(signal.SIGTERM)
-        try:
-            server.wait(timeout=10)
-        except subprocess.TimeoutExpired:
-            server.kill()
-            server.wait(timeout=10)
+def stop_server(servers: Sequence[subprocess.Popen[bytes]]) -> None:
+    """Stop the server processes (SIGTERM, then SIGKILL after 10 s)."""
+    for server in servers:
+        if server.poll() is None:
+            server.send_signal(signal.SIGTERM)
+    for server in servers:
+        _wait_or_kill(server)
+
+
+def _wait_or_kill(server: subprocess.Popen[bytes]) -> None:
+    try:
+        server.wait(timeout=10)
+    except subprocess.TimeoutExpired:
+        server.kill()
+        server.wait(timeout=10)
 
 
 def drop_table(dsn: str, table: str) -> None:
@@ -544,8 +596,9 @@ def run_store(
     conversations: int,
     deadline: float,
     reference: Reference | None = None,
+    workers: int = 1,
 ) -> Run:
-    """One server process with ``store``: measure it, then stop it and clean up."""
+    """``workers`` server processes with ``store``: measure them, then stop them and clean up."""
     with tempfile.TemporaryDirectory(prefix="toolguard-load-") as folder:
         table = None
         if store == "postgres":
@@ -556,14 +609,18 @@ def run_store(
             target = str(Path(folder) / "threads.sqlite3")
         log_path = Path(folder) / "server.log"
         with log_path.open("wb") as log:
-            server, base_url = start_server(store, target, table, log)
+            runs_path = Path(folder) / "tool_runs.txt"
+            servers, base_url = start_server(
+                store, target, table, log, runs=runs_path, workers=workers
+            )
             try:
 
                 async def main() -> Run:
                     with anyio.fail_after(max(deadline - time.monotonic(), 0.001)):
                         return await measure(
                             base_url,
-                            server=server,
+                            servers=servers,
+                            runs_path=runs_path,
                             store=store,
                             concurrency=concurrency,
                             conversations=conversations,
@@ -576,7 +633,7 @@ def run_store(
                 print(log_path.read_text(errors="replace")[-3000:], file=sys.stderr)
                 raise
             finally:
-                stop_server(server)
+                stop_server(servers)
                 if table is not None and dsn is not None:
                     drop_table(dsn, table)
 
@@ -740,7 +797,8 @@ def text_report(data: dict[str, Any]) -> str:
         ),
         f"{data['date']} | SQLite {env['sqlite']}{pg} | {versions}",
         (
-            f"server: uvicorn ({env['server']}), 1 worker process, on {HOST};"
+            f"server: uvicorn ({env['server']}), {settings.get('workers', 1)} worker"
+            f" process{'es' if settings.get('workers', 1) > 1 else ''}, on {HOST};"
             " client: httpx.AsyncClient (one connection per conversation slot) in"
             f" another process | {settings['concurrency']} conversations at once,"
             f" {settings['conversations']} timed (+{settings['warmup_conversations']} warm-up)"
@@ -828,8 +886,8 @@ def text_report(data: dict[str, Any]) -> str:
     lines += [
         "",
         (
-            "server CPU / client CPU: CPU time of the server process / of this process during"
-            " the timed phase, as a share of one core and in ms per request."
+            "server CPU / client CPU: CPU time of the server process(es, summed) / of this"
+            " process during the timed phase, as a share of one core and in ms per request."
         ),
     ]
     if ref is not None:
@@ -889,6 +947,12 @@ def parse_args(argv: Sequence[str] | None = None) -> argparse.Namespace:
         help="also run with PostgresStore (default: $TOOLGUARD_POSTGRES_DSN)",
     )
     parser.add_argument(
+        "--workers",
+        type=int,
+        default=1,
+        help=f"server processes per store, on one socket and one database (1 to {MAX_WORKERS})",
+    )
+    parser.add_argument(
         "--no-postgres",
         action="store_true",
         help="SQLite only, even when TOOLGUARD_POSTGRES_DSN is set",
@@ -898,6 +962,7 @@ def parse_args(argv: Sequence[str] | None = None) -> argparse.Namespace:
     parser.add_argument("--serve-store", choices=("sqlite", "postgres"), help=argparse.SUPPRESS)
     parser.add_argument("--serve-target", default=None, help=argparse.SUPPRESS)
     parser.add_argument("--serve-table", default=None, help=argparse.SUPPRESS)
+    parser.add_argument("--serve-runs", default=None, help=argparse.SUPPRESS)
     args = parser.parse_args(argv)
     if args.serve_fd is not None:
         return args
@@ -910,6 +975,8 @@ def parse_args(argv: Sequence[str] | None = None) -> argparse.Namespace:
         parser.error(f"--concurrency must be between 1 and {MAX_CONCURRENCY}")
     if not 1 <= args.conversations <= MAX_CONVERSATIONS:
         parser.error(f"--conversations must be between 1 and {MAX_CONVERSATIONS}")
+    if not 1 <= args.workers <= MAX_WORKERS:
+        parser.error(f"--workers must be between 1 and {MAX_WORKERS}")
     if not 0 < args.timeout <= 3600:
         parser.error("--timeout must be more than 0 and at most 3600 seconds")
     if args.no_postgres:
@@ -923,7 +990,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     """Run the load test; 0 when every conversation was verified."""
     args = parse_args(argv)
     if args.serve_fd is not None:
-        serve(args.serve_fd, args.serve_store, args.serve_target, args.serve_table)
+        serve(args.serve_fd, args.serve_store, args.serve_target, args.serve_table, args.serve_runs)
         return 0
     stores = ["sqlite", *(["postgres"] if args.postgres else [])]
     deadline = time.monotonic() + args.timeout
@@ -940,6 +1007,7 @@ def main(argv: Sequence[str] | None = None) -> int:
                 conversations=args.conversations,
                 deadline=deadline,
                 reference=reference if store == "sqlite" else None,
+                workers=args.workers,
             )
         except TimeoutError:
             error = f"the run passed its --timeout of {args.timeout:g} s during {store}"
@@ -960,6 +1028,7 @@ def main(argv: Sequence[str] | None = None) -> int:
             "timeout_s": args.timeout,
             "quick": args.quick,
             "stores": stores,
+            "workers": args.workers,
         },
         "rows": rows,
         # Measured on the SQLite server, which runs first: complete when that row is.

@@ -19,7 +19,18 @@ HAS_LANGCHAIN = all(
     for name in ("langchain", "langgraph", "langgraph.checkpoint.sqlite", "aiosqlite")
 )
 
-QUICK = {"batches": 2, "toolguard_cycles": 10, "langchain_cycles": 3, "warmup": 1}
+HAS_OPENAI = importlib.util.find_spec("openai") is not None
+HAS_PEERS = HAS_OPENAI and all(
+    importlib.util.find_spec(name) is not None for name in ("pydantic_ai", "agents")
+)
+
+QUICK = {
+    "batches": 2,
+    "toolguard_cycles": 10,
+    "langchain_cycles": 3,
+    "peer_cycles": 3,
+    "warmup": 1,
+}
 REPORT_KEYS = [
     "benchmark",
     "command",
@@ -29,6 +40,8 @@ REPORT_KEYS = [
     "langchain",
     "langchain_calling",
     "openai_ratios",
+    "peer_ratios",
+    "peers",
     "ratios",
     "rows",
     "settings",
@@ -93,6 +106,23 @@ OPENAI_ROWS = [
         }
         for store in ("memory", "sqlite")
     ),
+]
+
+PEER_ROWS = [
+    {
+        "framework": "Pydantic AI",
+        "store": "memory",
+        "variant": "run -> DeferredToolRequests; run(message_history, DeferredToolResults)",
+        "main": True,
+        **_counts(QUICK["peer_cycles"]),
+    },
+    {
+        "framework": "OpenAI Agents SDK",
+        "store": "memory",
+        "variant": "Runner.run -> interruptions; state.approve; Runner.run(agent, state)",
+        "main": True,
+        **_counts(QUICK["peer_cycles"]),
+    },
 ]
 
 LANGCHAIN_VARIANTS = [
@@ -176,6 +206,49 @@ def test_openai_rows_compare_toolguard_with_the_bare_client_loop(report: dict[st
     ]
 
 
+def test_peer_rows_run_verified_cycles_next_to_toolguard_openai(report: dict[str, Any]) -> None:
+    """Pydantic AI and the Agents SDK run verified cycles after the openai rows; ratios to ours."""
+    if not HAS_PEERS:
+        pytest.skip("pydantic-ai-slim / openai-agents not installed")
+    assert report["peers"] == ["Pydantic AI", "OpenAI Agents SDK"]
+    frameworks = [r["framework"] for r in report["rows"]]
+    assert frameworks[3:8] == [
+        "bare openai loop",
+        "toolguard+openai",
+        "toolguard+openai",
+        "Pydantic AI",
+        "OpenAI Agents SDK",
+    ]
+    rows = [_without_timings(r) for r in report["rows"] if r["framework"] in report["peers"]]
+    assert rows == PEER_ROWS
+    by_name = {r["framework"]: r for r in report["rows"]}
+    ours = next(
+        r for r in report["rows"] if r["framework"] == "toolguard+openai" and r["store"] == "memory"
+    )
+    bare = by_name["bare openai loop"]
+    assert report["peer_ratios"] == [
+        {
+            "framework": name,
+            "peer_us": by_name[name]["median_us"],
+            "toolguard_us": ours["median_us"],
+            "bare_us": bare["median_us"],
+            "ratio": round(by_name[name]["median_us"] / ours["median_us"], 2),
+            "ratio_of_min": round(by_name[name]["min_us"] / ours["min_us"], 2),
+            "ratio_of_cpu": round(by_name[name]["cpu_median_us"] / ours["cpu_median_us"], 2),
+            "over_bare": round(by_name[name]["median_us"] / bare["median_us"], 2),
+        }
+        for name in ("Pydantic AI", "OpenAI Agents SDK")
+    ]
+
+
+def test_no_peers_option_leaves_the_peers_out() -> None:
+    """`--no-peers` keeps toolguard's and the openai rows, without Pydantic AI or the Agents SDK."""
+    report = _run("--no-langchain", "--no-peers")
+    rows = [_without_timings(r) for r in report["rows"]]
+    assert rows == TOOLGUARD_ROWS + (OPENAI_ROWS if HAS_OPENAI else [])
+    assert (report["peers"], report["peer_ratios"], report["verified"]) == ([], [], True)
+
+
 def test_langchain_rows_are_verified_and_compared_per_store(report: dict[str, Any]) -> None:
     """With LangChain installed, its five variants run verified cycles and get a ratio each."""
     if not HAS_LANGCHAIN:
@@ -225,5 +298,7 @@ def test_no_langchain_option_measures_toolguard_only() -> None:
         report["ratios"],
         report["targets"],
         report["openai_ratios"],
+        report["peers"],
+        report["peer_ratios"],
         report["verified"],
-    ) == (False, None, [], [], [], True)
+    ) == (False, None, [], [], [], [], [], True)

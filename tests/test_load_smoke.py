@@ -95,7 +95,7 @@ def test_quick_run_verifies_every_conversation_in_every_store(report: dict[str, 
     ) == (
         "load_http",
         "python benchmarks/load_http.py --quick --json --timeout 100",
-        {**QUICK, "timeout_s": 100.0, "quick": True, "stores": STORES},
+        {**QUICK, "timeout_s": 100.0, "quick": True, "stores": STORES, "workers": 1},
         None,
         True,
     )
@@ -132,9 +132,23 @@ def test_quick_run_measures_the_reference_request(report: dict[str, Any]) -> Non
     assert reference == {"request": "GET /bench/ping", "requests": 36, "failures": 0}
 
 
+def test_two_worker_processes_share_the_store_and_run_each_tool_once() -> None:
+    """`--workers 2`: two server processes on one socket and store; every tool ran once."""
+    done = _run("--quick", "--json", "--timeout", "100", "--workers", "2")
+    assert (done.returncode, done.stderr) == (0, "")
+    report = json.loads(done.stdout)
+    assert (report["settings"]["workers"], report["verified"]) == (2, True)
+    assert [
+        (r["store"], r["verified_conversations"], r["tool_runs"], r["tool_runs_exactly_once"])
+        for r in report["rows"]
+    ] == [(store, 16, 16, True) for store in STORES]
+    assert all(r["server_cpu_s"] >= 0 for r in report["rows"])
+
+
 @pytest.mark.parametrize(
     ("option", "error"),
     [
+        ("--workers=0", "--workers must be between 1 and 16"),
         ("--concurrency=0", "--concurrency must be between 1 and 512"),
         ("--conversations=100001", "--conversations must be between 1 and 100000"),
         ("--timeout=0", "--timeout must be more than 0 and at most 3600 seconds"),

@@ -577,8 +577,20 @@ def _serve(args: argparse.Namespace) -> int:
         max_body_bytes=args.max_body_bytes,
         allow_origins=args.allow_origin,
         allow_hosts=args.allow_host,
+        **({"workers": args.workers} if args.workers != 1 else {}),
     )
     return result if isinstance(result, int) else 0
+
+
+def _workers(text: str) -> int:
+    try:
+        value = int(text)
+    except ValueError:
+        value = 0
+    if value < 1:
+        msg = f"expected a positive number of processes, got {text!r}"
+        raise argparse.ArgumentTypeError(msg)
+    return value
 
 
 def _positive_int(text: str) -> int:
@@ -673,7 +685,11 @@ def _parser() -> argparse.ArgumentParser:
     )
     serve.add_argument("--model", metavar="NAME", help="the model name (default: TOOLGUARD_MODEL)")
     serve.add_argument("--base-url", metavar="URL", help="an OpenAI-compatible server's URL")
-    serve.add_argument("--db", metavar="PATH", help="keep conversations in this SQLite file")
+    serve.add_argument(
+        "--db",
+        metavar="PATH",
+        help="keep conversations in this SQLite file, or in PostgreSQL at a postgresql:// URL",
+    )
     serve.add_argument("--host", default="127.0.0.1", help="the address to listen on")
     serve.add_argument("--port", type=int, default=8000, help="the port to listen on")
     serve.add_argument(
@@ -699,6 +715,13 @@ def _parser() -> argparse.ArgumentParser:
             "also answer requests for HOST or HOST:PORT, e.g. the server's name when"
             " listening on 0.0.0.0; '*' answers any Host (repeatable)"
         ),
+    )
+    serve.add_argument(
+        "--workers",
+        type=_workers,
+        default=1,
+        metavar="N",
+        help="run N server processes on the one --db (default: 1)",
     )
     serve.set_defaults(handler=_serve)
 

@@ -4,23 +4,34 @@
 MODULE:ATTR``, else the demo workspace), a model (an OpenAI-compatible one
 when ``--model``, ``--base-url``, ``OPENAI_API_KEY`` or ``OPENAI_BASE_URL``
 is given, else the offline scripted :class:`~toolguard._demo.DemoModel`) and
-a :class:`~toolguard.SQLiteStore` — into the app of
-:func:`toolguard.http.create_app`; :func:`serve` runs it with uvicorn. So
-``toolguard serve`` alone works offline, and conversations survive restarts.
+a :class:`~toolguard.SQLiteStore` (or a PostgreSQL store for ``--db
+postgresql://...``) — into the app of :func:`toolguard.http.create_app`;
+:func:`serve` runs it with uvicorn. So ``toolguard serve`` alone works
+offline, and conversations survive restarts.
+
+With ``--workers N`` (N > 1) uvicorn runs N processes, each building its own
+app with :func:`app_from_env` from the options the command put in the
+environment; they share the one SQLite file or PostgreSQL database, whose
+compare-and-set saves keep a review from being applied twice.
 """
 
 from __future__ import annotations
 
+import contextlib
 import importlib
+import json
 import os
 import sys
-from collections.abc import Iterable, Sequence
+from collections.abc import AsyncIterator, Iterable, Sequence
 from typing import TYPE_CHECKING, Any
+
+import anyio
 
 from toolguard._chat import ReviewedChat
 from toolguard._demo import DemoModel, build_demo_chat
 from toolguard._model import ChatModel
 from toolguard._sqlite import SQLiteStore
+from toolguard._store import Store
 from toolguard._toolset import Tools
 
 if TYPE_CHECKING:
@@ -28,13 +39,19 @@ if TYPE_CHECKING:
 
 __all__ = [
     "DEFAULT_DB",
+    "OPTIONS_ENV",
+    "WORKER_HEADER",
+    "WORKER_HEADER_ENV",
     "ServeError",
+    "app_from_env",
     "build_app",
     "build_chat",
     "choose_model",
     "default_hosts",
     "load_tools",
+    "open_store",
     "serve",
+    "shown_db",
 ]
 
 DEFAULT_DB = "toolguard.sqlite3"
@@ -48,6 +65,18 @@ _OPTION_NAMES = (
     ("allowed_origins", "--allow-origin"),
     ("allowed_hosts", "--allow-host"),
 )
+
+OPTIONS_ENV = "TOOLGUARD_SERVE_OPTIONS"
+"""The environment variable through which ``serve --workers N`` hands its options to the workers."""
+
+WORKER_HEADER_ENV = "TOOLGUARD_SERVE_WORKER_HEADER"
+"""Set to ``1`` (for tests and debugging) to make every answer name its worker process."""
+
+WORKER_HEADER = "x-toolguard-worker"
+"""The response header carrying the answering process's id when :data:`WORKER_HEADER_ENV` is set."""
+
+_POSTGRES_SCHEMES = ("postgresql://", "postgres://")
+_PRIVATE_DBS = frozenset({":memory:"})  # a database each process would have to itself
 
 _LOCAL_API_KEY = "not-needed"  # local OpenAI-compatible servers want some key, not a real one
 
@@ -138,7 +167,7 @@ def build_chat(
     """
     registry: Tools | None = load_tools(tools) if tools is not None else None
     chat_model = choose_model(model, base_url)
-    store = SQLiteStore(db or DEFAULT_DB)
+    store = open_store(db)
     if registry is None:
         return build_demo_chat(store=store, model=chat_model)
     try:
@@ -146,6 +175,52 @@ def build_chat(
     except (TypeError, ValueError) as exc:
         msg = f"--tools {tools}: {exc}"
         raise ServeError(msg) from exc
+
+
+def open_store(db: str | None) -> Store:
+    """The store for ``--db``: PostgreSQL for a ``postgresql://`` URL, else a SQLite file.
+
+    Args:
+        db: ``postgresql://...`` or ``postgres://...`` (a libpq URL; needs the
+            ``postgres`` extra), a SQLite file's path, or ``None`` for
+            :data:`DEFAULT_DB`.
+
+    Raises:
+        ServeError: the ``postgres`` extra is missing, or the URL is not a
+            valid connection string.
+    """
+    if db is None or not db.startswith(_POSTGRES_SCHEMES):
+        return SQLiteStore(db or DEFAULT_DB)
+    try:
+        from toolguard.postgres import PostgresStore  # noqa: PLC0415 - the extra is optional
+    except ImportError as exc:
+        msg = (
+            f"--db {shown_db(db)} needs the 'postgres' extra:"
+            " pip install 'toolguard-hitl[postgres]'"
+        )
+        raise ServeError(msg) from exc
+    try:
+        return PostgresStore(db)
+    except Exception as exc:  # psycopg.ProgrammingError: a malformed connection string
+        msg = f"--db {shown_db(db)} is not a valid PostgreSQL connection string: {exc}"
+        raise ServeError(msg) from exc
+
+
+def shown_db(db: str | None) -> str:
+    """``--db`` as ``toolguard serve`` prints it: a PostgreSQL URL's password is masked.
+
+    ``shown_db("postgresql://app:secret@db/app")`` is
+    ``"postgresql://app:***@db/app"``; ``shown_db(None)`` is :data:`DEFAULT_DB`.
+    """
+    if db is None:
+        return DEFAULT_DB
+    if not db.startswith(_POSTGRES_SCHEMES):
+        return db
+    scheme, _, rest = db.partition("://")
+    userinfo, at, where = rest.rpartition("@")
+    if not at or ":" not in userinfo:
+        return db
+    return f"{scheme}://{userinfo.partition(':')[0]}:***@{where}"
 
 
 def default_hosts(host: str, port: int) -> list[str]:
@@ -198,6 +273,83 @@ def build_app(
         raise ServeError(str(exc)) from exc
 
 
+def app_from_env() -> FastAPI:
+    """The app of one ``toolguard serve --workers N`` worker (a factory for uvicorn).
+
+    Reads the options :func:`serve` put in :data:`OPTIONS_ENV` (JSON: the
+    keyword arguments of :func:`build_app`) and builds the app; its store is
+    closed when the worker shuts down. When :data:`WORKER_HEADER_ENV` is
+    ``1``, every answer carries :data:`WORKER_HEADER` with this process's id.
+
+    Raises:
+        ServeError: :data:`OPTIONS_ENV` is missing or not a JSON object, or a
+            setting cannot be used.
+    """
+    text = os.environ.get(OPTIONS_ENV)
+    try:
+        options: Any = json.loads(text) if text is not None else None
+    except ValueError:
+        options = None
+    if not isinstance(options, dict):
+        msg = (
+            f"{OPTIONS_ENV} must hold the options of toolguard serve as a JSON object"
+            " (toolguard serve --workers N sets it); run toolguard serve instead"
+        )
+        raise ServeError(msg)
+    app = build_app(**options)
+    chat: ReviewedChat = app.state.chat
+    starting = app.router.lifespan_context
+
+    @contextlib.asynccontextmanager
+    async def lifespan(app_: Any) -> AsyncIterator[Any]:
+        try:
+            async with starting(app_) as state:
+                yield state
+        finally:
+            aclose = getattr(chat.store, "aclose", None)
+            if aclose is not None:
+                await aclose()
+
+    app.router.lifespan_context = lifespan
+    if os.environ.get(WORKER_HEADER_ENV) == "1":
+        app.add_middleware(_NameWorker)
+    return app
+
+
+class _NameWorker:
+    """ASGI middleware: every HTTP answer carries :data:`WORKER_HEADER` (this process's id)."""
+
+    def __init__(self, app: Any) -> None:
+        self.app = app
+        self.header = (WORKER_HEADER.encode("ascii"), str(os.getpid()).encode("ascii"))
+
+    async def __call__(self, scope: Any, receive: Any, send: Any) -> None:
+        if scope["type"] != "http":
+            await self.app(scope, receive, send)
+            return
+
+        async def send_named(message: Any) -> None:
+            if message["type"] == "http.response.start":
+                message = {**message, "headers": [*message.get("headers", ()), self.header]}
+            await send(message)
+
+        await self.app(scope, receive, send_named)
+
+
+def _prepare_store(store: Store) -> None:
+    """Open ``store`` once (creating its tables) and close it: the workers then find them."""
+
+    async def touch() -> None:
+        try:
+            await store.load("toolguard-serve-check")
+        finally:
+            aclose = getattr(store, "aclose", None)
+            if aclose is not None:
+                await aclose()
+
+    anyio.run(touch)
+
+
 def _describe(model: ChatModel) -> str:
     """A short name for the model in the startup line."""
     if isinstance(model, DemoModel):
@@ -220,6 +372,7 @@ def serve(
     max_body_bytes: int = DEFAULT_MAX_BODY_BYTES,
     allow_origins: Sequence[str] = (),
     allow_hosts: Sequence[str] = (),
+    workers: int = 1,
 ) -> int:
     """Serve the chat API and the approval page until interrupted.
 
@@ -227,7 +380,8 @@ def serve(
         tools: ``MODULE:ATTR`` of a tool registry; ``None`` serves the demo tools.
         model: an OpenAI-compatible model name (see :func:`choose_model`).
         base_url: an OpenAI-compatible server's URL.
-        db: the SQLite file for conversations; :data:`DEFAULT_DB` by default.
+        db: the SQLite file for conversations (:data:`DEFAULT_DB` by default),
+            or a ``postgresql://`` URL (see :func:`open_store`).
         host: the address to listen on.
         port: the port to listen on.
         max_body_bytes: the largest request body; larger ones get a 413.
@@ -235,6 +389,9 @@ def serve(
         allow_hosts: ``Host`` headers answered besides :func:`default_hosts`
             (e.g. the server's name when listening on ``0.0.0.0``); ``"*"``
             turns the check off. Any other Host gets a 421.
+        workers: how many server processes uvicorn runs; more than 1 needs a
+            database the processes share (a SQLite file or PostgreSQL, not
+            ``":memory:"``). Each worker builds its app with :func:`app_from_env`.
 
     Returns:
         The exit code: 130 after Ctrl-C, 2 for a setting that cannot be
@@ -242,18 +399,28 @@ def serve(
         the port is taken). SIGTERM stops the server gracefully and then the
         process, as uvicorn does.
     """
+    options: dict[str, Any] = {
+        "tools": tools,
+        "model": model,
+        "base_url": base_url,
+        "db": db,
+        "max_body_bytes": max_body_bytes,
+        "allowed_origins": list(allow_origins),
+        "allowed_hosts": [*default_hosts(host, port), *allow_hosts],
+    }
     try:
         import uvicorn  # noqa: PLC0415 - the http extra is optional
 
-        app = build_app(
-            tools=tools,
-            model=model,
-            base_url=base_url,
-            db=db,
-            max_body_bytes=max_body_bytes,
-            allowed_origins=allow_origins,
-            allowed_hosts=[*default_hosts(host, port), *allow_hosts],
-        )
+        if workers < 1:
+            msg = f"--workers must be at least 1, got {workers}"
+            raise ServeError(msg)
+        if workers > 1 and db in _PRIVATE_DBS:
+            msg = (
+                f"--workers {workers} needs a database the workers share, but --db {db} gives"
+                " each process a private one: use a SQLite file or a postgresql:// URL"
+            )
+            raise ServeError(msg)
+        app = build_app(**options)
     except ServeError as exc:
         text = str(exc)
         for name, option in _OPTION_NAMES:
@@ -267,10 +434,12 @@ def serve(
         )
         return 2
     chat: ReviewedChat = app.state.chat
+    if workers > 1:
+        return _serve_workers(chat, options, host=host, port=port, workers=workers)
     where = f"[{host}]" if ":" in host else host
     sys.stdout.write(
         f"toolguard serve: http://{where}:{port}/"
-        f" | model: {_describe(chat.model)} | db: {db or DEFAULT_DB}\n"
+        f" | model: {_describe(chat.model)} | db: {shown_db(db)}\n"
     )
     sys.stdout.flush()
     try:
@@ -285,4 +454,38 @@ def serve(
         close = getattr(chat.store, "close", None)
         if close is not None:
             close()
+    return 0
+
+
+def _serve_workers(
+    chat: ReviewedChat, options: dict[str, Any], *, host: str, port: int, workers: int
+) -> int:
+    """Run ``workers`` uvicorn processes, each with the app of :func:`app_from_env`.
+
+    ``chat`` is the one :func:`serve` built to check the settings: its store
+    is opened once here (so the tables exist before the workers start) and
+    closed.
+    """
+    import uvicorn  # noqa: PLC0415 - the http extra is optional
+
+    try:
+        _prepare_store(chat.store)
+    except Exception as exc:  # the database cannot be opened: say so before forking
+        sys.stderr.write(f"error: --db {shown_db(options['db'])}: {exc}\n")
+        return 2
+    os.environ[OPTIONS_ENV] = json.dumps(options)
+    where = f"[{host}]" if ":" in host else host
+    sys.stdout.write(
+        f"toolguard serve: http://{where}:{port}/ | model: {_describe(chat.model)}"
+        f" | db: {shown_db(options['db'])} | workers: {workers}\n"
+    )
+    sys.stdout.flush()
+    try:
+        uvicorn.run(
+            "toolguard._serve:app_from_env", factory=True, host=host, port=port, workers=workers
+        )
+    except KeyboardInterrupt:
+        return 130
+    except SystemExit as exc:  # uvicorn exits when it cannot bind
+        return exc.code if isinstance(exc.code, int) else 1
     return 0
