@@ -798,12 +798,14 @@ def _reviewer_text(value: object) -> str | None:
 def _reviewer_dependency(reviewer: Callable[..., Any] | None) -> Callable[..., Any]:
     """A dependency that runs ``reviewer`` and gives its value as text (or ``None``)."""
 
-    def anonymous() -> None:
+    # Dependencies are async: FastAPI runs a plain ``def`` dependency in a worker thread,
+    # a thread hop per request for nothing (benchmarks/bench_http.py).
+    async def anonymous() -> None:
         return None
 
     source = reviewer or anonymous
 
-    def identity(value: Annotated[Any, Depends(source)]) -> str | None:
+    async def identity(value: Annotated[Any, Depends(source)]) -> str | None:
         return _reviewer_text(value)
 
     return identity
@@ -856,7 +858,7 @@ def create_router(
         raise TypeError(msg)
     guard = _Guard(max_body_bytes, allowed_origins)
 
-    def get_chat() -> ReviewedChat:
+    async def get_chat() -> ReviewedChat:
         return chat
 
     who_asks = _reviewer_dependency(reviewer)
