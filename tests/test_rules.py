@@ -213,3 +213,99 @@ def test_hostile_names_and_values_never_break_matching(name: str, value: Any) ->
 def test_confusable_domain_does_not_match_the_allow_rule() -> None:
     # "example.com" with a Cyrillic small ie (U+0435) for the first e: not our domain.
     assert RULES.decide("send_email", {"to": "bob@\u0435xample.com"}).effect is None
+
+
+# ----------------------------------------------------------------------------- through the runner
+
+
+def _registry(ran: list[tuple[str, dict[str, Any]]]) -> list[Any]:
+    import toolguard
+
+    def send_email(to: str, body: str = "") -> str:
+        """Send an email."""
+        ran.append(("send_email", {"to": to}))
+        return f"sent to {to}"
+
+    def search_contacts(query: str) -> list[str]:
+        """Find contacts."""
+        ran.append(("search_contacts", {"query": query}))
+        return ["alice@example.com"]
+
+    def delete_file(path: str) -> str:
+        """Delete a file."""
+        ran.append(("delete_file", {"path": path}))
+        return "deleted"
+
+    @toolguard.requires_approval(when=lambda args: args["amount"] > 1000)
+    def transfer(amount: int, to: str) -> str:
+        """Move money."""
+        ran.append(("transfer", {"amount": amount}))
+        return "paid"
+
+    return [send_email, search_contacts, delete_file, transfer]
+
+
+async def test_the_runner_applies_rules_before_each_tools_policy() -> None:
+    import toolguard
+
+    ran: list[tuple[str, dict[str, Any]]] = []
+    rules = Rules(
+        allow=['send_email(to="*@example.com")'],
+        ask=["search_contacts", 'transfer(to="acme")'],
+        deny=["delete_*"],
+    )
+    runner = toolguard.Runner(toolguard.guard(_registry(ran), rules=rules))
+    step = await runner.run(
+        [
+            {"id": "c1", "name": "send_email", "args": {"to": "bob@example.com"}},  # allow
+            {"id": "c2", "name": "send_email", "args": {"to": "eve@evil.example"}},  # classifier
+            {"id": "c3", "name": "search_contacts", "args": {"query": "a"}},  # ask
+            {"id": "c4", "name": "delete_file", "args": {"path": "/srv/x"}},  # deny
+            {"id": "c5", "name": "transfer", "args": {"amount": 5, "to": "acme"}},  # ask > when=
+        ]
+    )
+    assert step.pending is not None
+    assert [a.call_id for a in step.pending.actions] == ["c2", "c3", "c5"]
+    assert ran == [("send_email", {"to": "bob@example.com"})]
+    denied = next(r for r in step.results if r.call_id == "c4")
+    assert (denied.status, denied.outcome, denied.content) == (
+        "error",
+        "denied",
+        "The call to `delete_file` is denied by the rule `deny delete_*`. It was not executed.",
+    )
+    assert toolguard.ResultTemplates().render(denied) == (
+        "Denied by a rule, not executed: The call to `delete_file` is denied by the rule"
+        " `deny delete_*`. It was not executed."
+    )
+
+
+async def test_an_edit_cannot_route_around_a_deny_rule() -> None:
+    import toolguard
+
+    ran: list[tuple[str, dict[str, Any]]] = []
+    rules = Rules(deny=['send_email(to="*@evil.example")'])
+    runner = toolguard.Runner(toolguard.guard(_registry(ran), rules=rules))
+    step = await runner.run([{"id": "c1", "name": "send_email", "args": {"to": "a@b.example"}}])
+    assert step.pending is not None
+    edit = {
+        "type": "edit",
+        "edited_action": {"name": "send_email", "args": {"to": "eve@evil.example"}},
+    }
+    done = await runner.resume(step.pending, [edit])
+    assert ran == []
+    assert [(a.status, a.result.outcome if a.result else None) for a in done.actions] == [
+        ("failed", "denied")
+    ]
+
+
+def test_guard_checks_rules_and_a_toolset_keeps_them() -> None:
+    import toolguard
+
+    rules = Rules(deny=["x"])
+    tools = toolguard.guard([], rules=rules)
+    assert tools.rules is rules
+    assert toolguard.Runner(tools).toolset.rules is rules
+    assert toolguard.Toolset(tools).rules is rules
+    with pytest.raises(TypeError) as caught:
+        toolguard.guard([], rules={"deny": ["x"]})  # type: ignore[arg-type]
+    assert str(caught.value) == "rules must be a toolguard.Rules or None, got dict {'deny': ['x']}"

@@ -74,6 +74,7 @@ from toolguard._models import (
     ToolResult,
 )
 from toolguard._results import ResultTemplates
+from toolguard._rules import Rule, RuleDecision, Rules, RuleSyntaxError
 from toolguard._runner import Claims, EditPolicy, Runner, Step, parse_tool_call
 from toolguard._sqlite import SchemaVersionError, SQLiteStore
 from toolguard._store import (
@@ -141,6 +142,10 @@ __all__ = [
     "ReviewedChat",
     "ReviewedChatUseCase",
     "ReviewerNotAllowedError",
+    "Rule",
+    "RuleDecision",
+    "RuleSyntaxError",
+    "Rules",
     "Runner",
     "SQLiteStore",
     "SchemaVersionError",

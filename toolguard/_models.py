@@ -300,6 +300,7 @@ ResultOutcome = Literal[
     "tampered",
     "interrupted",
     "responded",
+    "denied",
 ]
 """Why a result is not the return value of a tool that ran (``ToolResult.outcome``)."""
 
@@ -321,7 +322,8 @@ class ToolResult(_Wire):
     """``None`` when the tool ran and returned; else why not: ``rejected``,
     ``no_decision``, ``expired``, ``cancelled``, ``failed`` (the tool raised),
     ``invalid_arguments``, ``unknown_tool``, ``tampered``, ``interrupted`` or
-    ``responded`` (the reviewer answered for the tool; status ``success``).
+    ``responded`` (the reviewer answered for the tool; status ``success``)
+    or ``denied`` (a ``deny`` rule refused the call; nobody was asked).
     Left out of dumps when ``None``, so a success result dumps as in 0.1.0."""
 
     if not _EXCLUDE_IF:  # pragma: no cover - pydantic < 2.12 has no Field(exclude_if=...)

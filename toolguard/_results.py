@@ -70,6 +70,7 @@ class ResultTemplates:
         unknown_tool: the model (or an edit) named a tool that does not exist.
         tampered: the stored call no longer matched what the reviewer saw.
         interrupted: the process stopped while the tool ran; not run again.
+        denied: a ``deny`` rule (:class:`~toolguard.Rules`) refused the call.
         responded: the reviewer answered in place of the tool (LangChain's
             ``respond``: a success, so the answer is sent as it is by default).
         error: any other result with status ``"error"`` (no ``outcome``, or
@@ -91,6 +92,7 @@ class ResultTemplates:
     tampered: str = "Refused, not executed: {text}"
     interrupted: str = "Error, outcome unknown, not run again: {text}"
     responded: str = "{text}"
+    denied: str = "Denied by a rule, not executed: {text}"
     error: str = "Error: {text}"
 
     def __post_init__(self) -> None:

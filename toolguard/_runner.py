@@ -56,6 +56,7 @@ from toolguard._models import (
 )
 from toolguard._override import get_stand_in
 from toolguard._results import ResultTemplates, check_templates, result_text
+from toolguard._rules import Effect, denied_text
 from toolguard._tool import Tool, ToolArgumentsError, ttl_seconds
 from toolguard._toolset import Tools, Toolset
 from toolguard._validate import as_decision_list, check_allowed, parse_decision
@@ -484,6 +485,16 @@ class Runner:
 
     # ------------------------------------------------------------------ helpers
 
+    def _rule(self, call: ToolCall) -> tuple[Effect | None, ToolResult | None]:
+        """What the toolset's rules say about ``call``; a deny comes with its error result."""
+        rules = self.toolset.rules
+        if not rules:
+            return None, None
+        decided = rules.decide(call.name, call.args)
+        if decided.effect == "deny" and decided.rule is not None:
+            return "deny", _error(call, denied_text(call.name, decided.rule), "denied")
+        return decided.effect, None
+
     def _unknown_tool(self, call: ToolCall, name: str) -> ToolResult:
         available = ", ".join(self.toolset) or "(none)"
         text = f"Tool `{name}` does not exist. Available tools: {available}"
@@ -635,7 +646,11 @@ class Runner:
             except ToolArgumentsError as exc:
                 results[call.id] = _error(call, str(exc), "invalid_arguments")
                 continue
-            if tool.needs_approval(validated):
+            verdict, refusal = self._rule(call)
+            if refusal is not None:
+                results[call.id] = refusal
+                continue
+            if verdict == "ask" or (verdict is None and tool.needs_approval(validated)):
                 actions.append(self._action(call, tool, thread_id, review_id))
             else:
                 jobs.append((call, tool, validated))
@@ -812,6 +827,11 @@ class Runner:
                         "failed",
                         decision,
                     )
+                    continue
+                _, refusal = self._rule(new_call)
+                if refusal is not None:
+                    # A deny rule holds for edited calls too: an edit cannot route around it.
+                    finish(action, refusal, "failed", decision)
                     continue
                 try:
                     validated = tool.validate_args(new_call.args)

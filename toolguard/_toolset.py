@@ -7,6 +7,7 @@ from typing import Any, Union, cast
 
 from toolguard._check import kind
 from toolguard._classify import Classification, Classifier, format_table
+from toolguard._rules import Rules
 from toolguard._schema_tool import SchemaTool
 from toolguard._tool import ApprovalPolicy, Tool, as_tool
 
@@ -23,16 +24,26 @@ class Toolset(Mapping[str, Tool[Any, Any]]):
     :class:`~toolguard.ApprovalRequiredError` when called directly.
     """
 
-    __slots__ = ("_classifications", "_tools")
+    __slots__ = ("_classifications", "_tools", "rules")
 
-    def __init__(self, tools: Tools, *, classifier: Classifier | None = None) -> None:
+    def __init__(
+        self, tools: Tools, *, classifier: Classifier | None = None, rules: Rules | None = None
+    ) -> None:
+        given_rules: object = rules  # checked at run time for untyped callers
+        if given_rules is not None and not isinstance(given_rules, Rules):
+            msg = f"rules must be a toolguard.Rules or None, got {kind(given_rules)}"
+            raise TypeError(msg)
+        self.rules: Rules | None = rules
+        """Allow/ask/deny rules applied before each tool's own policy (``None``: none)."""
         if isinstance(tools, Toolset) and classifier is None:
             self._tools: dict[str, Tool[Any, Any]] = dict(tools._tools)
             self._classifications: dict[str, Classification] = dict(tools._classifications)
+            if rules is None:
+                self.rules = tools.rules
             return
-        rules: object = classifier  # checked at run time for untyped callers
-        if rules is not None and not isinstance(rules, Classifier):
-            msg = f"classifier must be a toolguard.Classifier or None, got {kind(rules)}"
+        given_classifier: object = classifier  # checked at run time for untyped callers
+        if given_classifier is not None and not isinstance(given_classifier, Classifier):
+            msg = f"classifier must be a toolguard.Classifier or None, got {kind(given_classifier)}"
             raise TypeError(msg)
         classifier = classifier or Classifier()
         items: Iterable[tuple[str | None, ToolLike]]
@@ -114,7 +125,9 @@ class Toolset(Mapping[str, Tool[Any, Any]]):
         return [t.openai_schema for t in self._tools.values()]
 
 
-def guard(tools: Tools, classifier: Classifier | None = None) -> Toolset:
+def guard(
+    tools: Tools, classifier: Classifier | None = None, *, rules: Rules | None = None
+) -> Toolset:
     """Classify a whole registry and guard the tools that need approval.
 
     Args:
@@ -123,9 +136,13 @@ def guard(tools: Tools, classifier: Classifier | None = None) -> Toolset:
             decorated with :func:`requires_approval` stay guarded with their
             own policy, whatever the classifier says.
         classifier: the rules; defaults to ``Classifier()`` (the 13 verbs).
+        rules: argument rules (:class:`~toolguard.Rules`) applied to every
+            call the runner sees, before the tool's own policy: ``deny``
+            refuses without asking anyone, ``ask`` requires a review, ``allow``
+            runs at once. Precedence: deny > ask > allow > the tool's policy.
 
     Returns:
         A :class:`Toolset`; ``print(toolset.table())`` shows why each tool
         was classified the way it was.
     """
-    return Toolset(tools, classifier=classifier)
+    return Toolset(tools, classifier=classifier, rules=rules)

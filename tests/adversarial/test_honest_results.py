@@ -53,6 +53,7 @@ MARKS = {
     "tampered": "Refused, not executed: ",
     "interrupted": "Error, outcome unknown, not run again: ",
     "responded": "",
+    "denied": "Denied by a rule, not executed: ",
 }
 AVAILABLE = "send_email, search, explode"
 

@@ -127,7 +127,10 @@ async def test_invalid_arguments_are_refused_before_anyone_is_asked(tmp_path: Pa
         result = await client.call_tool("delete_file", {"path": 7})
     assert result.is_error is True
     assert text(result) == [
-        "Invalid arguments for tool `delete_file`: 'path': 7 is not of type 'string'"
+        (
+            "Error, not executed: Invalid arguments for tool `delete_file`: 'path': 7 is not"
+            " of type 'string'"
+        )
     ]
     assert events == []
     assert executions(log) == []
