@@ -578,6 +578,7 @@ def _serve(args: argparse.Namespace) -> int:
         allow_origins=args.allow_origin,
         allow_hosts=args.allow_host,
         **({"workers": args.workers} if args.workers != 1 else {}),
+        **({"rules": args.rules} if args.rules is not None else {}),
     )
     return result if isinstance(result, int) else 0
 
@@ -715,6 +716,11 @@ def _parser() -> argparse.ArgumentParser:
             "also answer requests for HOST or HOST:PORT, e.g. the server's name when"
             " listening on 0.0.0.0; '*' answers any Host (repeatable)"
         ),
+    )
+    serve.add_argument(
+        "--rules",
+        metavar="FILE",
+        help="a TOML file of allow/ask/deny rules applied before each tool's own policy",
     )
     serve.add_argument(
         "--workers",

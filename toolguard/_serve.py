@@ -23,6 +23,7 @@ import json
 import os
 import sys
 from collections.abc import AsyncIterator, Iterable, Sequence
+from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 import anyio
@@ -30,9 +31,10 @@ import anyio
 from toolguard._chat import ReviewedChat
 from toolguard._demo import DemoModel, build_demo_chat
 from toolguard._model import ChatModel
+from toolguard._rules import Rules, RuleSyntaxError
 from toolguard._sqlite import SQLiteStore
 from toolguard._store import Store
-from toolguard._toolset import Tools
+from toolguard._toolset import Tools, Toolset, guard
 
 if TYPE_CHECKING:
     from fastapi import FastAPI
@@ -151,27 +153,55 @@ def choose_model(model: str | None = None, base_url: str | None = None) -> ChatM
     return OpenAIChatModel(openai.AsyncOpenAI(api_key=api_key, base_url=url), model=name)
 
 
+def load_rules(path: str) -> Rules:
+    """The :class:`~toolguard.Rules` in the TOML file at ``path`` (``toolguard serve --rules``).
+
+    Raises:
+        ServeError: the file cannot be read or holds no valid rules; the text
+            says which.
+    """
+    try:
+        return Rules.from_toml(Path(path))
+    except OSError as exc:
+        msg = f"--rules {path}: cannot read the file: {exc.strerror or exc}"
+        raise ServeError(msg) from exc
+    except (RuleSyntaxError, TypeError) as exc:
+        msg = f"--rules {path}: {exc}"
+        raise ServeError(msg) from exc
+
+
 def build_chat(
     *,
     tools: str | None = None,
     model: str | None = None,
     base_url: str | None = None,
     db: str | None = None,
+    rules: str | None = None,
 ) -> ReviewedChat:
     """The chat ``toolguard serve`` runs (arguments as in :func:`serve`).
 
     Raises:
-        ServeError: a setting cannot be used (see :func:`load_tools` and
-            :func:`choose_model`), or the registry is not a list, mapping or
-            toolset of tools.
+        ServeError: a setting cannot be used (see :func:`load_tools`,
+            :func:`load_rules` and :func:`choose_model`), or the registry is
+            not a list, mapping or toolset of tools.
     """
     registry: Tools | None = load_tools(tools) if tools is not None else None
+    argument_rules = load_rules(rules) if rules is not None else None
     chat_model = choose_model(model, base_url)
     store = open_store(db)
     if registry is None:
-        return build_demo_chat(store=store, model=chat_model)
+        chat = build_demo_chat(store=store, model=chat_model)
+        if argument_rules is None:
+            return chat
+        registry = chat.toolset
+        return ReviewedChat(
+            chat_model,
+            Toolset(registry, rules=argument_rules),
+            store=store,
+            system_prompt=chat.system_prompt,
+        )
     try:
-        return ReviewedChat(chat_model, registry, store=store)
+        return ReviewedChat(chat_model, guard(registry, rules=argument_rules), store=store)
     except (TypeError, ValueError) as exc:
         msg = f"--tools {tools}: {exc}"
         raise ServeError(msg) from exc
@@ -244,6 +274,7 @@ def build_app(
     max_body_bytes: int = DEFAULT_MAX_BODY_BYTES,
     allowed_origins: Iterable[str] = (),
     allowed_hosts: Iterable[str] | None = None,
+    rules: str | None = None,
 ) -> FastAPI:
     """The app ``toolguard serve`` runs: the chat API under ``/hitl`` and the page at ``/``.
 
@@ -258,7 +289,7 @@ def build_app(
     """
     from toolguard.http import create_app  # noqa: PLC0415 - the http extra is optional
 
-    chat = build_chat(tools=tools, model=model, base_url=base_url, db=db)
+    chat = build_chat(tools=tools, model=model, base_url=base_url, db=db, rules=rules)
     try:
         return create_app(
             chat,
@@ -373,6 +404,7 @@ def serve(
     allow_origins: Sequence[str] = (),
     allow_hosts: Sequence[str] = (),
     workers: int = 1,
+    rules: str | None = None,
 ) -> int:
     """Serve the chat API and the approval page until interrupted.
 
@@ -389,6 +421,8 @@ def serve(
         allow_hosts: ``Host`` headers answered besides :func:`default_hosts`
             (e.g. the server's name when listening on ``0.0.0.0``); ``"*"``
             turns the check off. Any other Host gets a 421.
+        rules: a TOML file of allow/ask/deny rules (:meth:`toolguard.Rules.from_toml`)
+            applied before each tool's own policy.
         workers: how many server processes uvicorn runs; more than 1 needs a
             database the processes share (a SQLite file or PostgreSQL, not
             ``":memory:"``). Each worker builds its app with :func:`app_from_env`.
@@ -408,6 +442,8 @@ def serve(
         "allowed_origins": list(allow_origins),
         "allowed_hosts": [*default_hosts(host, port), *allow_hosts],
     }
+    if rules is not None:
+        options["rules"] = rules
     try:
         import uvicorn  # noqa: PLC0415 - the http extra is optional
 
