@@ -757,6 +757,11 @@ def _parser() -> argparse.ArgumentParser:
     proxy.add_argument(
         "--upstream-url", metavar="URL", help="a streamable-HTTP upstream instead of a command"
     )
+    proxy.add_argument(
+        "--rules",
+        metavar="FILE",
+        help="a TOML file of allow/ask/deny rules applied before the classifier and annotations",
+    )
     proxy.add_argument("upstream", nargs=argparse.REMAINDER, help="the upstream server's command")
     proxy.set_defaults(handler=_mcp_proxy)
 

@@ -40,6 +40,7 @@ import secrets
 import sys
 import unicodedata
 from collections.abc import Awaitable, Callable, Mapping, Sequence
+from pathlib import Path
 from typing import TYPE_CHECKING, Any, Final
 
 import anyio
@@ -49,6 +50,7 @@ from toolguard._classify import Classifier
 from toolguard._errors import ToolguardError
 from toolguard._model import Message, ModelResponse
 from toolguard._models import Action, ToolCall
+from toolguard._rules import Rules, RuleSyntaxError, denied_text
 from toolguard._schema_tool import SchemaTool
 from toolguard._sqlite import SQLiteStore
 from toolguard._store import Store, ThreadState
@@ -274,6 +276,7 @@ class MCPProxy:
         ttl: float = DEFAULT_TTL,
         classifier: Classifier | None = None,
         on_event: EventHook | None = None,
+        rules: Rules | None = None,
     ) -> None:
         if not ttl > 0:
             msg = f"ttl must be a positive number of seconds, got {ttl!r}"
@@ -304,7 +307,7 @@ class MCPProxy:
             annotations = item.get("annotations")
             tool.annotations = dict(annotations) if isinstance(annotations, Mapping) else {}
             tools.append(tool)
-        self.toolset = Toolset(tools, classifier=classifier)
+        self.toolset = Toolset(tools, classifier=classifier, rules=rules)
         self.chat = ReviewedChat(self.model, self.toolset, store=store, review_ttl=ttl)
         self._asked: dict[str, _Asked] = {}
         self._tasks: anyio.abc.TaskGroup | None = None
@@ -383,7 +386,13 @@ class MCPProxy:
             )
         if self.toolset.get(name) is None:
             return self._error(f"Unknown tool `{name}`: the upstream MCP server did not list it.")
-        if not self.needs_approval(name):
+        effect = None
+        if self.toolset.rules:
+            decided = self.toolset.rules.decide(name, args)
+            if decided.effect == "deny" and decided.rule is not None:
+                return self._error(denied_text(name, decided.rule))
+            effect = decided.effect
+        if effect == "allow" or (effect is None and not self.needs_approval(name)):
             return await self.upstream.call_tool(name, args)
         session = ctx.session
         capabilities = getattr(session, "client_capabilities", None)
@@ -688,6 +697,7 @@ async def run(
     port: int = DEFAULT_PORT,
     ttl: float = DEFAULT_TTL,
     on_event: EventHook | None = None,
+    rules: Rules | None = None,
 ) -> int:
     """Run the gateway until the client closes stdin; return the exit code.
 
@@ -706,7 +716,7 @@ async def run(
     try:
         async with Client(target) as upstream:
             listed = await _list_upstream(upstream)
-            proxy = MCPProxy(upstream, listed, store=store, ttl=ttl, on_event=on_event)
+            proxy = MCPProxy(upstream, listed, store=store, ttl=ttl, on_event=on_event, rules=rules)
             closed = await proxy.close_stale()
             if closed:
                 sys.stderr.write(
@@ -781,6 +791,17 @@ def main(args: Any) -> int:
     if not args.ttl > 0:
         sys.stderr.write(f"error: --ttl must be a positive number of seconds, got {args.ttl}\n")
         return 2
+    rules = None
+    rules_file = getattr(args, "rules", None)
+    if rules_file is not None:
+        try:
+            rules = Rules.from_toml(Path(rules_file))
+        except OSError as exc:
+            sys.stderr.write(f"error: --rules {rules_file}: cannot read the file: {exc.strerror}\n")
+            return 2
+        except RuleSyntaxError as exc:
+            sys.stderr.write(f"error: --rules {rules_file}: {exc}\n")
+            return 2
     try:
         import fastapi  # noqa: F401, PLC0415
         import mcp  # noqa: F401, PLC0415
@@ -801,6 +822,7 @@ def main(args: Any) -> int:
                 host=args.host,
                 port=args.port,
                 ttl=args.ttl,
+                rules=rules,
             )
         )
     except KeyboardInterrupt:
