@@ -32,7 +32,7 @@ OUTPUT = "<!-- output -->"
 _FENCE = re.compile(r"^(?P<indent>[ \t]*)(?P<ticks>`{3,})(?P<lang>[\w+-]*)[ \t]*$")
 _LINK = re.compile(r"!?\[[^\]\n]*\]\((?P<target><[^>\n]+>|[^)\s]+)(?:[ \t]+\"[^\"\n]*\")?\)")
 _HEADING = re.compile(r"^#{1,6}[ \t]+(?P<text>.+?)[ \t]*#*[ \t]*$")
-_CITATION = re.compile(r"(?:tests/)?(?P<file>test_\w+\.py)::(?P<test>test_\w+)")
+_CITATION = re.compile(r"(?:tests/)?(?P<file>(?:\w+/)*test_\w+\.py)::(?P<test>test_\w+)")
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -276,7 +276,7 @@ def test_security_doc_cites_tests() -> None:
 
 @pytest.mark.parametrize(("file", "test"), CITED, ids=[f"{f}::{t}" for f, t in CITED])
 def test_cited_test_exists(file: str, test: str) -> None:
-    """A ``test_x.py::test_name`` cited in docs/security.md is defined in tests/test_x.py."""
+    """A ``tests/[DIR/]test_x.py::test_name`` cited in docs/security.md is defined there."""
     path = TESTS / file
     source = path.read_text(encoding="utf-8") if path.is_file() else ""
     defined = re.search(rf"^(?:async )?def {test}\(", source, re.MULTILINE) is not None
