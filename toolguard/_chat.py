@@ -128,6 +128,8 @@ def _only_refusals_added(read: ThreadState, fresh: ThreadState) -> bool:
         return False
     if any(e.kind != "refused" for e in fresh.audit[count:]):
         return False
+    if len(fresh.audit) == count and fresh.outbox == read.outbox:
+        return False  # nothing we can build on: a real conflict
     same = {"version", "updated_at", "audit", "outbox"}
     return read.model_dump(exclude=same) == fresh.model_dump(exclude=same)
 
@@ -958,6 +960,9 @@ class ReviewedChat:
         made again on top of it, keeping those events, so a refusal can never
         make this save fail. Any other concurrent change raises
         ``ConcurrentUpdateError`` as before. The refusal caps bound the retries.
+        A concurrent change of the webhook outbox (a delivery recorded) is
+        treated the same way. With ``notify``, the notifications for the
+        review events this save records go into the outbox in this save.
         """
         items: list[OutboxItem] = []
         if self.notify is not None and "audit" in changes:
