@@ -73,6 +73,7 @@ from toolguard._models import (
     ToolCall,
     ToolResult,
 )
+from toolguard._notify import Webhook
 from toolguard._results import ResultTemplates
 from toolguard._rules import Rule, RuleDecision, Rules, RuleSyntaxError
 from toolguard._runner import Claims, EditPolicy, Runner, Step, parse_tool_call
@@ -164,6 +165,7 @@ __all__ = [
     "Toolset",
     "UnknownReviewError",
     "UnknownThreadError",
+    "Webhook",
     "__version__",
     "allow_once",
     "describe_decision",

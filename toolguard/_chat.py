@@ -24,6 +24,7 @@ from datetime import datetime, timedelta
 from typing import Any, Literal, TypeAlias
 from uuid import UUID
 
+import anyio
 from anyio.from_thread import BlockingPortal, start_blocking_portal
 
 from toolguard import _check as check
@@ -58,6 +59,7 @@ from toolguard._models import (
     new_id,
     utcnow,
 )
+from toolguard._notify import OutboxItem, Webhook, review_items
 from toolguard._results import ResultTemplates, check_templates, result_text
 from toolguard._runner import (
     CloseOutcome,
@@ -116,13 +118,19 @@ def _text_arg(value: object, name: str, *, optional: bool = False) -> None:
 
 
 def _only_refusals_added(read: ThreadState, fresh: ThreadState) -> bool:
-    """Whether ``fresh`` is ``read`` plus ``refused`` audit events, and nothing else."""
+    """Whether ``fresh`` is ``read`` plus ``refused`` audit events, and nothing else.
+
+    A changed webhook outbox (a delivery recorded) does not count either: it
+    is no competing change of the conversation.
+    """
     count = len(read.audit)
-    if len(fresh.audit) <= count or fresh.audit[:count] != read.audit:
+    if len(fresh.audit) < count or fresh.audit[:count] != read.audit:
         return False
     if any(e.kind != "refused" for e in fresh.audit[count:]):
         return False
-    same = {"version", "updated_at", "audit"}
+    if len(fresh.audit) == count and fresh.outbox == read.outbox:
+        return False  # nothing we can build on: a real conflict
+    same = {"version", "updated_at", "audit", "outbox"}
     return read.model_dump(exclude=same) == fresh.model_dump(exclude=same)
 
 
@@ -373,6 +381,11 @@ class ReviewedChat:
 
         limits: how deep and large tool-call arguments and tool results may
             be (see :class:`~toolguard.Limits`); ``None``: ``Limits()``.
+        notify: a :class:`~toolguard.Webhook` that gets ``review.requested``,
+            ``review.decided`` and ``review.expired`` events. They are written
+            to the thread's outbox in the same save as the event and sent by
+            :meth:`deliver_notifications` (``toolguard serve`` runs it in the
+            background; otherwise call it or :meth:`run_notifications`).
 
     Attributes:
         max_recorded_refusals: most ``refused`` audit events kept per review
@@ -401,7 +414,12 @@ class ReviewedChat:
         signing_key: bytes | None = None,
         result_templates: ResultTemplates | None = None,
         limits: Limits | None = None,
+        notify: Webhook | None = None,
     ) -> None:
+        notify_arg: object = notify
+        if notify_arg is not None and not isinstance(notify_arg, Webhook):
+            msg = f"notify must be a toolguard.Webhook or None, got {check.kind(notify_arg)}"
+            raise TypeError(msg)
         self.result_templates = check_templates(result_templates)
         check.positive_int(max_steps, "max_steps")
         _check_model(model)
@@ -427,6 +445,9 @@ class ReviewedChat:
         self.authorize = authorize
         self.access = access
         self.clock = clock
+        self.notify = notify
+        self._outbox_hints: set[str] = set()
+        self._outbox_scanned = False
         self._tool_schemas = self.toolset.openai_tools()
 
     # ------------------------------------------------------------------ reading
@@ -939,13 +960,22 @@ class ReviewedChat:
         made again on top of it, keeping those events, so a refusal can never
         make this save fail. Any other concurrent change raises
         ``ConcurrentUpdateError`` as before. The refusal caps bound the retries.
+        A concurrent change of the webhook outbox (a delivery recorded) is
+        treated the same way. With ``notify``, the notifications for the
+        review events this save records go into the outbox in this save.
         """
+        items: list[OutboxItem] = []
+        if self.notify is not None and "audit" in changes:
+            added = changes["audit"][len(state.audit) :]
+            items = review_items(state.thread_id, added, changes, self.clock())
         while True:
+            if items:
+                changes = {**changes, "outbox": [*state.outbox, *items]}
             try:
-                return await self.store.save(
+                saved = await self.store.save(
                     state.model_copy(update=changes), expected_version=expected
                 )
-            except ConcurrentUpdateError:  # noqa: PERF203 - retried only over refusals (capped)
+            except ConcurrentUpdateError:
                 if expected is None or expected != state.version:
                     raise
                 fresh = await self.store.load(state.thread_id)
@@ -955,6 +985,10 @@ class ReviewedChat:
                     added = changes["audit"][len(state.audit) :]
                     changes = {**changes, "audit": [*fresh.audit, *added]}
                 state, expected = fresh, fresh.version
+            else:
+                if items:
+                    self._outbox_hints.add(saved.thread_id)
+                return saved
 
     async def _loop(
         self,
@@ -1039,6 +1073,128 @@ class ReviewedChat:
             elif action.status in ("executed", "failed", "rejected", "expired", "responded"):
                 events.append(final_event(thread_id, review_id, action, action.status, now))
         return events
+
+    # ------------------------------------------------------------------ webhook notifications
+
+    async def deliver_notifications(self) -> int:
+        """Send the due webhook notifications once; returns how many were delivered.
+
+        The first call (and every call after :meth:`run_notifications`'
+        rescans) looks at every stored thread, so notifications a crashed
+        process left in the outbox go out; later calls look at the threads
+        this chat saved notifications for. Per thread, notifications go out
+        in order: a failed one is retried after the :class:`~toolguard.Webhook`'s
+        backoff and holds back the later ones. Each is leased with a
+        compare-and-set save before it is sent (so two processes do not both
+        send it) and removed after a 2xx answer. A crash between that answer
+        and the removal sends it again later: delivery is at least once, and
+        receivers dedupe by the body's ``id``.
+        """
+        if self.notify is None:
+            return 0
+        if not self._outbox_scanned:
+            lister = getattr(self.store, "thread_ids", None)
+            if lister is not None:
+                self._outbox_hints.update(await lister())
+            self._outbox_scanned = True
+        delivered = 0
+        for thread_id in sorted(self._outbox_hints):
+            self._outbox_hints.discard(thread_id)
+            try:
+                done, left = await self._deliver_thread(self.notify, thread_id)
+            except CorruptThreadError as exc:
+                _log.warning("notifications skipped thread %r: %s", exc.thread_id, exc.reason)
+                continue
+            delivered += done
+            if left:
+                self._outbox_hints.add(thread_id)
+        return delivered
+
+    async def run_notifications(self, *, interval: float = 1.0, rescan: float = 60.0) -> None:
+        """Call :meth:`deliver_notifications` every ``interval`` seconds, until cancelled.
+
+        Every ``rescan`` seconds it looks at every stored thread again (for
+        notifications other processes left behind). A failing pass is logged
+        on the ``toolguard`` logger and the loop goes on.
+        """
+        waited = 0.0
+        while True:
+            try:
+                await self.deliver_notifications()
+            except Exception:  # a down database must not end the loop
+                _log.exception("webhook delivery pass failed")
+            await anyio.sleep(interval)
+            waited += interval
+            if waited >= rescan:
+                waited = 0.0
+                self._outbox_scanned = False
+
+    async def _deliver_thread(self, webhook: Webhook, thread_id: str) -> tuple[int, bool]:
+        """Deliver one thread's due notifications: (how many were delivered, any left)."""
+        delivered = 0
+        while True:
+            state = await self.store.load(thread_id)
+            if state is None or not state.outbox:
+                return delivered, False
+            item = state.outbox[0]
+            now = self.clock()
+            if item.next_attempt_at is not None and item.next_attempt_at > now:
+                return delivered, True
+            lease = now + timedelta(seconds=webhook.timeout * 2 + 5)
+            leased = item.model_copy(update={"next_attempt_at": lease})
+            try:
+                state = await self._save_outbox(state, item.id, leased)
+            except ConcurrentUpdateError:
+                continue  # changed meanwhile: look again
+            error = await webhook.send(item)
+            if error is None:
+                delivered += 1
+                await self._outbox_update(thread_id, item.id, None)
+                continue
+            attempts = item.attempts + 1
+            failed = item.model_copy(
+                update={
+                    "attempts": attempts,
+                    "next_attempt_at": self.clock() + webhook.delay(attempts),
+                    "last_error": error,
+                }
+            )
+            _log.warning(
+                "webhook %s for thread %r failed (%s); attempt %d, retried later",
+                item.body.get("event"),
+                thread_id,
+                error,
+                attempts,
+            )
+            await self._outbox_update(thread_id, item.id, failed)
+            return delivered, True
+
+    async def _save_outbox(
+        self, state: ThreadState, item_id: str, replacement: OutboxItem | None
+    ) -> ThreadState:
+        """Replace (or, with ``None``, remove) one outbox item: one compare-and-set save."""
+        outbox = [
+            replacement if i.id == item_id else i
+            for i in state.outbox
+            if i.id != item_id or replacement is not None
+        ]
+        return await self.store.save(
+            state.model_copy(update={"outbox": outbox}), expected_version=state.version
+        )
+
+    async def _outbox_update(
+        self, thread_id: str, item_id: str, replacement: OutboxItem | None
+    ) -> None:
+        """:meth:`_save_outbox` on the latest state, redone over concurrent saves."""
+        while True:
+            state = await self.store.load(thread_id)
+            if state is None or all(i.id != item_id for i in state.outbox):
+                return
+            try:
+                await self._save_outbox(state, item_id, replacement)
+            except ConcurrentUpdateError:
+                continue
+            return
 
     # ------------------------------------------------------------------ without an event loop
 

@@ -579,6 +579,8 @@ def _serve(args: argparse.Namespace) -> int:
         allow_hosts=args.allow_host,
         **({"workers": args.workers} if args.workers != 1 else {}),
         **({"rules": args.rules} if args.rules is not None else {}),
+        **({"notify_url": args.notify_url} if args.notify_url is not None else {}),
+        **({"notify_secret": args.notify_secret} if args.notify_secret is not None else {}),
     )
     return result if isinstance(result, int) else 0
 
@@ -721,6 +723,16 @@ def _parser() -> argparse.ArgumentParser:
         "--rules",
         metavar="FILE",
         help="a TOML file of allow/ask/deny rules applied before each tool's own policy",
+    )
+    serve.add_argument(
+        "--notify-url",
+        metavar="URL",
+        help="POST review.requested/decided/expired webhooks to URL (needs --notify-secret)",
+    )
+    serve.add_argument(
+        "--notify-secret",
+        metavar="S",
+        help="the secret that signs the webhooks (X-Toolguard-Signature: sha256=HMAC)",
     )
     serve.add_argument(
         "--workers",

@@ -31,6 +31,7 @@ import anyio
 from toolguard._chat import ReviewedChat
 from toolguard._demo import DemoModel, build_demo_chat
 from toolguard._model import ChatModel
+from toolguard._notify import Webhook
 from toolguard._rules import Rules, RuleSyntaxError
 from toolguard._sqlite import SQLiteStore
 from toolguard._store import Store
@@ -177,6 +178,8 @@ def build_chat(
     base_url: str | None = None,
     db: str | None = None,
     rules: str | None = None,
+    notify_url: str | None = None,
+    notify_secret: str | None = None,
 ) -> ReviewedChat:
     """The chat ``toolguard serve`` runs (arguments as in :func:`serve`).
 
@@ -185,6 +188,29 @@ def build_chat(
             :func:`load_rules` and :func:`choose_model`), or the registry is
             not a list, mapping or toolset of tools.
     """
+    webhook = _webhook(notify_url, notify_secret)
+    chat = _build_chat(tools, model, base_url, db, rules)
+    chat.notify = webhook
+    return chat
+
+
+def _webhook(url: str | None, secret: str | None) -> Webhook | None:
+    """The :class:`~toolguard.Webhook` of ``--notify-url`` and ``--notify-secret``, if given."""
+    if url is None and secret is None:
+        return None
+    if url is None or secret is None:
+        msg = "--notify-url and --notify-secret go together: give both or neither"
+        raise ServeError(msg)
+    try:
+        return Webhook(url, secret=secret)
+    except ValueError as exc:
+        msg = f"--notify-url/--notify-secret: {exc}"
+        raise ServeError(msg) from exc
+
+
+def _build_chat(
+    tools: str | None, model: str | None, base_url: str | None, db: str | None, rules: str | None
+) -> ReviewedChat:
     registry: Tools | None = load_tools(tools) if tools is not None else None
     argument_rules = load_rules(rules) if rules is not None else None
     chat_model = choose_model(model, base_url)
@@ -275,6 +301,8 @@ def build_app(
     allowed_origins: Iterable[str] = (),
     allowed_hosts: Iterable[str] | None = None,
     rules: str | None = None,
+    notify_url: str | None = None,
+    notify_secret: str | None = None,
 ) -> FastAPI:
     """The app ``toolguard serve`` runs: the chat API under ``/hitl`` and the page at ``/``.
 
@@ -289,9 +317,17 @@ def build_app(
     """
     from toolguard.http import create_app  # noqa: PLC0415 - the http extra is optional
 
-    chat = build_chat(tools=tools, model=model, base_url=base_url, db=db, rules=rules)
+    chat = build_chat(
+        tools=tools,
+        model=model,
+        base_url=base_url,
+        db=db,
+        rules=rules,
+        notify_url=notify_url,
+        notify_secret=notify_secret,
+    )
     try:
-        return create_app(
+        app = create_app(
             chat,
             max_body_bytes=max_body_bytes,
             allowed_origins=allowed_origins,
@@ -302,6 +338,25 @@ def build_app(
         if close is not None:
             close()
         raise ServeError(str(exc)) from exc
+    if chat.notify is not None:
+        _deliver_in_background(app, chat)
+    return app
+
+
+def _deliver_in_background(app: FastAPI, chat: ReviewedChat) -> None:
+    """Run :meth:`ReviewedChat.run_notifications` while the app runs (its lifespan)."""
+    starting = app.router.lifespan_context
+
+    @contextlib.asynccontextmanager
+    async def lifespan(app_: Any) -> AsyncIterator[Any]:
+        async with starting(app_) as state, anyio.create_task_group() as group:
+            group.start_soon(chat.run_notifications)
+            try:
+                yield state
+            finally:
+                group.cancel_scope.cancel()
+
+    app.router.lifespan_context = lifespan
 
 
 def app_from_env() -> FastAPI:
@@ -405,6 +460,8 @@ def serve(
     allow_hosts: Sequence[str] = (),
     workers: int = 1,
     rules: str | None = None,
+    notify_url: str | None = None,
+    notify_secret: str | None = None,
 ) -> int:
     """Serve the chat API and the approval page until interrupted.
 
@@ -423,6 +480,9 @@ def serve(
             turns the check off. Any other Host gets a 421.
         rules: a TOML file of allow/ask/deny rules (:meth:`toolguard.Rules.from_toml`)
             applied before each tool's own policy.
+        notify_url: POST webhooks of review events here (with ``notify_secret``;
+            see :class:`toolguard.Webhook`); a background task delivers them.
+        notify_secret: the secret that signs the webhooks.
         workers: how many server processes uvicorn runs; more than 1 needs a
             database the processes share (a SQLite file or PostgreSQL, not
             ``":memory:"``). Each worker builds its app with :func:`app_from_env`.
@@ -444,6 +504,10 @@ def serve(
     }
     if rules is not None:
         options["rules"] = rules
+    if notify_url is not None:
+        options["notify_url"] = notify_url
+    if notify_secret is not None:
+        options["notify_secret"] = notify_secret
     try:
         import uvicorn  # noqa: PLC0415 - the http extra is optional
 

@@ -27,6 +27,7 @@ from toolguard._models import (
     RespondDecision,
     utcnow,
 )
+from toolguard._notify import OutboxItem
 
 ThreadStatus = Literal["idle", "awaiting_review", "running"]
 
@@ -88,6 +89,8 @@ class ThreadState(BaseModel):
     """Every approval request of the thread, latest status, oldest first."""
     audit: list[AuditEvent] = Field(default_factory=list)
     """The audit trail, oldest first."""
+    outbox: list[OutboxItem] = Field(default_factory=list)
+    """Webhook notifications not delivered yet, oldest first (``ReviewedChat(notify=...)``)."""
     created_at: datetime = Field(default_factory=utcnow)
     """When the thread was created."""
     updated_at: datetime = Field(default_factory=utcnow)

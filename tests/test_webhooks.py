@@ -1,0 +1,448 @@
+"""Webhooks: review events POSTed, signed, from a durable outbox in the thread's store."""
+
+from __future__ import annotations
+
+import hashlib
+import hmac
+import json
+import socket
+import sys
+import threading
+import types
+from collections.abc import Iterator
+from dataclasses import dataclass, field
+from datetime import datetime, timedelta, timezone
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from pathlib import Path
+from typing import Any
+
+import anyio
+import httpx
+import pytest
+
+from toolguard import (
+    ModelResponse,
+    ReviewedChat,
+    ScriptedModel,
+    SQLiteStore,
+    ToolCall,
+    Webhook,
+    requires_approval,
+)
+from toolguard._cli import main
+from toolguard._notify import sign
+from toolguard._serve import ServeError, build_app, build_chat
+from toolguard._store import Store
+
+SECRET = "s3cret"  # noqa: S105 - a test secret
+START = datetime(2026, 1, 2, 3, 4, 5, tzinfo=timezone.utc)
+ARGS = {"to": "alice@example.com", "body": "hi"}
+
+
+@dataclass
+class Receiver:
+    """A webhook receiver on 127.0.0.1 that checks every signature."""
+
+    url: str
+    status: list[int] = field(default_factory=lambda: [200])
+    received: list[dict[str, Any]] = field(default_factory=list)
+    got: threading.Event = field(default_factory=threading.Event)
+    """Every request: its body, whether the signature held, and the answer given."""
+
+    @property
+    def accepted(self) -> list[dict[str, Any]]:
+        return [r["body"] for r in self.received if r["answer"] == 200]
+
+
+@pytest.fixture
+def receiver() -> Iterator[Receiver]:
+    box = Receiver(url="")
+
+    class Handler(BaseHTTPRequestHandler):
+        def do_POST(self) -> None:
+            raw = self.rfile.read(int(self.headers["Content-Length"]))
+            expected = "sha256=" + hmac.new(SECRET.encode(), raw, hashlib.sha256).hexdigest()
+            signature = self.headers.get("X-Toolguard-Signature", "")
+            answer = box.status[0]
+            box.received.append(
+                {
+                    "body": json.loads(raw),
+                    "signed": hmac.compare_digest(signature, expected),
+                    "type": self.headers.get("Content-Type"),
+                    "answer": answer,
+                }
+            )
+            box.got.set()
+            self.send_response(answer)
+            self.send_header("Content-Length", "0")
+            self.end_headers()
+
+        def log_message(self, format: str, *args: Any) -> None:
+            pass
+
+    server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+    box.url = f"http://127.0.0.1:{server.server_address[1]}/hook"
+    thread = threading.Thread(target=server.serve_forever, daemon=True)
+    thread.start()
+    try:
+        yield box
+    finally:
+        server.shutdown()
+        server.server_close()
+        thread.join(timeout=10)
+
+
+class Clock:
+    def __init__(self) -> None:
+        self.now = START
+
+    def __call__(self) -> datetime:
+        return self.now
+
+
+@requires_approval
+def send_email(to: str, body: str) -> str:
+    """Send an email.
+
+    Args:
+        to: the recipient.
+        body: the text.
+    """
+    return f"sent to {to}"
+
+
+def make_chat(
+    url: str, store: Store | None = None, clock: Clock | None = None, **options: Any
+) -> ReviewedChat:
+    model = ScriptedModel(
+        [ModelResponse(tool_calls=[ToolCall(id="c1", name="send_email", args=ARGS)]), "Done."],
+        repeat=True,
+    )
+    return ReviewedChat(
+        model,
+        [send_email],
+        store=store,
+        clock=clock or Clock(),
+        notify=Webhook(url, secret=SECRET),
+        **options,
+    )
+
+
+def _checked(receiver: Receiver) -> list[dict[str, Any]]:
+    assert all(r["signed"] and r["type"] == "application/json" for r in receiver.received)
+    return receiver.accepted
+
+
+async def test_pause_then_approve_sends_requested_then_decided(receiver: Receiver) -> None:
+    chat = make_chat(receiver.url)
+    turn = await chat.send_message("mail alice")
+    assert turn.pending_review is not None
+    assert await chat.deliver_notifications() == 1
+    await chat.submit_review([{"type": "approve"}], turn.thread_id, reviewer="bob")
+    assert await chat.deliver_notifications() == 1
+    assert await chat.deliver_notifications() == 0
+    requested, decided = _checked(receiver)
+    assert requested == {
+        "id": requested["id"],
+        "event": "review.requested",
+        "created_at": "2026-01-02T03:04:05+00:00",
+        "thread_id": turn.thread_id,
+        "review_id": turn.review_id,
+        "pending_review": turn.pending_review.model_dump(mode="json"),
+    }
+    action_id = turn.actions[0].id
+    assert decided == {
+        "id": decided["id"],
+        "event": "review.decided",
+        "created_at": "2026-01-02T03:04:05+00:00",
+        "thread_id": turn.thread_id,
+        "review_id": turn.review_id,
+        "reviewer": "bob",
+        "decisions": [
+            {
+                "action_id": action_id,
+                "type": "approve",
+                "tool": "send_email",
+                "args": ARGS,
+                "message": None,
+            }
+        ],
+        "statuses": {action_id: "approved"},
+    }
+    assert len(requested["id"]) == 32
+    assert requested["id"] != decided["id"]
+    assert (await chat.get_thread(turn.thread_id)).outbox == []
+
+
+async def test_a_rejection_names_its_message(receiver: Receiver) -> None:
+    chat = make_chat(receiver.url)
+    turn = await chat.send_message("mail alice")
+    await chat.submit_review([{"type": "reject", "message": "no"}], turn.thread_id)
+    await chat.deliver_notifications()
+    events = _checked(receiver)
+    assert [e["event"] for e in events] == ["review.requested", "review.decided"]
+    action_id = turn.actions[0].id
+    assert events[1]["decisions"] == [
+        {"action_id": action_id, "type": "reject", "tool": "send_email", "args": None,
+         "message": "no"}
+    ]  # fmt: skip
+    assert events[1]["statuses"] == {action_id: "rejected"}
+    assert events[1]["reviewer"] is None
+
+
+async def test_pause_then_expire_sends_requested_then_expired(receiver: Receiver) -> None:
+    clock = Clock()
+    chat = make_chat(receiver.url, clock=clock, review_ttl=60)
+    turn = await chat.send_message("mail alice")
+    clock.now = START + timedelta(seconds=61)
+    assert await chat.expire_overdue(turn.thread_id) is True
+    assert await chat.deliver_notifications() == 2
+    requested, expired = _checked(receiver)
+    assert requested["event"] == "review.requested"
+    assert expired == {
+        "id": expired["id"],
+        "event": "review.expired",
+        "created_at": "2026-01-02T03:05:06+00:00",
+        "thread_id": turn.thread_id,
+        "review_id": turn.review_id,
+        "statuses": {turn.actions[0].id: "expired"},
+    }
+
+
+async def test_a_down_receiver_gets_the_event_later_once(receiver: Receiver) -> None:
+    clock = Clock()
+    chat = make_chat(receiver.url, clock=clock)
+    receiver.status[0] = 503
+    turn = await chat.send_message("mail alice")
+    assert await chat.deliver_notifications() == 0
+    [item] = (await chat.get_thread(turn.thread_id)).outbox
+    assert (item.attempts, item.last_error, item.next_attempt_at) == (
+        1,
+        "HTTP 503",
+        START + timedelta(seconds=1),
+    )
+    # Not due yet: nothing is sent.
+    assert await chat.deliver_notifications() == 0
+    assert len(receiver.received) == 1
+    clock.now = START + timedelta(seconds=1)
+    assert await chat.deliver_notifications() == 0
+    [item] = (await chat.get_thread(turn.thread_id)).outbox
+    assert (item.attempts, item.next_attempt_at) == (2, clock.now + timedelta(seconds=2))
+    receiver.status[0] = 200
+    clock.now += timedelta(seconds=2)
+    assert await chat.deliver_notifications() == 1
+    assert await chat.deliver_notifications() == 0
+    assert [r["answer"] for r in receiver.received] == [503, 503, 200]
+    assert len({r["body"]["id"] for r in receiver.received}) == 1
+    assert [e["event"] for e in _checked(receiver)] == ["review.requested"]
+    assert (await chat.get_thread(turn.thread_id)).outbox == []
+
+
+async def test_a_later_event_waits_behind_an_undelivered_one(receiver: Receiver) -> None:
+    clock = Clock()
+    chat = make_chat(receiver.url, clock=clock)
+    receiver.status[0] = 500
+    turn = await chat.send_message("mail alice")
+    assert await chat.deliver_notifications() == 0
+    await chat.submit_review([{"type": "approve"}], turn.thread_id)
+    assert await chat.deliver_notifications() == 0
+    assert len(receiver.received) == 1
+    receiver.status[0] = 200
+    clock.now += timedelta(seconds=1)
+    assert await chat.deliver_notifications() == 2
+    assert [e["event"] for e in _checked(receiver)] == ["review.requested", "review.decided"]
+
+
+async def test_no_listener_is_a_connection_error_retried_later() -> None:
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        port = probe.getsockname()[1]
+    chat = make_chat(f"http://127.0.0.1:{port}/hook")
+    turn = await chat.send_message("mail alice")
+    assert await chat.deliver_notifications() == 0
+    [item] = (await chat.get_thread(turn.thread_id)).outbox
+    assert item.attempts == 1
+    assert item.last_error is not None
+    assert item.last_error.startswith("ConnectError: ")
+
+
+async def test_a_new_chat_on_the_same_file_delivers_what_a_crashed_one_left(
+    receiver: Receiver, tmp_path: Path
+) -> None:
+    path = tmp_path / "chat.db"
+    async with SQLiteStore(path) as store:
+        crashed = make_chat(receiver.url, store=store)
+        turn = await crashed.send_message("mail alice")
+        await crashed.submit_review([{"type": "approve"}], turn.thread_id)
+    assert receiver.received == []
+    async with SQLiteStore(path) as store:
+        restarted = make_chat(receiver.url, store=store)
+        assert await restarted.deliver_notifications() == 2
+        assert await restarted.deliver_notifications() == 0
+    events = _checked(receiver)
+    assert [(e["event"], e["review_id"]) for e in events] == [
+        ("review.requested", turn.review_id),
+        ("review.decided", turn.review_id),
+    ]
+
+
+async def test_a_delivery_between_reads_does_not_fail_the_chat(receiver: Receiver) -> None:
+    """The outbox save bumps the version; the chat's own saves redo theirs on top of it."""
+    chat = make_chat(receiver.url)
+    turn = await chat.send_message("mail alice")
+    stale = await chat.get_thread(turn.thread_id)
+    assert await chat.deliver_notifications() == 1
+    # _save with a state read before the delivery: only the outbox changed since.
+    saved = await chat._save(stale, stale.version, messages=[*stale.messages])
+    assert saved.version == stale.version + 3  # lease, removal, this save
+    assert saved.outbox == []
+
+
+async def test_without_notify_nothing_is_queued() -> None:
+    chat = ReviewedChat(
+        ScriptedModel(
+            [ModelResponse(tool_calls=[ToolCall(id="c1", name="send_email", args=ARGS)])]
+        ),
+        [send_email],
+    )
+    turn = await chat.send_message("mail alice")
+    assert (await chat.get_thread(turn.thread_id)).outbox == []
+    assert await chat.deliver_notifications() == 0
+
+
+def test_the_signature_is_hmac_sha256_of_the_raw_body() -> None:
+    assert sign(b'{"event":"review.requested"}', "key") == (
+        "sha256=" + hmac.new(b"key", b'{"event":"review.requested"}', hashlib.sha256).hexdigest()
+    )
+    assert sign(b"", "key") == (
+        "sha256=5d5d139563c95b5967b9bd9a8c9b233a9dedb45072794cd232dc1b74832607d0"
+    )
+
+
+def test_backoff_doubles_up_to_the_cap() -> None:
+    hook = Webhook("https://example.com/h", secret="x", backoff=1.5, max_backoff=10)  # noqa: S106
+    assert [hook.delay(n).total_seconds() for n in (1, 2, 3, 4, 100)] == [1.5, 3, 6, 10, 10]
+    assert repr(hook) == "Webhook('https://example.com/h', secret='***')"
+
+
+@pytest.mark.parametrize(
+    ("url", "secret", "options", "error", "text"),
+    [
+        ("ftp://x/h", "s", {}, ValueError, "url must be an http:// or https:// URL, got 'ftp://x/h'"),
+        ("example.com", "s", {}, ValueError,
+         "url must be an http:// or https:// URL, got 'example.com'"),
+        ("http:///h", "s", {}, ValueError, "url must be an http:// or https:// URL, got 'http:///h'"),
+        ("http://x", "", {}, ValueError,
+         "secret must not be empty: receivers verify the signature with it"),
+        (b"http://x", "s", {}, TypeError, "url must be text, got bytes"),
+        ("http://x", None, {}, TypeError, "secret must be text, got NoneType"),
+        ("http://x", "s", {"timeout": 0}, ValueError, "timeout must be positive, got 0"),
+        ("http://x", "s", {"backoff": "1"}, TypeError,
+         "backoff must be a number of seconds, got str"),
+        ("http://x", "s", {"max_backoff": True}, TypeError,
+         "max_backoff must be a number of seconds, got bool"),
+    ],
+)  # fmt: skip
+def test_bad_webhook_settings_are_refused(
+    url: Any, secret: Any, options: dict[str, Any], error: type[Exception], text: str
+) -> None:
+    with pytest.raises(error) as caught:
+        Webhook(url, secret=secret, **options)
+    assert str(caught.value) == text
+
+
+def test_notify_must_be_a_webhook() -> None:
+    with pytest.raises(TypeError) as caught:
+        ReviewedChat(ScriptedModel([]), [send_email], notify="http://x")  # type: ignore[arg-type]
+    assert str(caught.value) == "notify must be a toolguard.Webhook or None, got str 'http://x'"
+
+
+# --- toolguard serve ----------------------------------------------------------------------------
+
+
+def test_build_chat_gets_the_webhook() -> None:
+    chat = build_chat(db=":memory:", notify_url="http://127.0.0.1:9/h", notify_secret="k")  # noqa: S106
+    assert chat.notify is not None
+    assert (chat.notify.url, chat.notify.secret) == ("http://127.0.0.1:9/h", "k")
+    assert build_chat(db=":memory:").notify is None
+
+
+@pytest.mark.parametrize(
+    ("url", "secret", "text"),
+    [
+        ("http://x/h", None, "--notify-url and --notify-secret go together: give both or neither"),
+        (None, "k", "--notify-url and --notify-secret go together: give both or neither"),
+        ("file:///etc", "k",
+         "--notify-url/--notify-secret: url must be an http:// or https:// URL, got 'file:///etc'"),
+        ("http://x/h", "",
+         ("--notify-url/--notify-secret: secret must not be empty:"
+          " receivers verify the signature with it")),
+    ],
+)  # fmt: skip
+def test_bad_notify_options_are_serve_errors(
+    url: str | None, secret: str | None, text: str
+) -> None:
+    with pytest.raises(ServeError) as caught:
+        build_chat(db=":memory:", notify_url=url, notify_secret=secret)
+    assert str(caught.value) == text
+
+
+def test_the_cli_passes_notify_options_only_when_given(monkeypatch: pytest.MonkeyPatch) -> None:
+    received: list[dict[str, Any]] = []
+    fake = types.ModuleType("toolguard._serve")
+    fake.serve = lambda **options: received.append(options)  # type: ignore[attr-defined]
+    monkeypatch.setitem(sys.modules, "toolguard._serve", fake)
+    assert main(["serve", "--notify-url", "http://h/x", "--notify-secret", "k"]) == 0
+    assert main(["serve"]) == 0
+    assert (received[0]["notify_url"], received[0]["notify_secret"]) == ("http://h/x", "k")
+    assert "notify_url" not in received[1]
+    assert "notify_secret" not in received[1]
+
+
+def test_serve_puts_the_notify_options_in_the_workers_options(
+    monkeypatch: pytest.MonkeyPatch, tmp_path: Path
+) -> None:
+    import toolguard._serve as serve_module
+
+    seen: list[dict[str, Any]] = []
+
+    def fake_workers(chat: ReviewedChat, options: dict[str, Any], **_: Any) -> int:
+        seen.append(options)
+        assert chat.notify is not None
+        return 0
+
+    monkeypatch.setattr(serve_module, "_serve_workers", fake_workers)
+    code = serve_module.serve(
+        tools=None,
+        model=None,
+        base_url=None,
+        db=str(tmp_path / "w.db"),
+        workers=2,
+        notify_url="http://127.0.0.1:9/h",
+        notify_secret="k",  # noqa: S106
+    )
+    assert code == 0
+    assert (seen[0]["notify_url"], seen[0]["notify_secret"]) == ("http://127.0.0.1:9/h", "k")
+    app = serve_module.build_app(**seen[0])
+    assert app.state.chat.notify.url == "http://127.0.0.1:9/h"
+
+
+async def test_the_served_app_delivers_in_the_background(receiver: Receiver) -> None:
+    app = build_app(db=":memory:", notify_url=receiver.url, notify_secret=SECRET)
+    transport = httpx.ASGITransport(app=app)
+    async with (
+        app.router.lifespan_context(app),
+        httpx.AsyncClient(transport=transport, base_url="http://127.0.0.1") as client,
+    ):
+        answer = await client.post(
+            "/hitl/chat", json={"message": "Mail Alice that the meeting moved to 10"}
+        )
+        body = answer.json()
+        assert body["pending_review"] is not None
+        assert await anyio.to_thread.run_sync(receiver.got.wait, 20)
+    [event] = _checked(receiver)
+    assert (event["event"], event["thread_id"], event["review_id"]) == (
+        "review.requested",
+        body["thread_id"],
+        body["review_id"],
+    )
