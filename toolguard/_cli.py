@@ -774,6 +774,16 @@ def _parser() -> argparse.ArgumentParser:
         metavar="FILE",
         help="a TOML file of allow/ask/deny rules applied before the classifier and annotations",
     )
+    proxy.add_argument(
+        "--notify-url",
+        metavar="URL",
+        help="POST review.requested/decided/expired webhooks to URL (with --notify-secret)",
+    )
+    proxy.add_argument(
+        "--notify-secret",
+        metavar="S",
+        help="the secret of the X-Toolguard-Signature HMAC of each webhook body",
+    )
     proxy.add_argument("upstream", nargs=argparse.REMAINDER, help="the upstream server's command")
     proxy.set_defaults(handler=_mcp_proxy)
 

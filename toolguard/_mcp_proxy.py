@@ -50,6 +50,7 @@ from toolguard._classify import Classifier
 from toolguard._errors import ToolguardError
 from toolguard._model import Message, ModelResponse
 from toolguard._models import Action, ToolCall
+from toolguard._notify import Webhook
 from toolguard._rules import Rules, RuleSyntaxError, denied_text
 from toolguard._schema_tool import SchemaTool
 from toolguard._sqlite import SQLiteStore
@@ -698,6 +699,7 @@ async def run(
     ttl: float = DEFAULT_TTL,
     on_event: EventHook | None = None,
     rules: Rules | None = None,
+    notify: Webhook | None = None,
 ) -> int:
     """Run the gateway until the client closes stdin; return the exit code.
 
@@ -717,6 +719,7 @@ async def run(
         async with Client(target) as upstream:
             listed = await _list_upstream(upstream)
             proxy = MCPProxy(upstream, listed, store=store, ttl=ttl, on_event=on_event, rules=rules)
+            proxy.chat.notify = notify  # webhooks: review.requested / decided / expired
             closed = await proxy.close_stale()
             if closed:
                 sys.stderr.write(
@@ -743,6 +746,8 @@ async def run(
                         failed.append(exc)
 
                 tasks.start_soon(serve_http)
+                if notify is not None:
+                    tasks.start_soon(proxy.chat.run_notifications)
                 with anyio.fail_after(30):
                     while not http.started and not failed:  # noqa: ASYNC110 - no event to wait on
                         await anyio.sleep(0.02)
@@ -791,6 +796,18 @@ def main(args: Any) -> int:
     if not args.ttl > 0:
         sys.stderr.write(f"error: --ttl must be a positive number of seconds, got {args.ttl}\n")
         return 2
+    notify = None
+    notify_url = getattr(args, "notify_url", None)
+    notify_secret = getattr(args, "notify_secret", None)
+    if (notify_url is None) != (notify_secret is None):
+        sys.stderr.write("error: --notify-url and --notify-secret go together: give both\n")
+        return 2
+    if notify_url is not None:
+        try:
+            notify = Webhook(notify_url, secret=str(notify_secret))
+        except (TypeError, ValueError) as exc:
+            sys.stderr.write(f"error: --notify-url/--notify-secret: {exc}\n")
+            return 2
     rules = None
     rules_file = getattr(args, "rules", None)
     if rules_file is not None:
@@ -823,6 +840,7 @@ def main(args: Any) -> int:
                 port=args.port,
                 ttl=args.ttl,
                 rules=rules,
+                notify=notify,
             )
         )
     except KeyboardInterrupt:

@@ -89,3 +89,26 @@ def test_the_cli_refuses_a_bad_rules_file(
     assert capsys.readouterr().err == (
         f"error: --rules {bad}: 'allow' in the rules TOML must be a list of strings\n"
     )
+
+
+@pytest.mark.parametrize(
+    ("options", "error"),
+    [
+        (
+            ["--notify-url", "http://127.0.0.1:9/hook"],
+            "error: --notify-url and --notify-secret go together: give both\n",
+        ),
+        (
+            ["--notify-url", "ftp://x", "--notify-secret", "s"],
+            (
+                "error: --notify-url/--notify-secret: url must be an http:// or https:// URL,"
+                " got 'ftp://x'\n"
+            ),
+        ),
+    ],
+)
+def test_the_cli_checks_the_webhook_options(
+    options: list[str], error: str, capsys: pytest.CaptureFixture[str]
+) -> None:
+    assert cli_main(["mcp-proxy", *options, "--", "true"]) == 2
+    assert capsys.readouterr().err == error
