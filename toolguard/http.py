@@ -864,17 +864,29 @@ async def _readable_threads(chat: ReviewedChat, actor: str | None) -> list[Threa
     return states
 
 
-def _pending_of(states: Iterable[ThreadState]) -> list[dict[str, Any]]:
-    """``[{thread_id, review_id, pending_review}, ...]`` of the threads awaiting a review."""
-    return [
-        {
+def _pending_of(states: Iterable[ThreadState], *, times: bool = False) -> list[dict[str, Any]]:
+    """``[{thread_id, review_id, pending_review}, ...]`` of the threads awaiting a review.
+
+    With ``times``, each item also has ``requested_at`` (the earliest request
+    of the review) and ``expires_at`` (its deadline or ``None``), ISO 8601.
+    """
+    reviews: list[dict[str, Any]] = []
+    for state in states:
+        pending = state.pending
+        if state.status != "awaiting_review" or pending is None:
+            continue
+        item: dict[str, Any] = {
             "thread_id": state.thread_id,
-            "review_id": state.pending.review_id,
-            "pending_review": state.pending.pending_review.model_dump(mode="json"),
+            "review_id": pending.review_id,
+            "pending_review": pending.pending_review.model_dump(mode="json"),
         }
-        for state in states
-        if state.status == "awaiting_review" and state.pending is not None
-    ]
+        if times:
+            asked = [a.requested_at for a in pending.actions]
+            deadline = pending.expires_at
+            item["requested_at"] = min(asked).isoformat() if asked else None
+            item["expires_at"] = deadline.isoformat() if deadline is not None else None
+        reviews.append(item)
+    return reviews
 
 
 async def pending_reviews(chat: ReviewedChat, actor: str | None = None) -> list[dict[str, Any]]:
@@ -913,7 +925,7 @@ async def _live_events(
     quiet_since = anyio.current_time()
     while True:
         states = await _readable_threads(chat, actor)
-        reviews = _pending_of(states)
+        reviews = _pending_of(states, times=True)
         now_versions = {s.thread_id: (s.status, s.version) for s in states}
         if versions is not None:
             for state in states:
@@ -1161,8 +1173,9 @@ def create_router(
     ) -> StreamingResponse:
         """A live stream of server-sent events, for pages that show pending reviews.
 
-        ``event: reviews`` carries ``{"reviews": [...]}`` (as ``GET
-        /hitl/reviews``) first and whenever the list changes; ``event:
+        ``event: reviews`` carries ``{"reviews": [...]}`` (the items of ``GET
+        /hitl/reviews`` plus ``requested_at`` and ``expires_at``) first and
+        whenever the list changes; ``event:
         thread`` carries ``{"thread_id", "status", "version"}`` when a
         readable thread changes. The store is read every second, so changes
         made by other processes show too.
