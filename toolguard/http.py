@@ -109,6 +109,7 @@ from pydantic import (
     ConfigDict,
     Field,
     StrictStr,
+    TypeAdapter,
     ValidationInfo,
     ValidatorFunctionWrapHandler,
     field_validator,
@@ -864,6 +865,15 @@ async def _readable_threads(chat: ReviewedChat, actor: str | None) -> list[Threa
     return states
 
 
+_DATETIME: TypeAdapter[datetime] = TypeAdapter(datetime)
+
+
+def _iso(moment: datetime) -> str:
+    """``moment`` as pydantic writes it in the other answers (UTC as ``Z``)."""
+    text: str = _DATETIME.dump_python(moment, mode="json")
+    return text
+
+
 def _pending_of(states: Iterable[ThreadState], *, times: bool = False) -> list[dict[str, Any]]:
     """``[{thread_id, review_id, pending_review}, ...]`` of the threads awaiting a review.
 
@@ -883,8 +893,8 @@ def _pending_of(states: Iterable[ThreadState], *, times: bool = False) -> list[d
         if times:
             asked = [a.requested_at for a in pending.actions]
             deadline = pending.expires_at
-            item["requested_at"] = min(asked).isoformat() if asked else None
-            item["expires_at"] = deadline.isoformat() if deadline is not None else None
+            item["requested_at"] = _iso(min(asked)) if asked else None
+            item["expires_at"] = _iso(deadline) if deadline is not None else None
         reviews.append(item)
     return reviews
 
