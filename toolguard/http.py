@@ -3,7 +3,7 @@
 Install the ``http`` extra (``pip install "toolguard-hitl[http]"``). This
 module imports ``fastapi``; ``import toolguard`` never imports it.
 
-Six routes, under ``/hitl`` by default:
+Eight routes, under ``/hitl`` by default:
 
 * ``POST /hitl/chat`` ``{message, thread_id?}`` sends a user message;
 * ``POST /hitl/review`` ``{thread_id, decisions, review_id?}`` answers the
@@ -12,8 +12,11 @@ Six routes, under ``/hitl`` by default:
 * ``POST /hitl/cancel`` ``{thread_id, review_id?, reason?}`` cancels it;
 * ``GET /hitl/threads/{thread_id}`` returns the stored history, the pending
   review and every action's status, so a page can reload;
-* ``GET /hitl/threads/{thread_id}/audit`` returns the audit trail as JSON lines.
-* ``GET /hitl/tools`` lists the chat's tools with their JSON schemas.
+* ``GET /hitl/threads/{thread_id}/audit`` returns the audit trail as JSON lines;
+* ``GET /hitl/tools`` lists the chat's tools with their JSON schemas;
+* ``GET /hitl/reviews`` lists every pending review, oldest thread first;
+* ``GET /hitl/events`` streams server-sent events as reviews arrive and
+  threads change (the approval page's live list).
 
 The ``POST`` routes answer ``{thread_id, reply, pending_review, review_id}``:
 a reply, or the review payload in LangChain's human-in-the-loop format.
