@@ -179,6 +179,16 @@ async def test_a_store_that_cannot_list_threads_lists_nothing() -> None:
     assert answer.json() == {"reviews": []}
 
 
+async def test_pending_reviews_refuses_wrong_arguments() -> None:
+    """The Python function names the argument that is wrong."""
+    with pytest.raises(TypeError) as not_chat:
+        await pending_reviews(MemoryStore())  # type: ignore[arg-type]
+    with pytest.raises(TypeError) as not_actor:
+        await pending_reviews(make_chat(), actor=True)  # type: ignore[arg-type]
+    assert str(not_chat.value) == "chat must be a toolguard.ReviewedChat, got MemoryStore"
+    assert str(not_actor.value) == "actor must be text, an int, a UUID or None, got bool"
+
+
 # --- the event stream, over real HTTP --------------------------------------------------------
 
 

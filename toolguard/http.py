@@ -121,7 +121,7 @@ from pydantic_core import PydanticCustomError
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from toolguard._audit import to_jsonl
-from toolguard._chat import ChatTurn, ReviewedChat
+from toolguard._chat import ChatTurn, ReviewedChat, reviewer_id
 from toolguard._errors import (
     AccessDeniedError,
     InvalidReviewDecisionError,
@@ -910,8 +910,16 @@ async def pending_reviews(chat: ReviewedChat, actor: str | None = None) -> list[
     does not let ``actor`` read (operation ``"read"``) is left out, and so is
     a thread that cannot be read back (``CorruptThreadError``, logged). A
     store without ``thread_ids()`` lists nothing.
+
+    Raises:
+        TypeError: ``chat`` is not a ``ReviewedChat``, or ``actor`` is not
+            text, an ``int``, a ``UUID`` or ``None``.
     """
-    return _pending_of(await _readable_threads(chat, actor))
+    served: object = chat  # checked at run time for untyped callers
+    if not isinstance(served, ReviewedChat):
+        msg = f"chat must be a toolguard.ReviewedChat, got {type(served).__name__}"
+        raise TypeError(msg)
+    return _pending_of(await _readable_threads(chat, reviewer_id(actor, "actor")))
 
 
 def _sse(event: str, data: Any) -> bytes:
