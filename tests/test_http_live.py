@@ -268,24 +268,6 @@ def test_events_stream_the_list_and_follow_changes_made_by_another_client(
     ]
 
 
-def test_events_are_plain_ascii_json(base: str, live_chat: ReviewedChat) -> None:
-    """Model text with line breaks and non-ASCII characters cannot break an event apart."""
-    del live_chat
-    with (
-        httpx.Client(base_url=base, timeout=LIMIT) as client,
-        client.stream("GET", "/hitl/events") as stream,
-    ):
-        client.post("/hitl/chat", json={"message": "mail\n\nevent: fake\ndata: {}\u2028ü"})
-        raw = b""
-        for chunk in stream.iter_raw():
-            raw += chunk
-            if b"send_email" in raw:
-                break
-    assert raw.isascii()
-    assert b"event: fake" not in raw
-    assert b"\nevent: reviews\ndata: {" in raw
-
-
 def test_a_stream_ends_when_the_server_shuts_down() -> None:
     """An open page never keeps the server from stopping: the stream ends, the server exits."""
     config = uvicorn.Config(
