@@ -20,6 +20,7 @@ import anyio  # noqa: E402
 import httpx  # noqa: E402
 from fastapi import FastAPI, Header  # noqa: E402
 
+import toolguard.http  # noqa: E402
 from toolguard import MemoryStore, ReviewedChat, ScriptedModel, ThreadState  # noqa: E402
 from toolguard._mcp_proxy import build_app, reviews_router  # noqa: E402
 from toolguard.http import CONTENT_SECURITY_POLICY, create_app, pending_reviews  # noqa: E402
@@ -266,6 +267,28 @@ def test_events_stream_the_list_and_follow_changes_made_by_another_client(
         ("reviews", {"reviews": []}),
         ("thread", {"thread_id": turn["thread_id"], "status": "idle", "version": done_version}),
     ]
+
+
+def test_streams_over_the_limit_get_a_503(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Each stream reads the store every second: past the limit, a clear 503 (the page then
+    polls GET /hitl/reviews)."""
+    monkeypatch.setattr(toolguard.http, "_EVENTS_MAX_STREAMS", 1)
+    with (
+        serve(create_app(make_chat())) as url,
+        httpx.Client(base_url=url, timeout=LIMIT) as client,
+        client.stream("GET", "/hitl/events") as first,
+    ):
+        lines = first.iter_lines()  # kept: a dropped iterator would close the connection
+        assert read_events(lines, 1) == [("reviews", {"reviews": []})]
+        second = httpx.get(url + "/hitl/events", timeout=LIMIT)
+        listing = httpx.get(url + "/hitl/reviews", timeout=LIMIT)
+    assert second.status_code == 503
+    assert second.json() == {
+        "detail": "Too many live streams are open (1): close other pages, or poll"
+        " GET /hitl/reviews instead."
+    }
+    assert second.headers["content-security-policy"] == CONTENT_SECURITY_POLICY
+    assert listing.json() == {"reviews": []}
 
 
 def test_a_stream_ends_when_the_server_shuts_down() -> None:

@@ -833,6 +833,16 @@ _EVENTS_LIFETIME_SECONDS = 300.0
 _EVENTS_RETRY_MS = 1000
 """The reconnection delay the stream asks of EventSource (its ``retry:`` field)."""
 
+_EVENTS_MAX_STREAMS = 32
+"""At most this many ``GET /hitl/events`` streams at once per router; more get a 503."""
+
+
+class _Streams:
+    """How many event streams a router has open (each reads the store every second)."""
+
+    def __init__(self) -> None:
+        self.open = 0
+
 
 async def _may_read(chat: ReviewedChat, actor: str | None, state: ThreadState) -> bool:
     """Whether the chat's ``access`` hook lets ``actor`` read ``state`` (not audited: a listing)."""
@@ -935,8 +945,18 @@ def _shutting_down(request: Request) -> bool:
 
 
 async def _live_events(
-    chat: ReviewedChat, actor: str | None, request: Request
+    chat: ReviewedChat, actor: str | None, request: Request, streams: _Streams
 ) -> AsyncIterator[bytes]:
+    """The ``GET /hitl/events`` stream, counted in ``streams`` while it runs."""
+    streams.open += 1
+    try:
+        async for chunk in _events(chat, actor, request):
+            yield chunk
+    finally:
+        streams.open -= 1
+
+
+async def _events(chat: ReviewedChat, actor: str | None, request: Request) -> AsyncIterator[bytes]:
     """The ``GET /hitl/events`` stream: ``reviews`` and ``thread`` events as the store changes."""
     started = anyio.current_time()
     stopping_already = _shutting_down(request)  # e.g. "Connection: close" from the start
@@ -1177,6 +1197,8 @@ def create_router(
         """
         return {"reviews": await pending_reviews(reviewed_chat, who)}
 
+    streams = _Streams()
+
     @router.get(
         "/events",
         response_class=StreamingResponse,
@@ -1184,25 +1206,32 @@ def create_router(
             200: {
                 "content": {"text/event-stream": {}},
                 "description": "Server-sent events: `reviews` and `thread`.",
-            }
+            },
+            503: _error("Too many live streams are open."),
         },
     )
     async def get_events(
         request: Request,
         reviewed_chat: Annotated[ReviewedChat, Depends(get_chat)],
         who: Annotated[str | None, Depends(who_asks)],
-    ) -> StreamingResponse:
+    ) -> Response:
         """A live stream of server-sent events, for pages that show pending reviews.
 
         ``event: reviews`` carries ``{"reviews": [...]}`` (the items of ``GET
         /hitl/reviews`` plus ``requested_at`` and ``expires_at``) first and
-        whenever the list changes; ``event:
-        thread`` carries ``{"thread_id", "status", "version"}`` when a
-        readable thread changes. The store is read every second, so changes
-        made by other processes show too.
+        whenever the list changes; ``event: thread`` carries ``{"thread_id",
+        "status", "version"}`` when a readable thread changes. The store is
+        read every second, so changes made by other processes show too. At
+        most 32 streams at once (503).
         """
+        if streams.open >= _EVENTS_MAX_STREAMS:
+            return _reply(
+                status.HTTP_503_SERVICE_UNAVAILABLE,
+                f"Too many live streams are open ({_EVENTS_MAX_STREAMS}): close other pages,"
+                " or poll GET /hitl/reviews instead.",
+            )
         return StreamingResponse(
-            _live_events(reviewed_chat, who, request),
+            _live_events(reviewed_chat, who, request, streams),
             media_type="text/event-stream",
             headers={"X-Accel-Buffering": "no"},
         )
