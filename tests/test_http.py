@@ -950,7 +950,9 @@ async def test_openapi_lists_the_api_routes() -> None:
     assert sorted(document["paths"]) == [
         "/hitl/cancel",
         "/hitl/chat",
+        "/hitl/events",
         "/hitl/review",
+        "/hitl/reviews",
         "/hitl/threads/{thread_id}",
         "/hitl/threads/{thread_id}/audit",
         "/hitl/tools",

@@ -640,43 +640,30 @@ def _tool_text(state: ThreadState, call_id: str) -> str | None:
 
 
 def reviews_router(chat: ReviewedChat) -> APIRouter:
-    """``GET /hitl/reviews``: every pending review of the store, oldest thread first."""
+    """``GET /hitl/reviews`` alone: every pending review of the store, oldest thread first.
+
+    :func:`toolguard.http.create_router` serves the same route (with the
+    chat's ``access`` hook); this router answers exactly as it does.
+    """
     from fastapi import APIRouter  # noqa: PLC0415
+
+    from toolguard.http import pending_reviews  # noqa: PLC0415
 
     router = APIRouter(prefix="/hitl", tags=["hitl"])
 
     @router.get("/reviews")
     async def get_reviews() -> dict[str, list[dict[str, Any]]]:
         """The pending reviews: ``{"reviews": [{thread_id, review_id, pending_review}, ...]}``."""
-        lister = getattr(chat.store, "thread_ids", None)
-        reviews: list[dict[str, Any]] = []
-        states: list[ThreadState] = []
-        for thread_id in await lister() if lister is not None else []:
-            state = await chat.store.load(thread_id)
-            if state is not None and state.status == "awaiting_review" and state.pending:
-                states.append(state)
-        states.sort(key=lambda s: (s.created_at, s.thread_id))
-        for state in states:
-            assert state.pending is not None  # noqa: S101 - filtered above
-            reviews.append(
-                {
-                    "thread_id": state.thread_id,
-                    "review_id": state.pending.review_id,
-                    "pending_review": state.pending.pending_review.model_dump(mode="json"),
-                }
-            )
-        return {"reviews": reviews}
+        return {"reviews": await pending_reviews(chat)}
 
     return router
 
 
 def build_app(chat: ReviewedChat) -> FastAPI:
-    """Toolguard's HTTP API and approval page for ``chat``, plus ``GET /hitl/reviews``."""
+    """Toolguard's HTTP API (``GET /hitl/reviews`` included) and approval page for ``chat``."""
     from toolguard.http import create_app  # noqa: PLC0415
 
-    app = create_app(chat, title="toolguard mcp-proxy")
-    app.include_router(reviews_router(chat))
-    return app
+    return create_app(chat, title="toolguard mcp-proxy")
 
 
 # ---------------------------------------------------------------------------- running

@@ -3,7 +3,7 @@
 Install the ``http`` extra (``pip install "toolguard-hitl[http]"``). This
 module imports ``fastapi``; ``import toolguard`` never imports it.
 
-Six routes, under ``/hitl`` by default:
+Eight routes, under ``/hitl`` by default:
 
 * ``POST /hitl/chat`` ``{message, thread_id?}`` sends a user message;
 * ``POST /hitl/review`` ``{thread_id, decisions, review_id?}`` answers the
@@ -12,8 +12,11 @@ Six routes, under ``/hitl`` by default:
 * ``POST /hitl/cancel`` ``{thread_id, review_id?, reason?}`` cancels it;
 * ``GET /hitl/threads/{thread_id}`` returns the stored history, the pending
   review and every action's status, so a page can reload;
-* ``GET /hitl/threads/{thread_id}/audit`` returns the audit trail as JSON lines.
-* ``GET /hitl/tools`` lists the chat's tools with their JSON schemas.
+* ``GET /hitl/threads/{thread_id}/audit`` returns the audit trail as JSON lines;
+* ``GET /hitl/tools`` lists the chat's tools with their JSON schemas;
+* ``GET /hitl/reviews`` lists every pending review, oldest thread first;
+* ``GET /hitl/events`` streams server-sent events as reviews arrive and
+  threads change (the approval page's live list).
 
 The ``POST`` routes answer ``{thread_id, reply, pending_review, review_id}``:
 a reply, or the review payload in LangChain's human-in-the-loop format.
@@ -74,11 +77,12 @@ dependency's value, as text, is the actor of the ``authorize`` and
 # No ``from __future__ import annotations`` here: FastAPI reads the routes'
 # annotations at run time, and they refer to the router factory's locals.
 
+import inspect
 import json
 import logging
 import math
 import re
-from collections.abc import Awaitable, Callable, Coroutine, Iterable, Sequence
+from collections.abc import AsyncIterator, Awaitable, Callable, Coroutine, Iterable, Sequence
 from datetime import datetime
 from importlib import resources
 from itertools import accumulate
@@ -86,6 +90,8 @@ from pathlib import Path
 from typing import Annotated, Any, Literal, TypeVar
 from urllib.parse import urlsplit
 from uuid import UUID
+
+import anyio
 
 try:
     import fastapi  # noqa: F401  (fail here, with a hint, when the extra is missing)
@@ -97,7 +103,7 @@ from fastapi import APIRouter, Depends, FastAPI, HTTPException, Request, Respons
 from fastapi import Path as PathParam
 from fastapi.encoders import jsonable_encoder
 from fastapi.exceptions import RequestValidationError
-from fastapi.responses import FileResponse, JSONResponse, PlainTextResponse
+from fastapi.responses import FileResponse, JSONResponse, PlainTextResponse, StreamingResponse
 from fastapi.routing import APIRoute
 from fastapi.staticfiles import StaticFiles
 from pydantic import (
@@ -106,6 +112,7 @@ from pydantic import (
     ConfigDict,
     Field,
     StrictStr,
+    TypeAdapter,
     ValidationInfo,
     ValidatorFunctionWrapHandler,
     field_validator,
@@ -114,7 +121,7 @@ from pydantic_core import PydanticCustomError
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from toolguard._audit import to_jsonl
-from toolguard._chat import ChatTurn, ReviewedChat
+from toolguard._chat import ChatTurn, ReviewedChat, reviewer_id
 from toolguard._errors import (
     AccessDeniedError,
     InvalidReviewDecisionError,
@@ -151,6 +158,7 @@ __all__ = [
     "ThreadResponse",
     "create_app",
     "create_router",
+    "pending_reviews",
 ]
 
 _T = TypeVar("_T")
@@ -811,6 +819,184 @@ def _reviewer_dependency(reviewer: Callable[..., Any] | None) -> Callable[..., A
     return identity
 
 
+# --------------------------------------------------------------------------- pending reviews, live
+
+_EVENTS_POLL_SECONDS = 1.0
+"""How often ``GET /hitl/events`` reads the store's threads to look for changes."""
+
+_EVENTS_HEARTBEAT_SECONDS = 15.0
+"""A comment line at least this often keeps proxies from closing an idle stream."""
+
+_EVENTS_LIFETIME_SECONDS = 300.0
+"""A stream ends after this long; the browser's EventSource reconnects by itself."""
+
+_EVENTS_RETRY_MS = 1000
+"""The reconnection delay the stream asks of EventSource (its ``retry:`` field)."""
+
+_EVENTS_MAX_STREAMS = 32
+"""At most this many ``GET /hitl/events`` streams at once per router; more get a 503."""
+
+
+class _Streams:
+    """How many event streams a router has open (each reads the store every second)."""
+
+    def __init__(self) -> None:
+        self.open = 0
+
+
+async def _may_read(chat: ReviewedChat, actor: str | None, state: ThreadState) -> bool:
+    """Whether the chat's ``access`` hook lets ``actor`` read ``state`` (not audited: a listing)."""
+    if chat.access is None:
+        return True
+    verdict: object = chat.access(actor, state, "read")
+    if inspect.isawaitable(verdict):
+        verdict = await verdict
+    if verdict is True:
+        return True
+    if verdict is not False:
+        # Fails closed: the thread is left out of the listing.
+        _log.error(
+            "toolguard.http: the access hook must return True or False, got %s",
+            type(verdict).__name__,
+        )
+    return False
+
+
+async def _readable_threads(chat: ReviewedChat, actor: str | None) -> list[ThreadState]:
+    """Every stored thread ``actor`` may read, oldest first; damaged ones are skipped."""
+    lister = getattr(chat.store, "thread_ids", None)
+    states: list[ThreadState] = []
+    for thread_id in await lister() if lister is not None else []:
+        try:
+            state = await chat.store.load(thread_id)
+        except CorruptThreadError as exc:
+            _log.warning("toolguard.http: skipped thread %r: %s", exc.thread_id, exc.reason)
+            continue
+        if state is not None and await _may_read(chat, actor, state):
+            states.append(state)
+    states.sort(key=lambda s: (s.created_at, s.thread_id))
+    return states
+
+
+_DATETIME: TypeAdapter[datetime] = TypeAdapter(datetime)
+
+
+def _iso(moment: datetime) -> str:
+    """``moment`` as pydantic writes it in the other answers (UTC as ``Z``)."""
+    text: str = _DATETIME.dump_python(moment, mode="json")
+    return text
+
+
+def _pending_of(states: Iterable[ThreadState], *, times: bool = False) -> list[dict[str, Any]]:
+    """``[{thread_id, review_id, pending_review}, ...]`` of the threads awaiting a review.
+
+    With ``times``, each item also has ``requested_at`` (the earliest request
+    of the review) and ``expires_at`` (its deadline or ``None``), ISO 8601.
+    """
+    reviews: list[dict[str, Any]] = []
+    for state in states:
+        pending = state.pending
+        if state.status != "awaiting_review" or pending is None:
+            continue
+        item: dict[str, Any] = {
+            "thread_id": state.thread_id,
+            "review_id": pending.review_id,
+            "pending_review": pending.pending_review.model_dump(mode="json"),
+        }
+        if times:
+            asked = [a.requested_at for a in pending.actions]
+            deadline = pending.expires_at
+            item["requested_at"] = _iso(min(asked)) if asked else None
+            item["expires_at"] = _iso(deadline) if deadline is not None else None
+        reviews.append(item)
+    return reviews
+
+
+async def pending_reviews(chat: ReviewedChat, actor: str | None = None) -> list[dict[str, Any]]:
+    """The pending reviews of every thread ``actor`` may read, oldest thread first.
+
+    The body of ``GET /hitl/reviews``: each item is ``{"thread_id",
+    "review_id", "pending_review"}``. A thread the chat's ``access`` hook
+    does not let ``actor`` read (operation ``"read"``) is left out, and so is
+    a thread that cannot be read back (``CorruptThreadError``, logged). A
+    store without ``thread_ids()`` lists nothing.
+
+    Raises:
+        TypeError: ``chat`` is not a ``ReviewedChat``, or ``actor`` is not
+            text, an ``int``, a ``UUID`` or ``None``.
+    """
+    served: object = chat  # checked at run time for untyped callers
+    if not isinstance(served, ReviewedChat):
+        msg = f"chat must be a toolguard.ReviewedChat, got {type(served).__name__}"
+        raise TypeError(msg)
+    return _pending_of(await _readable_threads(chat, reviewer_id(actor, "actor")))
+
+
+def _sse(event: str, data: Any) -> bytes:
+    """One server-sent event: ``event:`` and one ``data:`` line of ASCII JSON."""
+    text = json.dumps(data, ensure_ascii=True, separators=(",", ":"))
+    return f"event: {event}\ndata: {text}\n\n".encode("ascii")
+
+
+def _shutting_down(request: Request) -> bool:
+    """Whether the server (uvicorn) asked this connection to finish: a graceful shutdown."""
+    cycle = getattr(request.receive, "__self__", None)
+    return getattr(cycle, "keep_alive", True) is False
+
+
+async def _live_events(
+    chat: ReviewedChat, actor: str | None, request: Request, streams: _Streams
+) -> AsyncIterator[bytes]:
+    """The ``GET /hitl/events`` stream, counted in ``streams`` while it runs."""
+    streams.open += 1
+    try:
+        async for chunk in _events(chat, actor, request):
+            yield chunk
+    finally:
+        streams.open -= 1
+
+
+async def _events(chat: ReviewedChat, actor: str | None, request: Request) -> AsyncIterator[bytes]:
+    """The ``GET /hitl/events`` stream: ``reviews`` and ``thread`` events as the store changes."""
+    started = anyio.current_time()
+    stopping_already = _shutting_down(request)  # e.g. "Connection: close" from the start
+    yield f"retry: {_EVENTS_RETRY_MS}\n\n".encode("ascii")
+    shown: list[dict[str, Any]] | None = None
+    versions: dict[str, tuple[ThreadStatus, int]] | None = None
+    quiet_since = anyio.current_time()
+    while True:
+        states = await _readable_threads(chat, actor)
+        reviews = _pending_of(states, times=True)
+        now_versions = {s.thread_id: (s.status, s.version) for s in states}
+        if versions is not None:
+            for state in states:
+                if versions.get(state.thread_id) != now_versions[state.thread_id]:
+                    quiet_since = anyio.current_time()
+                    yield _sse(
+                        "thread",
+                        {
+                            "thread_id": state.thread_id,
+                            "status": state.status,
+                            "version": state.version,
+                        },
+                    )
+        versions = now_versions
+        if reviews != shown:
+            quiet_since = anyio.current_time()
+            shown = reviews
+            yield _sse("reviews", {"reviews": reviews})
+        if anyio.current_time() - quiet_since >= _EVENTS_HEARTBEAT_SECONDS:
+            quiet_since = anyio.current_time()
+            yield b": heartbeat\n\n"
+        await anyio.sleep(_EVENTS_POLL_SECONDS)
+        if await request.is_disconnected():
+            return
+        if not stopping_already and _shutting_down(request):
+            return
+        if anyio.current_time() - started >= _EVENTS_LIFETIME_SECONDS:
+            return
+
+
 # --------------------------------------------------------------------------- router and app
 
 
@@ -998,6 +1184,57 @@ def create_router(
         """
         tools = [dict(t.openai_schema["function"]) for t in reviewed_chat.toolset.values()]
         return {"tools": tools}
+
+    @router.get("/reviews")
+    async def get_reviews(
+        reviewed_chat: Annotated[ReviewedChat, Depends(get_chat)],
+        who: Annotated[str | None, Depends(who_asks)],
+    ) -> dict[str, list[dict[str, Any]]]:
+        """Every pending review: ``{"reviews": [{thread_id, review_id, pending_review}, ...]}``.
+
+        Oldest thread first; threads the chat's ``access`` hook does not let
+        the caller read (operation ``"read"``) and damaged threads are left out.
+        """
+        return {"reviews": await pending_reviews(reviewed_chat, who)}
+
+    streams = _Streams()
+
+    @router.get(
+        "/events",
+        response_class=StreamingResponse,
+        responses={
+            200: {
+                "content": {"text/event-stream": {}},
+                "description": "Server-sent events: `reviews` and `thread`.",
+            },
+            503: _error("Too many live streams are open."),
+        },
+    )
+    async def get_events(
+        request: Request,
+        reviewed_chat: Annotated[ReviewedChat, Depends(get_chat)],
+        who: Annotated[str | None, Depends(who_asks)],
+    ) -> Response:
+        """A live stream of server-sent events, for pages that show pending reviews.
+
+        ``event: reviews`` carries ``{"reviews": [...]}`` (the items of ``GET
+        /hitl/reviews`` plus ``requested_at`` and ``expires_at``) first and
+        whenever the list changes; ``event: thread`` carries ``{"thread_id",
+        "status", "version"}`` when a readable thread changes. The store is
+        read every second, so changes made by other processes show too. At
+        most 32 streams at once (503).
+        """
+        if streams.open >= _EVENTS_MAX_STREAMS:
+            return _reply(
+                status.HTTP_503_SERVICE_UNAVAILABLE,
+                f"Too many live streams are open ({_EVENTS_MAX_STREAMS}): close other pages,"
+                " or poll GET /hitl/reviews instead.",
+            )
+        return StreamingResponse(
+            _live_events(reviewed_chat, who, request, streams),
+            media_type="text/event-stream",
+            headers={"X-Accel-Buffering": "no"},
+        )
 
     return router
 

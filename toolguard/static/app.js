@@ -1,6 +1,7 @@
 // toolguard's chat page: a chat view plus approval cards for pending tool calls.
 // Plain JavaScript, no build step, no network access beyond this server's API:
-//   POST /hitl/chat, POST /hitl/review, GET /hitl/threads/{id}, GET /hitl/tools.
+//   POST /hitl/chat, POST /hitl/review, GET /hitl/threads/{id}, GET /hitl/tools,
+//   GET /hitl/events (live list of pending reviews; GET /hitl/reviews when that fails).
 "use strict";
 
 (() => {
@@ -45,6 +46,10 @@
     send: $("send"),
     chatHint: $("chat-hint"),
     newThread: $("new-thread"),
+    queueCount: $("queue-count"),
+    queueEmpty: $("queue-empty"),
+    queueList: $("queue-list"),
+    queueLive: $("queue-live"),
   };
 
   const state = {
@@ -58,6 +63,17 @@
     tools: null, // name -> JSON Schema of its arguments, from GET /hitl/tools
     toolsLoading: null,
     cards: [], // per action: {request, choice, root, buttons, editPanel, editArgs, editError, rejectPanel, rejectReason, choiceText}
+    loads: 0, // counts thread loads: only the latest one is shown
+  };
+
+  // The live list of pending reviews (every thread), from GET /hitl/events.
+  const POLL_MS = 3000; // polling GET /hitl/reviews when the event stream cannot be used
+  const live = {
+    reviews: [],
+    source: null,
+    pollTimer: null,
+    refreshing: false,
+    again: false,
   };
 
   // ------------------------------------------------------------------ small helpers
@@ -241,6 +257,7 @@
     if (id) url.searchParams.set("thread", id);
     else url.searchParams.delete("thread");
     window.history.replaceState(null, "", url);
+    renderQueue(); // marks the open thread in the list
   }
 
   // ------------------------------------------------------------------ messages
@@ -943,7 +960,11 @@
   }
 
   async function loadThread(id) {
-    renderThread(await api("GET", threadPath(id)));
+    const load = ++state.loads;
+    const thread = await api("GET", threadPath(id));
+    // A slower, older load (e.g. a live refresh) never overwrites a newer one.
+    if (load !== state.loads || id !== state.threadId) return;
+    renderThread(thread);
   }
 
   // After a chat or review call: show the whole thread (tool results included).
@@ -1014,6 +1035,154 @@
     if (!state.pending) dom.input.focus();
   }
 
+  // ------------------------------------------------------------------ pending reviews, live
+
+  function waitingText(iso) {
+    const since = typeof iso === "string" ? Date.parse(iso) : Number.NaN;
+    if (Number.isNaN(since)) return "";
+    const minutes = Math.floor(Math.max(0, Date.now() - since) / 60000);
+    if (minutes < 1) return "waiting less than a minute";
+    if (minutes < 60) return `waiting ${minutes} min`;
+    const hours = Math.floor(minutes / 60);
+    return hours < 48 ? `waiting ${hours} h ${minutes % 60} min` : `waiting ${Math.floor(hours / 24)} days`;
+  }
+
+  function queueItem(review) {
+    const requests =
+      review.pending_review && Array.isArray(review.pending_review.action_requests)
+        ? review.pending_review.action_requests
+        : [];
+    const names = requests.map((request) =>
+      nameText(request && typeof request.name === "string" ? request.name : "?"),
+    );
+    const id = review.thread_id;
+    const short = nameText(id.length > 12 ? `${id.slice(0, 8)}…` : id);
+    const button = el(
+      "button",
+      {
+        type: "button",
+        className: "queue-item",
+        "data-testid": "queue-item",
+        "data-thread": id,
+        "aria-current": id === state.threadId ? "true" : null,
+      },
+      el("span", { className: "queue-tools", "data-testid": "queue-tools", text: names.join(", ") }),
+      el("span", { className: "queue-thread", "data-testid": "queue-thread", text: `thread ${short}` }),
+      el("span", { className: "queue-age", "data-testid": "queue-age", text: waitingText(review.requested_at) }),
+    );
+    button.addEventListener("click", () => openThread(id));
+    return el("li", {}, button);
+  }
+
+  function renderQueue() {
+    const reviews = live.reviews;
+    dom.queueList.replaceChildren(...reviews.map(queueItem));
+    dom.queueEmpty.hidden = reviews.length > 0;
+    dom.queueCount.textContent = reviews.length ? `(${reviews.length})` : "";
+  }
+
+  async function openThread(id) {
+    if (state.busy || id === state.threadId) return;
+    clearError();
+    setThread(id);
+    setBusy(true, "Loading the conversation…");
+    try {
+      await loadThread(id);
+    } catch (err) {
+      showError(err);
+    } finally {
+      setBusy(false);
+    }
+  }
+
+  // Show the open thread as the server has it now: a review decided elsewhere
+  // (another tab, another process) shows its outcome; cards being filled in stay.
+  async function refreshOpenThread() {
+    if (!state.threadId) return;
+    if (state.busy || live.refreshing) {
+      live.again = true;
+      return;
+    }
+    live.refreshing = true;
+    const hadReview = state.reviewId;
+    try {
+      await loadThread(state.threadId);
+      if (hadReview && state.reviewId !== hadReview && !state.busy) {
+        dom.status.textContent = "This review was decided elsewhere; the conversation shows the outcome.";
+      }
+    } catch {
+      // a live refresh that fails leaves the page as it is; the next event retries
+    } finally {
+      live.refreshing = false;
+    }
+    if (live.again) {
+      live.again = false;
+      setTimeout(refreshOpenThread, 0);
+    }
+  }
+
+  function onReviews(data) {
+    if (!data || !Array.isArray(data.reviews)) return;
+    live.reviews = data.reviews.filter(
+      (review) => review && typeof review.thread_id === "string" && typeof review.review_id === "string",
+    );
+    renderQueue();
+    if (!state.threadId) return;
+    const open = live.reviews.find((review) => review.thread_id === state.threadId);
+    const shown = open ? open.review_id : null;
+    if (shown !== state.reviewId || state.threadStatus === "running") refreshOpenThread();
+  }
+
+  function onThreadEvent(data) {
+    if (data && data.thread_id === state.threadId) refreshOpenThread();
+  }
+
+  function parseEvent(event) {
+    try {
+      return JSON.parse(event.data);
+    } catch {
+      return null;
+    }
+  }
+
+  async function pollReviews() {
+    try {
+      onReviews(await api("GET", "/hitl/reviews"));
+      dom.queueLive.textContent = "Updated every few seconds.";
+    } catch {
+      dom.queueLive.textContent = "Could not update the list; trying again.";
+    }
+  }
+
+  function startPolling() {
+    if (live.pollTimer !== null) return;
+    pollReviews();
+    live.pollTimer = setInterval(pollReviews, POLL_MS);
+  }
+
+  function startLive() {
+    if (typeof EventSource !== "function") {
+      startPolling();
+      return;
+    }
+    const source = new EventSource("/hitl/events");
+    live.source = source;
+    source.addEventListener("reviews", (event) => onReviews(parseEvent(event)));
+    source.addEventListener("thread", (event) => onThreadEvent(parseEvent(event)));
+    source.addEventListener("open", () => {
+      dom.queueLive.textContent = "Live: updates as reviews arrive.";
+    });
+    source.addEventListener("error", () => {
+      // CONNECTING: EventSource reconnects by itself. CLOSED: it gave up; poll instead.
+      if (source.readyState === EventSource.CLOSED) {
+        live.source = null;
+        startPolling();
+      } else {
+        dom.queueLive.textContent = "Reconnecting…";
+      }
+    });
+  }
+
   // ------------------------------------------------------------------ wiring
 
   dom.form.addEventListener("submit", (event) => {
@@ -1066,6 +1235,8 @@
     }
     const id = new URLSearchParams(window.location.search).get("thread");
     updateControls();
+    startLive();
+    setInterval(renderQueue, 30000); // keeps "waiting N min" current
     if (!id) return;
     state.threadId = id;
     setBusy(true, "Loading the conversation…");
