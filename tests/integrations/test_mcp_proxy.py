@@ -28,6 +28,7 @@ pytest.importorskip("uvicorn")
 
 from mcp import Client, StdioServerParameters, types  # noqa: E402
 
+from tests.test_webhooks import SECRET, Receiver, receiver  # noqa: E402, F401
 from toolguard import REJECTED_BY_USER_MESSAGE  # noqa: E402
 from toolguard._mcp_proxy import APPROVAL_SCHEMA, visible  # noqa: E402
 
@@ -73,7 +74,11 @@ class Setup:
         }
 
     def params(
-        self, ttl: float = 60, pidfile: Path | None = None, upstream_url: str | None = None
+        self,
+        ttl: float = 60,
+        pidfile: Path | None = None,
+        upstream_url: str | None = None,
+        extra: tuple[str, ...] = (),
     ) -> StdioServerParameters:
         proxy = [
             "-m",
@@ -85,6 +90,7 @@ class Setup:
             str(self.port),
             "--ttl",
             str(ttl),
+            *extra,
             *(["--upstream-url", upstream_url] if upstream_url else ["--", *UPSTREAM]),
         ]
         if pidfile is None:
@@ -207,6 +213,26 @@ async def test_approve_by_elicitation_runs_the_tool_once(setup: Setup, mode: str
     assert (text(result), result.is_error) == (["delete_file done", '{"path": "d"}'], False)
     assert [(p.message, p.requested_schema) for p in asker.asked] == [
         (DELETE_MESSAGE, APPROVAL_SCHEMA)
+    ]
+    assert setup.executions() == [{"tool": "delete_file", "args": {"path": "d"}}]
+
+
+async def test_webhooks_from_the_gateway_are_signed(
+    setup: Setup,
+    receiver: Receiver,  # noqa: F811 - the fixture
+) -> None:
+    """--notify-url/--notify-secret: the receiver gets requested then decided, each signed."""
+    asker = Asker(types.ElicitResult(action="accept", content={"decision": "approve"}))
+    hook = ("--notify-url", receiver.url, "--notify-secret", SECRET)
+    async with proxied(setup, asker=asker, extra=hook) as client:
+        result = await client.call_tool("delete_file", {"path": "d"})
+        with anyio.fail_after(LIMIT):
+            while len(receiver.received) < 2:  # noqa: ASYNC110 - the receiver is a thread
+                await anyio.sleep(0.05)
+    assert result.is_error is False
+    assert [(r["body"]["event"], r["signed"]) for r in receiver.received] == [
+        ("review.requested", True),
+        ("review.decided", True),
     ]
     assert setup.executions() == [{"tool": "delete_file", "args": {"path": "d"}}]
 
