@@ -309,3 +309,40 @@ def test_guard_checks_rules_and_a_toolset_keeps_them() -> None:
     with pytest.raises(TypeError) as caught:
         toolguard.guard([], rules={"deny": ["x"]})  # type: ignore[arg-type]
     assert str(caught.value) == "rules must be a toolguard.Rules or None, got dict {'deny': ['x']}"
+
+
+async def test_a_denied_call_is_audited_once_in_the_chat() -> None:
+    """The denied call has no approval request, so its own audit event says what was refused."""
+    import toolguard
+
+    ran: list[tuple[str, dict[str, Any]]] = []
+    rules = Rules(deny=["delete_*"])
+    model = toolguard.ScriptedModel(
+        [
+            toolguard.ModelResponse(
+                tool_calls=[
+                    toolguard.ToolCall(id="c1", name="delete_file", args={"path": "/srv/x"}),
+                    toolguard.ToolCall(id="c2", name="send_email", args={"to": "a@b.example"}),
+                ]
+            ),
+            "done",
+        ]
+    )
+    chat = toolguard.ReviewedChat(model, toolguard.guard(_registry(ran), rules=rules))
+    turn = await chat.send_message("go")
+    assert turn.pending_review is not None
+    await chat.submit_review([{"type": "approve"}], turn.thread_id, review_id=turn.review_id)
+    trail = await chat.audit_trail(turn.thread_id)
+    assert [(e.kind, e.tool) for e in trail] == [
+        ("denied", "delete_file"),
+        ("requested", "send_email"),
+        ("decided", "send_email"),
+        ("executed", "send_email"),
+    ]
+    denied = trail[0]
+    assert (denied.args, denied.review_id, denied.detail) == (
+        {"path": "/srv/x"},
+        None,
+        "The call to `delete_file` is denied by the rule `deny delete_*`. It was not executed.",
+    )
+    assert ran == [("send_email", {"to": "a@b.example"})]

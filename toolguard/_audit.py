@@ -22,6 +22,7 @@ AuditKind = Literal[
     "expired",
     "cancelled",
     "interrupted",
+    "denied",
 ]
 
 
@@ -36,6 +37,8 @@ class AuditEvent(BaseModel):
     ``decided`` then ``expired``). ``refused`` records a reviewer the
     authorization hook (or a reader the access hook) turned away; at most
     ``ReviewedChat.max_recorded_refusals`` of them are kept per review.
+    ``denied`` records a call a ``deny`` rule refused: nobody was asked, so
+    it has no approval request.
     """
 
     model_config = ConfigDict(extra="ignore", frozen=True)

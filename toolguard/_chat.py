@@ -1024,14 +1024,17 @@ class ReviewedChat:
                 step = await self.runner.run(response.tool_calls, thread_id=state.thread_id)
                 messages.append(assistant_message(clean_text(response.text), step.calls))
                 review_id = step.pending.review_id if step.pending else None
+                fresh = True
             else:
                 # Resumed: the paused turn's assistant message now records the calls as
                 # they stand, edits included, so the history shows what really ran.
                 messages = _rewrite_last_assistant(messages, step.calls)
                 review_id = state.pending.review_id if state.pending else None
+                fresh = False
             touched = _merge(touched, step.actions)
             actions = _merge(state.actions, step.actions)
-            audit = [*state.audit, *self._step_events(state.thread_id, review_id, step)]
+            events = self._step_events(state.thread_id, review_id, step, fresh=fresh)
+            audit = [*state.audit, *events]
             if step.pending is not None:
                 state = await self._save(
                     state,
@@ -1063,9 +1066,27 @@ class ReviewedChat:
             expected = state.version
             step = None
 
-    def _step_events(self, thread_id: str, review_id: str | None, step: Step) -> list[AuditEvent]:
+    def _step_events(
+        self, thread_id: str, review_id: str | None, step: Step, *, fresh: bool
+    ) -> list[AuditEvent]:
+        """The audit events of a step; ``fresh``: the step ran the model's calls just now."""
         now = self.clock()
         events: list[AuditEvent] = []
+        calls = {c.id: c for c in step.calls} if fresh else {}
+        for result in step.results:
+            if result.outcome == "denied" and result.call_id in calls:
+                # A deny rule refused the call: nobody was asked, so no action; audit it here.
+                call = calls[result.call_id]
+                events.append(
+                    AuditEvent(
+                        at=now,
+                        kind="denied",
+                        thread_id=thread_id,
+                        tool=call.name,
+                        args=call.args,
+                        detail=result.content,
+                    )
+                )
         for action in step.actions:
             if action.status == "requested":
                 new_review = step.pending.review_id if step.pending else review_id
