@@ -60,6 +60,7 @@ from toolguard._models import (
     utcnow,
 )
 from toolguard._notify import OutboxItem, Webhook, review_items
+from toolguard._redact import shown_call_args, shown_decision
 from toolguard._results import ResultTemplates, check_templates, result_text
 from toolguard._runner import (
     CloseOutcome,
@@ -844,7 +845,7 @@ class ReviewedChat:
             now = self.clock()
             waiting = [a for a in state.pending.actions if a.status == "requested"]
             decided = [
-                _decided_action(action, decision, reviewer, now)
+                _decided_action(action, shown_decision(decision, self.runner.toolset), reviewer, now)
                 for action, decision in zip(waiting, parsed, strict=True)
             ]
             events = [
@@ -1083,7 +1084,7 @@ class ReviewedChat:
                         kind="denied",
                         thread_id=thread_id,
                         tool=call.name,
-                        args=call.args,
+                        args=shown_call_args(call, self.runner.toolset),
                         detail=result.content,
                     )
                 )
