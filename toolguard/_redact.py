@@ -21,11 +21,12 @@ from typing import Any, Protocol
 
 from pydantic import SecretBytes, SecretStr
 
-from toolguard._models import EditDecision, ToolCall
+from toolguard._models import EditDecision, PendingTurn, ToolCall
 
 __all__ = [
     "REDACTED",
     "SECRET_GONE",
+    "SecretVault",
     "check_redact",
     "keep_redacted",
     "redact_args",
@@ -36,6 +37,7 @@ __all__ = [
     "shown_call_args",
     "shown_decision",
     "shown_edit",
+    "shown_messages",
     "tool_redaction",
 ]
 
@@ -247,3 +249,73 @@ def shown_decision(decision: Any, tools: _Tools) -> Any:
     if not names:
         return decision
     return shown_edit(decision, redact_args(decision.edited_action.args, names))
+
+
+def shown_messages(chat: Any, messages: Iterable[Mapping[str, Any]]) -> list[dict[str, Any]]:
+    """A chat's stored messages as a person may see them (the thread view over HTTP)."""
+    tools: _Tools = chat.runner.toolset
+    return redact_messages(messages, lambda name: tool_redaction(tools, name))
+
+
+class SecretVault:
+    """Real values of redacted arguments, kept in this process's memory only.
+
+    Used by ``ReviewedChat(store_secrets=False)``: the stored thread (paused
+    turn, history, audit) holds ``REDACTED``; the vault holds the real
+    arguments of a paused turn's calls until the turn is resumed or closed.
+    A paused turn whose values are gone (another process, a restart) fails
+    closed: its approved calls end with ``SECRET_GONE`` and never run.
+    """
+
+    __slots__ = ("_real", "_tools")
+
+    def __init__(self, tools: _Tools) -> None:
+        self._tools = tools
+        self._real: dict[str, dict[str, dict[str, Any]]] = {}
+
+    def shown_calls(self, calls: Iterable[ToolCall]) -> list[ToolCall]:
+        """The calls with their secret values replaced (for storage)."""
+        shown: list[ToolCall] = []
+        for call in calls:
+            names = tool_redaction(self._tools, call.name)
+            hidden = redact_args(call.args, names)
+            shown.append(call if hidden == call.args else call.model_copy(update={"args": hidden}))
+        return shown
+
+    def stash(self, pending: PendingTurn) -> PendingTurn:
+        """Keep the real arguments of ``pending``'s calls here; return it with them replaced."""
+        real = {c.id: dict(c.args) for c in (*pending.calls, *pending.replaced_calls)}
+        self._real[pending.review_id] = real
+        return pending.model_copy(
+            update={
+                "calls": self.shown_calls(pending.calls),
+                "replaced_calls": self.shown_calls(pending.replaced_calls),
+            }
+        )
+
+    def restore(self, pending: PendingTurn) -> PendingTurn:
+        """``pending`` with the real arguments put back (unchanged if they are gone)."""
+        real = self._real.get(pending.review_id)
+        if real is None:
+            return pending
+
+        def back(calls: list[ToolCall]) -> list[ToolCall]:
+            return [
+                c.model_copy(update={"args": real[c.id]})
+                if c.id in real and redact_args(real[c.id], tool_redaction(self._tools, c.name))
+                == c.args
+                else c
+                for c in calls
+            ]
+
+        return pending.model_copy(
+            update={"calls": back(pending.calls), "replaced_calls": back(pending.replaced_calls)}
+        )
+
+    def drop(self, review_id: str | None) -> None:
+        """Forget the real arguments of a turn that ended."""
+        if review_id is not None:
+            self._real.pop(review_id, None)
+
+    def __len__(self) -> int:
+        return len(self._real)
