@@ -1,5 +1,7 @@
 """Redaction of secret arguments: redact=[...] and SecretStr parameters (toolguard._redact)."""
 
+# ruff: noqa: S105, S106 - the secrets here are test values
+
 from __future__ import annotations
 
 import json
@@ -102,13 +104,13 @@ def test_a_redact_name_that_is_not_a_parameter_is_refused_when_decorating() -> N
         """Log in."""
         return user
 
-    with pytest.raises(ValueError) as caught:
+    with pytest.raises(ValueError, match="redact names") as caught:
         requires_approval(redact=["pasword"])(login)
     assert str(caught.value) == (
         "redact names 'pasword', which is not a parameter of the tool 'login'."
         " Its parameters: ['user', 'password']"
     )
-    with pytest.raises(ValueError) as caught:
+    with pytest.raises(ValueError, match="redact names") as caught:
         tool(redact=["secret"])(login)
     assert str(caught.value) == (
         "redact names 'secret', which is not a parameter of the tool 'login'."
@@ -128,14 +130,18 @@ def test_a_redact_name_that_is_not_a_parameter_is_refused_when_decorating() -> N
         (
             ["auth.password"],
             ValueError,
-            "redact takes top-level parameter names, got 'auth.password': to hide a value"
-            " inside an object argument, redact the whole argument",
+            (
+                "redact takes top-level parameter names, got 'auth.password': to hide a value"
+                " inside an object argument, redact the whole argument"
+            ),
         ),
         (
             [""],
             ValueError,
-            "redact takes top-level parameter names, got '': to hide a value"
-            " inside an object argument, redact the whole argument",
+            (
+                "redact takes top-level parameter names, got '': to hide a value"
+                " inside an object argument, redact the whole argument"
+            ),
         ),
     ],
 )
@@ -317,7 +323,10 @@ def test_refusal_texts_never_quote_the_secret() -> None:
     tools = Tools()
     runner = Runner(tools.all())
     step = runner.run_sync(
-        [login_call(password="abc", call_id="c1"), login_call(password="boom-" + SECRET, call_id="c2")]
+        [
+            login_call(password="abc", call_id="c1"),
+            login_call(password="boom-" + SECRET, call_id="c2"),
+        ]
     )
     assert step.results[0].content == (
         "Invalid arguments for tool `login`: 'password': invalid value"
@@ -355,17 +364,23 @@ def test_a_rewritten_stored_call_or_shown_args_never_runs() -> None:
     step = runner.run_sync([login_call()])
     assert step.pending is not None
     pending = step.pending
-    forged_call = pending.calls[0].model_copy(update={"args": {"user": "alice", "password": "x" * 9}})
+    forged_call = pending.calls[0].model_copy(
+        update={"args": {"user": "alice", "password": "x" * 9}}
+    )
     forged = pending.model_copy(update={"calls": [forged_call]})
     done = runner.resume_sync(forged, [{"type": "approve"}])
     assert (done.results[0].outcome, done.results[0].content) == (
         "tampered",
-        "This call does not match the one the reviewer approved (its name or arguments"
-        " changed after review). It was not executed.",
+        (
+            "This call does not match the one the reviewer approved (its name or arguments"
+            " changed after review). It was not executed."
+        ),
     )
     step = runner.run_sync([login_call()])
     assert step.pending is not None
-    shown = step.pending.actions[0].model_copy(update={"args": {"user": "bob", "password": REDACTED}})
+    shown = step.pending.actions[0].model_copy(
+        update={"args": {"user": "bob", "password": REDACTED}}
+    )
     forged = step.pending.model_copy(update={"actions": [shown]})
     assert runner.resume_sync(forged, [{"type": "approve"}]).results[0].outcome == "tampered"
     assert tools.seen == []
@@ -398,7 +413,7 @@ def test_schema_tools_hide_secrets_that_jsonschema_quotes() -> None:
         "Invalid arguments for tool `vault_login`: 'password': invalid value"
         " (the message is hidden: the value is secret)"
     )
-    with pytest.raises(ValueError) as caught:
+    with pytest.raises(ValueError, match="redact names") as caught:
         requires_approval(redact=["pin"])(base)
     assert str(caught.value) == (
         "redact names 'pin', which is not a parameter of the tool 'vault_login'."
@@ -412,7 +427,9 @@ def test_schema_tools_hide_secrets_that_jsonschema_quotes() -> None:
 
 def login_turn(password: str = SECRET) -> ModelResponse:
     return ModelResponse(
-        tool_calls=[ToolCall(id="call_1", name="login", args={"user": "alice", "password": password})]
+        tool_calls=[
+            ToolCall(id="call_1", name="login", args={"user": "alice", "password": password})
+        ]
     )
 
 
@@ -440,7 +457,7 @@ async def test_the_store_holds_the_real_value_only_in_the_paused_turn_and_histor
 ) -> None:
     store = MemoryStore()
     tools = Tools()
-    chat = make_chat(store, tools, notify=Webhook("https://example.com/hook", secret="s"))  # noqa: S106
+    chat = make_chat(store, tools, notify=Webhook("https://example.com/hook", secret="s"))
     turn = await chat.send_message("Log me in")
     assert turn.pending_review is not None
     assert turn.pending_review.action_requests[0].args == {"user": "alice", "password": REDACTED}
@@ -550,7 +567,11 @@ async def test_http_answers_never_carry_the_secret(
     )
     decided = await http.post(
         "/hitl/review",
-        json={"thread_id": thread_id, "review_id": body["review_id"], "decisions": [{"type": "approve"}]},
+        json={
+            "thread_id": thread_id,
+            "review_id": body["review_id"],
+            "decisions": [{"type": "approve"}],
+        },
     )
     assert decided.status_code == 200
     texts.append(decided.text)

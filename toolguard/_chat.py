@@ -861,7 +861,9 @@ class ReviewedChat:
             now = self.clock()
             waiting = [a for a in state.pending.actions if a.status == "requested"]
             decided = [
-                _decided_action(action, shown_decision(decision, self.runner.toolset), reviewer, now)
+                _decided_action(
+                    action, shown_decision(decision, self.runner.toolset), reviewer, now
+                )
                 for action, decision in zip(waiting, parsed, strict=True)
             ]
             events = [
@@ -1045,7 +1047,9 @@ class ReviewedChat:
                     )
                     return ChatTurn(thread_id=state.thread_id, reply=reply, actions=touched)
                 step = await self.runner.run(response.tool_calls, thread_id=state.thread_id)
-                messages.append(assistant_message(clean_text(response.text), self._kept(step.calls)))
+                messages.append(
+                    assistant_message(clean_text(response.text), self._kept(step.calls))
+                )
                 review_id = step.pending.review_id if step.pending else None
                 fresh = True
             else:
@@ -1064,7 +1068,9 @@ class ReviewedChat:
                     expected,
                     messages=messages,
                     status="awaiting_review",
-                    pending=step.pending if self._vault is None else self._vault.stash(step.pending),
+                    pending=step.pending
+                    if self._vault is None
+                    else self._vault.stash(step.pending),
                     decisions=None,
                     actions=actions,
                     audit=audit,

@@ -42,10 +42,10 @@ __all__ = [
 ]
 
 REDACTED = "[redacted]"
-"""The placeholder shown instead of a redacted argument's value (exported as ``toolguard.REDACTED``)."""
+"""The placeholder shown instead of a redacted value (exported as ``toolguard.REDACTED``)."""
 
 SECRET_GONE = (
-    "The secret arguments of this call are no longer available (they were kept in memory"
+    "The secret arguments of this call are no longer available (they were kept in memory"  # noqa: S105
     " only, and the process that held them has ended). It was not executed: ask for the"
     " call again."
 )
@@ -63,7 +63,10 @@ def check_redact(redact: object) -> tuple[str, ...]:
         ValueError: an empty name or a dotted path (only top-level names).
     """
     if isinstance(redact, (str, bytes, Mapping)) or not isinstance(redact, Iterable):
-        msg = f"redact must be a list of parameter names such as ['password'], got {type(redact).__name__}"
+        msg = (
+            "redact must be a list of parameter names such as ['password'],"
+            f" got {type(redact).__name__}"
+        )
         raise TypeError(msg)
     names: list[str] = []
     for name in redact:
@@ -139,7 +142,7 @@ def keep_redacted(
     merged = dict(edited)
     kept = False
     for name in names:
-        if merged.get(name, None) == REDACTED and isinstance(merged.get(name), str):
+        if merged.get(name) == REDACTED and isinstance(merged.get(name), str):
             kept = True
             if name in original:
                 merged[name] = original[name]
@@ -214,6 +217,7 @@ def redact_messages(
                 if isinstance(args, dict)
                 else REDACTED
             )
+            assert isinstance(function, Mapping)  # noqa: S101 - names came from it
             new_calls.append({**call, "function": {**function, "arguments": hidden}})
         shown.append({**message, "tool_calls": new_calls})
     return shown
@@ -302,8 +306,8 @@ class SecretVault:
         def back(calls: list[ToolCall]) -> list[ToolCall]:
             return [
                 c.model_copy(update={"args": real[c.id]})
-                if c.id in real and redact_args(real[c.id], tool_redaction(self._tools, c.name))
-                == c.args
+                if c.id in real
+                and redact_args(real[c.id], tool_redaction(self._tools, c.name)) == c.args
                 else c
                 for c in calls
             ]

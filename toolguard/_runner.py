@@ -55,9 +55,9 @@ from toolguard._models import (
     utcnow,
 )
 from toolguard._override import get_stand_in
+from toolguard._redact import REDACTED, SECRET_GONE, keep_redacted, redact_args, scrub, shown_edit
 from toolguard._results import ResultTemplates, check_templates, result_text
 from toolguard._rules import Effect, denied_text
-from toolguard._redact import REDACTED, SECRET_GONE, keep_redacted, redact_args, scrub, shown_edit
 from toolguard._tool import Tool, ToolArgumentsError, ttl_seconds
 from toolguard._toolset import Tools, Toolset
 from toolguard._validate import as_decision_list, check_allowed, parse_decision

@@ -233,7 +233,8 @@ class SchemaTool(Tool[..., Any]):
         # jsonschema's messages quote the value ("'hunter2' is too short"): hide secrets first.
         secrets = self.secret_texts(data)
         shown = [
-            f"'{'.'.join(location) or '(arguments)'}': {_short(self._hidden(location, text, secrets))}"
+            f"'{'.'.join(location) or '(arguments)'}':"
+            f" {_short(self._hidden(location, text, secrets))}"
             for location, text in problems[:_MAX_PROBLEMS]
         ]
         if len(problems) > _MAX_PROBLEMS:

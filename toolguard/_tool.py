@@ -44,7 +44,14 @@ from toolguard._models import (
     new_id,
 )
 from toolguard._override import get_stand_in
-from toolguard._redact import check_redact, keep_redacted, redact_args, scrub, secret_names, secret_texts
+from toolguard._redact import (
+    check_redact,
+    keep_redacted,
+    redact_args,
+    scrub,
+    secret_names,
+    secret_texts,
+)
 from toolguard._validate import check_allowed
 
 P = ParamSpec("P")

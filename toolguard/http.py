@@ -135,8 +135,8 @@ from toolguard._errors import (
 )
 from toolguard._json import clean_text
 from toolguard._messages import message
-from toolguard._redact import shown_messages
 from toolguard._models import Action, PendingReview
+from toolguard._redact import shown_messages
 from toolguard._store import (
     ConcurrentUpdateError,
     CorruptThreadError,
