@@ -28,6 +28,7 @@ from toolguard import (
     requires_approval,
     tool,
 )
+from toolguard._cli import render_card
 from toolguard._models import call_digest
 from toolguard._redact import SECRET_GONE
 from toolguard.http import create_app
@@ -578,3 +579,17 @@ async def test_http_answers_never_carry_the_secret(
     texts.append((await http.get(f"/hitl/threads/{thread_id}")).text)
     assert [SECRET in text for text in texts] == [False] * len(texts)
     assert tools.seen == [("login", ("alice", SECRET))]
+
+
+def test_the_terminal_card_shows_the_placeholder() -> None:
+    step = Runner(Tools().all()).run_sync([login_call()])
+    assert step.pending_review is not None
+    assert render_card(step.pending_review.action_requests[0]) == (
+        "== Approval 1/1: login ==\n"
+        "Tool `login` is awaiting approval\n"
+        "Arguments:\n"
+        "{\n"
+        '  "user": "alice",\n'
+        '  "password": "[redacted]"\n'
+        "}"
+    )
