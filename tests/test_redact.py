@@ -593,3 +593,22 @@ def test_the_terminal_card_shows_the_placeholder() -> None:
         '  "password": "[redacted]"\n'
         "}"
     )
+
+
+def test_a_result_echoing_a_secret_is_recorded_scrubbed() -> None:
+    @requires_approval(redact=["password", "pin"])
+    def echo(user: str, password: str, pin: str) -> dict[str, Any]:
+        """Echo what it got."""
+        return {"text": f"{user} used {password} and {pin}", password: [pin, password]}
+
+    runner = Runner([echo])
+    step = runner.run_sync(
+        [{"id": "c1", "name": "echo", "args": {"user": "al", "password": SECRET, "pin": "123"}}]
+    )
+    assert step.pending is not None
+    result = runner.resume_sync(step.pending, [{"type": "approve"}]).results[0]
+    # Values shorter than 4 characters are not searched for (they would match anywhere).
+    assert result.value == {"text": "al used [redacted] and 123", "[redacted]": ["123", "[redacted]"]}
+    assert result.content == (
+        '{"text": "al used [redacted] and 123", "[redacted]": ["123", "[redacted]"]}'
+    )

@@ -32,6 +32,7 @@ __all__ = [
     "redact_args",
     "redact_messages",
     "scrub",
+    "scrub_data",
     "secret_names",
     "secret_texts",
     "shown_call_args",
@@ -176,12 +177,29 @@ def secret_texts(values: Mapping[str, Any], names: frozenset[str]) -> list[str]:
     return sorted(found, key=len, reverse=True)
 
 
+MIN_SCRUBBED = 4
+"""Secret values shorter than this are not searched for in texts (they would match anywhere)."""
+
+
 def scrub(text: str, secrets: Iterable[str]) -> str:
     """``text`` with every occurrence of each secret replaced by :data:`REDACTED`."""
     for secret in secrets:
-        if secret:
+        if len(secret) >= MIN_SCRUBBED:
             text = text.replace(secret, REDACTED)
     return text
+
+
+def scrub_data(data: Any, secrets: list[str]) -> Any:
+    """JSON data with :func:`scrub` applied to every text in it (keys included)."""
+    if not secrets:
+        return data
+    if isinstance(data, str):
+        return scrub(data, secrets)
+    if isinstance(data, list):
+        return [scrub_data(item, secrets) for item in data]
+    if isinstance(data, dict):
+        return {scrub(str(k), secrets): scrub_data(v, secrets) for k, v in data.items()}
+    return data
 
 
 def redact_messages(

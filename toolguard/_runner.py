@@ -55,7 +55,15 @@ from toolguard._models import (
     utcnow,
 )
 from toolguard._override import get_stand_in
-from toolguard._redact import REDACTED, SECRET_GONE, keep_redacted, redact_args, scrub, shown_edit
+from toolguard._redact import (
+    REDACTED,
+    SECRET_GONE,
+    keep_redacted,
+    redact_args,
+    scrub,
+    scrub_data,
+    shown_edit,
+)
 from toolguard._results import ResultTemplates, check_templates, result_text
 from toolguard._rules import Effect, denied_text
 from toolguard._tool import Tool, ToolArgumentsError, ttl_seconds
@@ -517,6 +525,9 @@ class Runner:
             return _error(call, text, "failed", tool.name)
         # Never raises: the tool ran, so its result is recorded whatever it is (see Limits).
         content, data = bounded_result(value, self.limits)
+        if tool.redacted:  # a result echoing a secret argument: recorded and shown scrubbed
+            secrets = tool.secret_texts(args) + tool.secret_texts(call.args)
+            content, data = scrub(content, secrets), scrub_data(data, secrets)
         return ToolResult(
             call_id=call.id, name=tool.name, status="success", content=content, value=data
         )

@@ -14,11 +14,11 @@ from __future__ import annotations
 import copy
 import importlib
 import inspect
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 from typing import Any
 
 from toolguard._json import clean_text, to_json_data
-from toolguard._redact import scrub, secret_names
+from toolguard._redact import check_redact, scrub, secret_names
 from toolguard._tool import ApprovalPolicy, Tool, ToolArgumentsError, _is_async_callable
 
 INSTALL_HINT = 'Tool.from_schema needs the jsonschema package: pip install "toolguard-hitl[schema]"'
@@ -152,6 +152,7 @@ class SchemaTool(Tool[..., Any]):
         func: Callable[..., Any],
         *,
         approval: ApprovalPolicy | None = None,
+        redact: Iterable[str] = (),
         _validator: Any = None,
     ) -> None:
         _check_inputs(name, description, parameters, func)
@@ -165,12 +166,12 @@ class SchemaTool(Tool[..., Any]):
         self.is_async = _is_async_callable(func)
         self.approval = approval
         properties = schema.get("properties")
-        self.redact = ()
+        self.redact = check_redact(redact)
         self.redacted = secret_names(
             name,
             properties if isinstance(properties, dict) else (),
             {},
-            approval.redact if approval is not None else (),
+            (*self.redact, *(approval.redact if approval is not None else ())),
         )
         self._binder = _SchemaBinder(name)  # type: ignore[assignment]  # duck-typed binder
         self._args_model = None  # type: ignore[assignment]  # validated by JSON Schema instead
@@ -196,6 +197,7 @@ class SchemaTool(Tool[..., Any]):
             self.parameters,
             self.func,
             approval=approval,
+            redact=self.redact,
             _validator=self._validator,
         )
         derived.annotations = self.annotations
