@@ -608,7 +608,10 @@ def test_a_result_echoing_a_secret_is_recorded_scrubbed() -> None:
     assert step.pending is not None
     result = runner.resume_sync(step.pending, [{"type": "approve"}]).results[0]
     # Values shorter than 4 characters are not searched for (they would match anywhere).
-    assert result.value == {"text": "al used [redacted] and 123", "[redacted]": ["123", "[redacted]"]}
+    assert result.value == {
+        "text": "al used [redacted] and 123",
+        "[redacted]": ["123", "[redacted]"],
+    }
     assert result.content == (
         '{"text": "al used [redacted] and 123", "[redacted]": ["123", "[redacted]"]}'
     )

@@ -19,7 +19,7 @@ from toolguard._mcp_proxy import MCPProxy  # noqa: E402
 from .mcp_proxy_upstream import TOOLS, build_server  # noqa: E402
 
 LIMIT = 20
-SECRET = "/srv/private/hunter2-correct-horse"
+SECRET = "/srv/private/hunter2-correct-horse"  # noqa: S105 - a test value
 
 
 async def test_the_gateway_asks_with_the_placeholder_and_forwards_the_real_value(
@@ -35,9 +35,7 @@ async def test_the_gateway_asks_with_the_placeholder_and_forwards_the_real_value
     with anyio.fail_after(LIMIT):
         async with Client(build_server(log), mode="legacy") as upstream:
             store = MemoryStore()
-            proxy = MCPProxy(
-                upstream, TOOLS, store=store, ttl=60, redact={"delete_file": ["path"]}
-            )
+            proxy = MCPProxy(upstream, TOOLS, store=store, ttl=60, redact={"delete_file": ["path"]})
             async with anyio.create_task_group() as tasks:
                 proxy._tasks = tasks
                 async with Client(
@@ -47,12 +45,14 @@ async def test_the_gateway_asks_with_the_placeholder_and_forwards_the_real_value
                 tasks.cancel_scope.cancel()
     assert result.is_error is False
     assert asked == [
-        "Approve the tool call `delete_file`?\n"
-        "Tool description: Delete a file (claims read-only).\n"
-        "Arguments (JSON):\n"
-        "{\n"
-        f'  "path": "{REDACTED}"\n'
-        "}"
+        (
+            "Approve the tool call `delete_file`?\n"
+            "Tool description: Delete a file (claims read-only).\n"
+            "Arguments (JSON):\n"
+            "{\n"
+            f'  "path": "{REDACTED}"\n'
+            "}"
+        )
     ]
     assert [json.loads(line) for line in log.read_text(encoding="utf-8").splitlines()] == [
         {"tool": "delete_file", "args": {"path": SECRET}}
