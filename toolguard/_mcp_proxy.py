@@ -51,8 +51,8 @@ from toolguard._errors import ToolguardError
 from toolguard._model import Message, ModelResponse
 from toolguard._models import Action, ToolCall
 from toolguard._notify import Webhook
-from toolguard._rules import Rules, RuleSyntaxError, denied_text
 from toolguard._redact import check_redact
+from toolguard._rules import Rules, RuleSyntaxError, denied_text
 from toolguard._schema_tool import SchemaTool
 from toolguard._sqlite import SQLiteStore
 from toolguard._store import Store, ThreadState
