@@ -615,3 +615,17 @@ def test_a_result_echoing_a_secret_is_recorded_scrubbed() -> None:
     assert result.content == (
         '{"text": "al used [redacted] and 123", "[redacted]": ["123", "[redacted]"]}'
     )
+
+
+async def test_a_denied_call_is_audited_with_the_placeholder() -> None:
+    store = MemoryStore()
+    tools = toolguard.guard(Tools().all(), rules=toolguard.Rules(deny=["login"]))
+    chat = ReviewedChat(ScriptedModel([login_turn(), "Denied."]), tools, store=store)
+    turn = await chat.send_message("Log me in")
+    assert turn.reply == "Denied."
+    [event] = await chat.audit_trail(turn.thread_id)
+    assert (event.kind, event.tool, event.args) == (
+        "denied",
+        "login",
+        {"user": "alice", "password": REDACTED},
+    )
