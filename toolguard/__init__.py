@@ -74,6 +74,7 @@ from toolguard._models import (
     ToolResult,
 )
 from toolguard._notify import Webhook
+from toolguard._redact import REDACTED
 from toolguard._results import ResultTemplates
 from toolguard._rules import Rule, RuleDecision, Rules, RuleSyntaxError
 from toolguard._runner import Claims, EditPolicy, Runner, Step, parse_tool_call
@@ -96,6 +97,7 @@ __all__ = [
     "DECISION_TYPES",
     "DEFAULT_VERBS",
     "NO_DECISION",
+    "REDACTED",
     "REJECTED_BY_USER_MESSAGE",
     "AccessDeniedError",
     "AccessHook",

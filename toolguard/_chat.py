@@ -60,6 +60,7 @@ from toolguard._models import (
     utcnow,
 )
 from toolguard._notify import OutboxItem, Webhook, review_items
+from toolguard._redact import SecretVault, shown_call_args, shown_decision
 from toolguard._results import ResultTemplates, check_templates, result_text
 from toolguard._runner import (
     CloseOutcome,
@@ -386,6 +387,15 @@ class ReviewedChat:
             to the thread's outbox in the same save as the event and sent by
             :meth:`deliver_notifications` (``toolguard serve`` runs it in the
             background; otherwise call it or :meth:`run_notifications`).
+        store_secrets: ``True`` (the default): the store holds the real
+            values of redacted arguments in the paused turn's calls and in
+            the history's tool calls (reviews, audit and the HTTP views show
+            ``REDACTED``). ``False``: the store holds ``REDACTED`` there too
+            and the real values stay in this process's memory until the
+            paused turn is decided or closed; a turn whose values are gone
+            (a restart, another process) never runs its calls with the
+            placeholder: they fail with ``SECRET_GONE``. The model then
+            reads its own earlier calls with ``REDACTED`` values.
 
     Attributes:
         max_recorded_refusals: most ``refused`` audit events kept per review
@@ -415,6 +425,7 @@ class ReviewedChat:
         result_templates: ResultTemplates | None = None,
         limits: Limits | None = None,
         notify: Webhook | None = None,
+        store_secrets: bool = True,
     ) -> None:
         notify_arg: object = notify
         if notify_arg is not None and not isinstance(notify_arg, Webhook):
@@ -449,6 +460,9 @@ class ReviewedChat:
         self._outbox_hints: set[str] = set()
         self._outbox_scanned = False
         self._tool_schemas = self.toolset.openai_tools()
+        # store_secrets=False: redacted values are stored as REDACTED, the real ones kept here.
+        self.store_secrets = check.flag(store_secrets, "store_secrets")
+        self._vault = None if self.store_secrets else SecretVault(self.toolset)
 
     # ------------------------------------------------------------------ reading
 
@@ -632,6 +646,9 @@ class ReviewedChat:
         parsed = validate_decisions(pending, decisions)
         self.runner.check_allowed(pending, parsed)  # the tools' own policies, before the claim
         claimed = await self._claim(state, parsed, reviewer)
+        if self._vault is not None:  # the real values of secrets, if this process has them
+            pending = self._vault.restore(pending)
+            self._vault.drop(pending.review_id)
         step = await self.runner.resume(pending, parsed, thread_id=claimed.thread_id)
         step = _with_reviewer(step, reviewer)
         return await self._loop(claimed, claimed.version, list(claimed.messages), step)
@@ -844,7 +861,9 @@ class ReviewedChat:
             now = self.clock()
             waiting = [a for a in state.pending.actions if a.status == "requested"]
             decided = [
-                _decided_action(action, decision, reviewer, now)
+                _decided_action(
+                    action, shown_decision(decision, self.runner.toolset), reviewer, now
+                )
                 for action, decision in zip(waiting, parsed, strict=True)
             ]
             events = [
@@ -856,7 +875,11 @@ class ReviewedChat:
                     state,
                     state.version,
                     status="running",
-                    decisions=parsed,
+                    decisions=(
+                        parsed
+                        if self._vault is None
+                        else [shown_decision(d, self.toolset) for d in parsed]
+                    ),
                     actions=_merge(state.actions, decided),
                     audit=[*state.audit, *events],
                 )
@@ -920,6 +943,8 @@ class ReviewedChat:
         assert state.pending is not None  # noqa: S101 - callers check awaiting_review
         now = self.clock()
         step = close_turn(state.pending, outcome, reason, now)
+        if self._vault is not None:
+            self._vault.drop(state.pending.review_id)
         closed = [a.model_copy(update={"reviewer": actor}) for a in step.actions]
         events = [
             final_event(state.thread_id, state.pending.review_id, a, outcome, now) for a in closed
@@ -1022,13 +1047,15 @@ class ReviewedChat:
                     )
                     return ChatTurn(thread_id=state.thread_id, reply=reply, actions=touched)
                 step = await self.runner.run(response.tool_calls, thread_id=state.thread_id)
-                messages.append(assistant_message(clean_text(response.text), step.calls))
+                messages.append(
+                    assistant_message(clean_text(response.text), self._kept(step.calls))
+                )
                 review_id = step.pending.review_id if step.pending else None
                 fresh = True
             else:
                 # Resumed: the paused turn's assistant message now records the calls as
                 # they stand, edits included, so the history shows what really ran.
-                messages = _rewrite_last_assistant(messages, step.calls)
+                messages = _rewrite_last_assistant(messages, self._kept(step.calls))
                 review_id = state.pending.review_id if state.pending else None
                 fresh = False
             touched = _merge(touched, step.actions)
@@ -1041,7 +1068,9 @@ class ReviewedChat:
                     expected,
                     messages=messages,
                     status="awaiting_review",
-                    pending=step.pending,
+                    pending=step.pending
+                    if self._vault is None
+                    else self._vault.stash(step.pending),
                     decisions=None,
                     actions=actions,
                     audit=audit,
@@ -1066,6 +1095,10 @@ class ReviewedChat:
             expected = state.version
             step = None
 
+    def _kept(self, calls: list[ToolCall]) -> list[ToolCall]:
+        """The calls as the history stores them (secrets replaced with ``store_secrets=False``)."""
+        return calls if self._vault is None else self._vault.shown_calls(calls)
+
     def _step_events(
         self, thread_id: str, review_id: str | None, step: Step, *, fresh: bool
     ) -> list[AuditEvent]:
@@ -1083,7 +1116,7 @@ class ReviewedChat:
                         kind="denied",
                         thread_id=thread_id,
                         tool=call.name,
-                        args=call.args,
+                        args=shown_call_args(call, self.runner.toolset),
                         detail=result.content,
                     )
                 )

@@ -91,22 +91,32 @@ def same_arguments(a: Mapping[str, Any], b: Mapping[str, Any]) -> bool:
 class _Origin:
     """The guarded function and the Python arguments behind an ``ApprovalRequiredError.call``."""
 
-    __slots__ = ("args", "func", "ref", "reviewed")
+    __slots__ = ("args", "func", "real", "ref", "reviewed")
 
-    def __init__(self, call: ToolCall, func: object, args: dict[str, Any], key: int) -> None:
+    def __init__(
+        self, call: ToolCall, func: object, args: dict[str, Any], key: int, real: Any
+    ) -> None:
         self.ref = weakref.ref(call, lambda _: _ORIGINS.pop(key, None))
         self.func = func
         self.args = args
         self.reviewed = dumps(call.args)
+        self.real = real  # JSON snapshot of the real arguments (call.args may be redacted)
 
 
 _ORIGINS: dict[int, _Origin] = {}
 
 
-def remember_call(call: ToolCall, func: object, args: dict[str, Any]) -> None:
-    """Record which function (and Python arguments) the ``call`` of an approval error is for."""
+def remember_call(
+    call: ToolCall, func: object, args: dict[str, Any], real: Mapping[str, Any] | None = None
+) -> None:
+    """Record which function (and Python arguments) the ``call`` of an approval error is for.
+
+    ``real``: the JSON form of the real arguments when ``call.args`` shows
+    redacted values (default: ``call.args``).
+    """
     key = id(call)
-    _ORIGINS[key] = _Origin(call, func, dict(args), key)
+    snapshot = _snapshot(real if real is not None else call.args)
+    _ORIGINS[key] = _Origin(call, func, dict(args), key, snapshot)
 
 
 def _origin(call: ToolCall) -> _Origin | None:
@@ -257,7 +267,8 @@ def allow_once(
         origin = _origin(call)
         expected = origin.args if origin is not None else dict(call.args)
         func = origin.func if origin is not None else None
-        return _GrantScope(_Grant(call.name, func, expected, _snapshot(call.args)))
+        reviewed = origin.real if origin is not None else _snapshot(call.args)
+        return _GrantScope(_Grant(call.name, func, expected, reviewed))
     checked = _check_args(args)
     if isinstance(call, str):
         if not call:

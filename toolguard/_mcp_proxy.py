@@ -39,7 +39,7 @@ import os
 import secrets
 import sys
 import unicodedata
-from collections.abc import Awaitable, Callable, Mapping, Sequence
+from collections.abc import Awaitable, Callable, Iterable, Mapping, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Final
 
@@ -51,6 +51,7 @@ from toolguard._errors import ToolguardError
 from toolguard._model import Message, ModelResponse
 from toolguard._models import Action, ToolCall
 from toolguard._notify import Webhook
+from toolguard._redact import check_redact
 from toolguard._rules import Rules, RuleSyntaxError, denied_text
 from toolguard._schema_tool import SchemaTool
 from toolguard._sqlite import SQLiteStore
@@ -266,6 +267,15 @@ class MCPProxy:
         classifier: the rules; ``Classifier()`` by default. MCP annotations
             apply on top.
         on_event: an :data:`EventHook`, for notifications.
+        rules: argument rules applied before the annotations.
+        redact: secret arguments by tool name, e.g. ``{"login": ["password"]}``:
+            the approval question, the page, the review list and the audit
+            trail show ``REDACTED`` instead of their values; the upstream
+            server gets the real values.
+
+    Raises:
+        ValueError: ``ttl`` is not positive; ``redact`` names a tool the
+            upstream does not list or an argument its schema does not have.
     """
 
     def __init__(
@@ -278,6 +288,7 @@ class MCPProxy:
         classifier: Classifier | None = None,
         on_event: EventHook | None = None,
         rules: Rules | None = None,
+        redact: Mapping[str, Iterable[str]] | None = None,
     ) -> None:
         if not ttl > 0:
             msg = f"ttl must be a positive number of seconds, got {ttl!r}"
@@ -289,6 +300,11 @@ class MCPProxy:
         self.model = _CallModel()
         self.unguardable: dict[str, str] = {}
         tools: list[SchemaTool] = []
+        secret = {tool: check_redact(names) for tool, names in (redact or {}).items()}
+        unknown = sorted(set(secret) - {item.get("name") for item in self.listed})
+        if unknown:
+            msg = f"redact names the tool {unknown[0]!r}, which the upstream server does not list"
+            raise ValueError(msg)
         for item in self.listed:
             name = item.get("name")
             if not isinstance(name, str):
@@ -305,6 +321,15 @@ class MCPProxy:
             except (TypeError, ValueError) as exc:
                 self.unguardable[name] = str(exc)
                 continue
+            if secret.get(name):
+                tool = SchemaTool(
+                    name,
+                    tool.description,
+                    tool.parameters,
+                    tool.func,
+                    redact=secret[name],  # a ValueError here: a typo must stop the gateway
+                    _validator=tool._validator,
+                )
             annotations = item.get("annotations")
             tool.annotations = dict(annotations) if isinstance(annotations, Mapping) else {}
             tools.append(tool)
@@ -406,7 +431,7 @@ class MCPProxy:
         if modern and getattr(params, "request_state", None) is not None:
             return await self._retried(params, name, args)
         try:
-            question = approval_message(name, args, self._description(name))
+            question = approval_message(name, self._shown(name, args), self._description(name))
         except ValueError:
             can_elicit = False  # cannot be shown faithfully: only the page may decide
             question = ""
@@ -497,6 +522,11 @@ class MCPProxy:
             )
             return
         await self._decide(thread_id, review_id, name, answer)
+
+    def _shown(self, name: str, args: dict[str, Any]) -> dict[str, Any]:
+        """A call's arguments as the reviewer may see them (secrets replaced)."""
+        tool = self.toolset.get(name)
+        return tool.shown_args(args) if tool is not None else args
 
     def _description(self, name: str) -> str:
         tool = self.toolset.get(name)

@@ -55,6 +55,15 @@ from toolguard._models import (
     utcnow,
 )
 from toolguard._override import get_stand_in
+from toolguard._redact import (
+    REDACTED,
+    SECRET_GONE,
+    keep_redacted,
+    redact_args,
+    scrub,
+    scrub_data,
+    shown_edit,
+)
 from toolguard._results import ResultTemplates, check_templates, result_text
 from toolguard._rules import Effect, denied_text
 from toolguard._tool import Tool, ToolArgumentsError, ttl_seconds
@@ -510,14 +519,15 @@ class Runner:
             else:
                 value = await tool.execute(args, in_thread=self.sync_in_thread)
         except Exception as exc:
-            return _error(
-                call,
-                f"Tool `{tool.name}` failed: {type(exc).__name__}: {exc}",
-                "failed",
-                tool.name,
-            )
+            text = f"Tool `{tool.name}` failed: {type(exc).__name__}: {exc}"
+            if tool.redacted:  # the exception may quote a secret argument: scrub it
+                text = scrub(text, tool.secret_texts(args) + tool.secret_texts(call.args))
+            return _error(call, text, "failed", tool.name)
         # Never raises: the tool ran, so its result is recorded whatever it is (see Limits).
         content, data = bounded_result(value, self.limits)
+        if tool.redacted:  # a result echoing a secret argument: recorded and shown scrubbed
+            secrets = tool.secret_texts(args) + tool.secret_texts(call.args)
+            content, data = scrub(content, secrets), scrub_data(data, secrets)
         return ToolResult(
             call_id=call.id, name=tool.name, status="success", content=content, value=data
         )
@@ -563,7 +573,8 @@ class Runner:
             id=new_id(),
             call_id=call.id,
             name=call.name,
-            args=call.args,
+            # What the reviewer is shown: secret values replaced; the digest covers the real ones.
+            args=tool.shown_args(call.args),
             description=tool.review_description() or message("action_description", name=call.name),
             requested_at=now,
             expires_at=now + timedelta(seconds=ttl) if ttl else None,
@@ -572,6 +583,35 @@ class Runner:
             ),
             allowed_decisions=list(tool.approval.allowed_decisions if tool.approval else ()),
         )
+
+    def _unreviewed(
+        self,
+        action: Action,
+        call: ToolCall,
+        tool: Tool[Any, Any] | None,
+        thread_id: str,
+        review_id: str,
+    ) -> ToolResult | None:
+        """The error result when ``call`` is not the call ``action`` showed, else ``None``.
+
+        The digest covers the real arguments; the shown ones must be the
+        real ones with the secrets replaced. A call whose secret values
+        were replaced by ``REDACTED`` in storage (kept in memory only, and
+        gone) fails with ``SECRET_GONE``: it never runs with the placeholder.
+        """
+        expected = call_digest(
+            action.name, call.args, self.signing_key, thread_id=thread_id, review_id=review_id
+        )
+        redacted = tool.redacted if tool is not None else frozenset()
+        shown = redact_args(call.args, redacted)
+        if hmac.compare_digest(action.digest, expected) and (
+            shown == action.args and call.name == action.name
+        ):
+            return None
+        if redacted and any(call.args.get(n) == REDACTED for n in redacted):
+            return _error(call, SECRET_GONE, "failed")
+        # The stored request no longer matches what the reviewer was shown.
+        return _error(call, TAMPERED, "tampered")
 
     def allowed_decisions(self, action: Action) -> tuple[str, ...]:
         """The decision types ``action`` may get: shown to the reviewer AND allowed by the tool.
@@ -634,10 +674,10 @@ class Runner:
                 results[call.id] = _error(call, call.error, "invalid_arguments")
                 continue
             if call.arguments_error is not None:
+                sent = REDACTED if tool.redacted else call.arguments_error[:200]
                 results[call.id] = _error(
                     call,
-                    f"Invalid arguments for tool `{call.name}`: expected a JSON object,"
-                    f" got {call.arguments_error[:200]}",
+                    f"Invalid arguments for tool `{call.name}`: expected a JSON object, got {sent}",
                     "invalid_arguments",
                 )
                 continue
@@ -785,22 +825,17 @@ class Runner:
                 finish(action, answer, "responded", decision)
             elif isinstance(decision, ApproveDecision):
                 tool = self.toolset.get(action.name)
-                expected = call_digest(
-                    action.name,
-                    action.args,
-                    self.signing_key,
-                    thread_id=thread_id,
-                    review_id=pending.review_id,
-                )
-                if not hmac.compare_digest(action.digest, expected):
-                    # The stored request no longer matches what the reviewer was shown.
-                    finish(action, _error(call, TAMPERED, "tampered"), "failed", decision)
+                # The call that runs is the turn's call (real values, secrets included); its
+                # digest and the shown arguments must both still be the reviewed ones.
+                problem = self._unreviewed(action, call, tool, thread_id, pending.review_id)
+                if problem is not None:
+                    finish(action, problem, "failed", decision)
                     continue
                 if tool is None:
                     finish(action, self._unknown_tool(call, action.name), "failed", decision)
                     continue
                 try:
-                    validated = tool.validate_args(action.args)
+                    validated = tool.validate_args(call.args)
                 except ToolArgumentsError as exc:
                     finish(action, _error(call, str(exc), "invalid_arguments"), "failed", decision)
                     continue
@@ -811,8 +846,25 @@ class Runner:
             else:
                 assert isinstance(decision, EditDecision)  # noqa: S101 - the union is closed
                 edited = decision.edited_action
+                same_tool = self.toolset.get(action.name) if edited.name == action.name else None
+                edited_args = dict(edited.args)
+                if same_tool is not None and same_tool.redacted:
+                    # A redacted parameter left as REDACTED keeps this call's real value, once
+                    # the call is proven to be the reviewed one (never another call's value).
+                    edited_args, kept = keep_redacted(edited.args, call.args, same_tool.redacted)
+                    problem = (
+                        self._unreviewed(action, call, same_tool, thread_id, pending.review_id)
+                        if kept
+                        else None
+                    )
+                    decision = shown_edit(decision, same_tool.shown_args(edited.args))
+                    if problem is not None:
+                        finish(action, problem, "failed", decision)
+                        continue
+                elif (other := self.toolset.get(edited.name)) is not None and other.redacted:
+                    decision = shown_edit(decision, other.shown_args(edited.args))
                 new_call = parse_tool_call(
-                    {"id": call.id, "name": edited.name, "args": edited.args}, limits=self.limits
+                    {"id": call.id, "name": edited.name, "args": edited_args}, limits=self.limits
                 )
                 calls[position[call.id]] = new_call
                 replaced = [c for c in replaced if c.id != call.id] + [new_call]

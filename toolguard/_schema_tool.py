@@ -14,10 +14,11 @@ from __future__ import annotations
 import copy
 import importlib
 import inspect
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 from typing import Any
 
 from toolguard._json import clean_text, to_json_data
+from toolguard._redact import check_redact, scrub, secret_names
 from toolguard._tool import ApprovalPolicy, Tool, ToolArgumentsError, _is_async_callable
 
 INSTALL_HINT = 'Tool.from_schema needs the jsonschema package: pip install "toolguard-hitl[schema]"'
@@ -151,6 +152,7 @@ class SchemaTool(Tool[..., Any]):
         func: Callable[..., Any],
         *,
         approval: ApprovalPolicy | None = None,
+        redact: Iterable[str] = (),
         _validator: Any = None,
     ) -> None:
         _check_inputs(name, description, parameters, func)
@@ -163,6 +165,14 @@ class SchemaTool(Tool[..., Any]):
         self.parameters = schema
         self.is_async = _is_async_callable(func)
         self.approval = approval
+        properties = schema.get("properties")
+        self.redact = check_redact(redact)
+        self.redacted = secret_names(
+            name,
+            properties if isinstance(properties, dict) else (),
+            {},
+            (*self.redact, *(approval.redact if approval is not None else ())),
+        )
         self._binder = _SchemaBinder(name)  # type: ignore[assignment]  # duck-typed binder
         self._args_model = None  # type: ignore[assignment]  # validated by JSON Schema instead
         self._field_names = {}
@@ -187,6 +197,7 @@ class SchemaTool(Tool[..., Any]):
             self.parameters,
             self.func,
             approval=approval,
+            redact=self.redact,
             _validator=self._validator,
         )
         derived.annotations = self.annotations
@@ -221,13 +232,22 @@ class SchemaTool(Tool[..., Any]):
             (problem for error in errors for problem in _problems(error)),
             key=lambda item: (item[0], item[1]),
         )
+        # jsonschema's messages quote the value ("'hunter2' is too short"): hide secrets first.
+        secrets = self.secret_texts(data)
         shown = [
-            f"'{'.'.join(location) or '(arguments)'}': {_short(text)}"
+            f"'{'.'.join(location) or '(arguments)'}':"
+            f" {_short(self._hidden(location, text, secrets))}"
             for location, text in problems[:_MAX_PROBLEMS]
         ]
         if len(problems) > _MAX_PROBLEMS:
             shown.append(f"and {len(problems) - _MAX_PROBLEMS} more")
         raise ToolArgumentsError(f"Invalid arguments for tool `{self.name}`: " + "; ".join(shown))
+
+    def _hidden(self, location: list[str], text: str, secrets: list[str]) -> str:
+        """A problem's text, not quoting a secret value."""
+        if location and location[0] in self.redacted:
+            return "invalid value (the message is hidden: the value is secret)"
+        return scrub(text, secrets)
 
     def __repr__(self) -> str:
         guard = ", guarded" if self.approval else ""

@@ -44,6 +44,14 @@ from toolguard._models import (
     new_id,
 )
 from toolguard._override import get_stand_in
+from toolguard._redact import (
+    check_redact,
+    keep_redacted,
+    redact_args,
+    scrub,
+    secret_names,
+    secret_texts,
+)
 from toolguard._validate import check_allowed
 
 P = ParamSpec("P")
@@ -80,6 +88,9 @@ class ApprovalPolicy:
             a non-empty subset of ``approve``, ``edit``, ``reject`` and
             ``respond``, kept in that order (default ``ALLOWED_DECISIONS``).
             The review payload lists them and other decisions are refused.
+        redact: names of parameters whose values are secret: shown as
+            ``REDACTED`` to reviewers and in logs, passed for real to the
+            tool (checked against the tool's parameters when it is built).
 
     Raises:
         TypeError: ``allowed_decisions`` is not a list or tuple of texts.
@@ -90,6 +101,7 @@ class ApprovalPolicy:
     description: str | None = None
     ttl: float | None = None
     allowed_decisions: tuple[DecisionType, ...] = ALLOWED_DECISIONS
+    redact: tuple[str, ...] = ()
 
     def needs_approval(self, args: Mapping[str, Any]) -> bool:
         """Whether a call with these arguments must wait for a human.
@@ -113,6 +125,7 @@ class ApprovalPolicy:
             object.__setattr__(self, "ttl", ttl_seconds(self.ttl))
         checked = allowed_decisions_tuple(self.allowed_decisions)
         object.__setattr__(self, "allowed_decisions", checked)  # frozen: normalise once
+        object.__setattr__(self, "redact", check_redact(self.redact))
 
 
 def allowed_decisions_tuple(value: Iterable[str]) -> tuple[DecisionType, ...]:
@@ -417,6 +430,8 @@ class Tool(Generic[P, R]):
         "is_async",
         "name",
         "parameters",
+        "redact",
+        "redacted",
     )
 
     def __init__(
@@ -426,6 +441,7 @@ class Tool(Generic[P, R]):
         name: str | None = None,
         description: str | None = None,
         approval: ApprovalPolicy | None = None,
+        redact: Iterable[str] = (),
         _localns: Mapping[str, Any] | None = None,
     ) -> None:
         _reject_unwrappable(func, "tool")
@@ -447,6 +463,16 @@ class Tool(Generic[P, R]):
             self._binder.honest = _check_signature_is_honest(func, signature, "requires_approval")
         self._args_model, self._field_names = _build_args_model(
             func, self.name, signature, doc.params, _localns
+        )
+        self.redact: tuple[str, ...] = check_redact(redact)
+        self.redacted: frozenset[str] = secret_names(
+            self.name,
+            signature.parameters,
+            {
+                self._field_names[field]: info.annotation
+                for field, info in self._args_model.model_fields.items()
+            },
+            (*self.redact, *(approval.redact if approval else ())),
         )
         self._positional_only = tuple(
             p.name for p in signature.parameters.values() if p.kind is p.POSITIONAL_ONLY
@@ -498,7 +524,19 @@ class Tool(Generic[P, R]):
         self, *, name: str, description: str, approval: ApprovalPolicy | None
     ) -> Tool[P, R]:
         """A copy with another name, description or policy (same function and schema)."""
-        return Tool(self.func, name=name, description=description, approval=approval)
+        return Tool(
+            self.func, name=name, description=description, approval=approval, redact=self.redact
+        )
+
+    # ------------------------------------------------------------------ redaction
+
+    def shown_args(self, args: Mapping[str, Any]) -> dict[str, Any]:
+        """``args`` as a person may see them: each redacted parameter's value is ``REDACTED``."""
+        return redact_args(args, self.redacted)
+
+    def secret_texts(self, args: Mapping[str, Any]) -> list[str]:
+        """The redacted values of ``args`` as texts, to scrub from error messages."""
+        return secret_texts(args, self.redacted)
 
     # ------------------------------------------------------------------ describing
 
@@ -608,7 +646,9 @@ class Tool(Generic[P, R]):
         try:
             model = self._args_model.model_validate(dict(args))
         except ValidationError as exc:
-            raise ToolArgumentsError(_describe_validation_error(self.name, exc)) from None
+            secrets = self.secret_texts(args) if self.redacted else ()
+            text = _describe_validation_error(self.name, exc, self.redacted, secrets)
+            raise ToolArgumentsError(text) from None
         return {name: getattr(model, field) for field, name in self._field_names.items()}
 
     def needs_approval(self, validated: Mapping[str, Any]) -> bool:
@@ -642,8 +682,11 @@ def _check_direct_call(tool: Tool[Any, Any], explicit: dict[str, Any]) -> dict[s
     if consume_grant(tool.name, tool.func, explicit, tool._binder.with_defaults):
         return None
     json_args = to_json_data(explicit)
-    call = ToolCall(id=new_id(), name=tool.name, args=json_args)
-    remember_call(call, tool.func, explicit)  # allow_once(exc.call) grants this function only
+    # What a person sees: secret values replaced (the error's call and payload, their reprs).
+    shown_args = tool.shown_args(json_args)
+    call = ToolCall(id=new_id(), name=tool.name, args=shown_args)
+    # allow_once(exc.call) grants this function only, for the real arguments.
+    remember_call(call, tool.func, explicit, json_args)
     stand_in = get_stand_in()
     if stand_in is not None:
         decision = stand_in(call)
@@ -653,20 +696,29 @@ def _check_direct_call(tool: Tool[Any, Any], explicit: dict[str, Any]) -> dict[s
                 decision.message or REJECTED_BY_USER_MESSAGE, tool_name=tool.name
             )
         if isinstance(decision, EditDecision):
-            return decision.edited_action.args
+            return keep_redacted(decision.edited_action.args, explicit, tool.redacted)[0]
         return None
     pending = PendingReview.for_actions(
-        [(tool.name, json_args, policy.description)], [policy.allowed_decisions]
+        [(tool.name, shown_args, policy.description)], [policy.allowed_decisions]
     )
     raise ApprovalRequiredError(pending_review=pending, call=call)
 
 
-def _describe_validation_error(name: str, exc: ValidationError) -> str:
+def _describe_validation_error(
+    name: str,
+    exc: ValidationError,
+    redacted: frozenset[str] = frozenset(),
+    secrets: Iterable[str] = (),
+) -> str:
     problems = []
     for error in exc.errors(include_url=False):
         location = ".".join(str(part) for part in error["loc"]) or "(arguments)"
-        problems.append(f"'{location}': {error['msg']}")
-    return f"Invalid arguments for tool `{name}`: " + "; ".join(problems)
+        text = error["msg"]
+        if error["loc"] and error["loc"][0] in redacted:
+            # A validator's message may quote the value: only the error's kind is shown.
+            text = f"invalid value ({error['type']}; the message is hidden: the value is secret)"
+        problems.append(f"'{location}': {text}")
+    return scrub(f"Invalid arguments for tool `{name}`: " + "; ".join(problems), secrets)
 
 
 _ALLOWED_KINDS = (
@@ -752,7 +804,7 @@ def _build_args_model(
 def tool(func: Callable[P, R], /) -> Tool[P, R]: ...
 @overload
 def tool(
-    *, name: str | None = None, description: str | None = None
+    *, name: str | None = None, description: str | None = None, redact: Iterable[str] = ()
 ) -> Callable[[Callable[P, R]], Tool[P, R]]: ...
 def tool(
     func: Callable[P, R] | None = None,
@@ -760,6 +812,7 @@ def tool(
     *,
     name: str | None = None,
     description: str | None = None,
+    redact: Iterable[str] = (),
 ) -> Tool[P, R] | Callable[[Callable[P, R]], Tool[P, R]]:
     """Describe a function as a tool for a model. Use bare or with options.
 
@@ -781,12 +834,28 @@ def tool(
         func: the function (sync or async).
         name: the name the model sees; defaults to the function's name.
         description: what the model reads; defaults to the docstring's prose.
+        redact: names of secret parameters, shown as ``REDACTED`` wherever a
+            person or a log sees the call (parameters typed
+            ``pydantic.SecretStr`` are secret without being named).
+
+    Raises:
+        ValueError: ``redact`` names something that is not a parameter.
     """
+    extra = check_redact(redact)
 
     def build(f: Callable[P, R], localns: dict[str, Any]) -> Tool[P, R]:
         if isinstance(f, Tool) or hasattr(f, "__toolguard_tool__"):
-            return as_tool(f, name=name, description=description)
-        return Tool(f, name=name, description=description, _localns=localns)
+            built = as_tool(f, name=name, description=description)
+            if not extra:
+                return built
+            return Tool(
+                built.func,
+                name=built.name,
+                description=built.description,
+                approval=built.approval,
+                redact=(*built.redact, *extra),
+            )
+        return Tool(f, name=name, description=description, redact=extra, _localns=localns)
 
     def decorate(f: Callable[P, R]) -> Tool[P, R]:
         return build(f, _caller_locals())
@@ -829,6 +898,7 @@ def requires_approval(
     description: str | None = None,
     ttl: float | timedelta | None = None,
     allowed_decisions: Iterable[DecisionType] = ALLOWED_DECISIONS,
+    redact: Iterable[str] = (),
 ) -> _Guard: ...
 def requires_approval(
     func: Any = None,
@@ -838,6 +908,7 @@ def requires_approval(
     description: str | None = None,
     ttl: float | timedelta | None = None,
     allowed_decisions: Iterable[DecisionType] = ALLOWED_DECISIONS,
+    redact: Iterable[str] = (),
 ) -> Any:
     """Guard a function or tool: calling it needs a human's approval first.
 
@@ -875,12 +946,20 @@ def requires_approval(
             ``["approve", "reject"]`` (no edits) or ``["respond"]`` for an
             "ask the user" tool; a non-empty subset of ``approve``, ``edit``,
             ``reject`` and ``respond``. Default: ``ALLOWED_DECISIONS``.
+        redact: names of secret parameters (top-level only), e.g.
+            ``["password"]``: the review payload, the error, audit events,
+            the page and error texts show ``REDACTED`` instead of the value,
+            while the tool gets the real value. Parameters typed
+            ``pydantic.SecretStr`` are redacted without being named.
 
     Raises:
         TypeError: for classes, generators and non-callables, at decoration
-            time; for ``allowed_decisions`` that is not a list of texts.
+            time; for ``allowed_decisions`` that is not a list of texts; for
+            ``redact`` that is not a list of texts.
         ValueError: for a ``ttl`` that is not positive; for
-            ``allowed_decisions`` that is empty or names an unknown type.
+            ``allowed_decisions`` that is empty or names an unknown type; for
+            a ``redact`` name that is not a parameter of the function, or
+            a dotted path.
     """
     predicate: object = when  # checked at run time for untyped callers
     if predicate is not None and not callable(predicate):
@@ -899,6 +978,7 @@ def requires_approval(
             description=description,
             ttl=ttl_seconds(ttl),
             allowed_decisions=allowed_decisions_tuple(allowed_decisions),
+            redact=check_redact(redact),
         )
     )
     if func is not None:
@@ -929,7 +1009,12 @@ class _Guard:
         built: Tool[Any, Any] | None = getattr(func, "__toolguard_tool__", None)
         target = built.func if built is not None else func
         # Build the tool now: it validates the signature once and gives a fast binder.
-        guarded_tool: Tool[Any, Any] = Tool(target, approval=self.policy, _localns=localns)
+        guarded_tool: Tool[Any, Any] = Tool(
+            target,
+            approval=self.policy,
+            redact=built.redact if built is not None else (),
+            _localns=localns,
+        )
         wrapper: Callable[..., Any]
         if guarded_tool.is_async:
 

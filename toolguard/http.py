@@ -136,6 +136,7 @@ from toolguard._errors import (
 from toolguard._json import clean_text
 from toolguard._messages import message
 from toolguard._models import Action, PendingReview
+from toolguard._redact import shown_messages
 from toolguard._store import (
     ConcurrentUpdateError,
     CorruptThreadError,
@@ -1150,7 +1151,9 @@ def create_router(
     ) -> ThreadResponse:
         """The stored history, the pending review and the status of every action."""
         state = await _answer(reviewed_chat.get_thread(thread_id, actor=who), prefix)
-        return ThreadResponse.from_state(state)
+        shown = ThreadResponse.from_state(state)
+        # The stored history holds the real values of redacted arguments: not shown here.
+        return shown.model_copy(update={"messages": shown_messages(reviewed_chat, state.messages)})
 
     @router.get(
         "/threads/{thread_id}/audit",
