@@ -26,7 +26,7 @@ import anyio.to_thread
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, create_model
 from pydantic.fields import FieldInfo
 
-from toolguard._check import kind, optional_text
+from toolguard._check import kind, optional_text, positive_int
 from toolguard._docstrings import parse_docstring
 from toolguard._errors import ActionRejectedError, ApprovalRequiredError
 from toolguard._grants import consume_grant, remember_call
@@ -80,6 +80,8 @@ class ApprovalPolicy:
             a non-empty subset of ``approve``, ``edit``, ``reject`` and
             ``respond``, kept in that order (default ``ALLOWED_DECISIONS``).
             The review payload lists them and other decisions are refused.
+        approvals: how many distinct, named reviewers must approve a call
+            before it runs (a quorum; default 1, see docs/policies.md).
 
     Raises:
         TypeError: ``allowed_decisions`` is not a list or tuple of texts.
@@ -90,6 +92,7 @@ class ApprovalPolicy:
     description: str | None = None
     ttl: float | None = None
     allowed_decisions: tuple[DecisionType, ...] = ALLOWED_DECISIONS
+    approvals: int = 1
 
     def needs_approval(self, args: Mapping[str, Any]) -> bool:
         """Whether a call with these arguments must wait for a human.
@@ -113,6 +116,7 @@ class ApprovalPolicy:
             object.__setattr__(self, "ttl", ttl_seconds(self.ttl))
         checked = allowed_decisions_tuple(self.allowed_decisions)
         object.__setattr__(self, "allowed_decisions", checked)  # frozen: normalise once
+        positive_int(self.approvals, "approvals")
 
 
 def allowed_decisions_tuple(value: Iterable[str]) -> tuple[DecisionType, ...]:
@@ -515,6 +519,14 @@ class Tool(Generic[P, R]):
         }
 
     @property
+    def approvals(self) -> int:
+        """How many distinct reviewers must approve a call (``requires_approval(approvals=N)``).
+
+        1 for an unguarded tool and by default.
+        """
+        return self.approval.approvals if self.approval is not None else 1
+
+    @property
     def guarded(self) -> bool:
         """Whether calls of this tool may need a human's approval."""
         return self.approval is not None
@@ -829,6 +841,7 @@ def requires_approval(
     description: str | None = None,
     ttl: float | timedelta | None = None,
     allowed_decisions: Iterable[DecisionType] = ALLOWED_DECISIONS,
+    approvals: int = 1,
 ) -> _Guard: ...
 def requires_approval(
     func: Any = None,
@@ -838,6 +851,7 @@ def requires_approval(
     description: str | None = None,
     ttl: float | timedelta | None = None,
     allowed_decisions: Iterable[DecisionType] = ALLOWED_DECISIONS,
+    approvals: int = 1,
 ) -> Any:
     """Guard a function or tool: calling it needs a human's approval first.
 
@@ -875,12 +889,17 @@ def requires_approval(
             ``["approve", "reject"]`` (no edits) or ``["respond"]`` for an
             "ask the user" tool; a non-empty subset of ``approve``, ``edit``,
             ``reject`` and ``respond``. Default: ``ALLOWED_DECISIONS``.
+        approvals: a quorum: how many distinct, named, authorized reviewers
+            must approve a call before it runs (default 1). One reject ends
+            the review; an edit restarts the count. See "A quorum of
+            reviewers" in docs/policies.md.
 
     Raises:
         TypeError: for classes, generators and non-callables, at decoration
             time; for ``allowed_decisions`` that is not a list of texts.
         ValueError: for a ``ttl`` that is not positive; for
-            ``allowed_decisions`` that is empty or names an unknown type.
+            ``allowed_decisions`` that is empty or names an unknown type;
+            for ``approvals`` below 1 (``TypeError`` when not an int).
     """
     predicate: object = when  # checked at run time for untyped callers
     if predicate is not None and not callable(predicate):
@@ -899,6 +918,7 @@ def requires_approval(
             description=description,
             ttl=ttl_seconds(ttl),
             allowed_decisions=allowed_decisions_tuple(allowed_decisions),
+            approvals=approvals,
         )
     )
     if func is not None:
@@ -969,5 +989,6 @@ class _Guard:
                     return guarded_tool._call_guarded(args, kwargs)
 
         setattr(wrapper, _POLICY_ATTR, self.policy)
+        wrapper.approvals = self.policy.approvals  # type: ignore[attr-defined]
         wrapper.__toolguard_tool__ = guarded_tool  # type: ignore[attr-defined]
         return wrapper
