@@ -855,12 +855,15 @@ class ReviewedChat:
         Raises:
             ConcurrentUpdateError: the thread changed since ``state`` was read.
         """
-        assert state.pending is not None and plan.pending is not None  # noqa: S101 - by the caller
+        assert state.pending is not None  # noqa: S101 - checked by the caller
+        assert plan.pending is not None  # noqa: S101 - checked by the caller
         now = self.clock()
         known = {a.id for a in state.pending.actions}
         new_review = plan.pending.review_id
         events = [
-            *quorum.vote_events(state.thread_id, state.pending.review_id, plan.votes, reviewer, now),
+            *quorum.vote_events(
+                state.thread_id, state.pending.review_id, plan.votes, reviewer, now
+            ),
             *(
                 requested_event(state.thread_id, new_review, a)
                 for a in plan.pending.actions

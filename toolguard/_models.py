@@ -129,7 +129,7 @@ class ActionRequest(_Wire):
 
 
 def _is_one(value: Any) -> bool:
-    return value == 1
+    return isinstance(value, int) and value == 1
 
 
 def _is_empty(value: Any) -> bool:
@@ -422,7 +422,7 @@ class Action(_Wire):
     """The decisions the reviewer may take (the tool's ``allowed_decisions``).
     Left out of dumps when it is ``ALLOWED_DECISIONS``, so stored actions keep 0.1.0's form."""
     approvals_required: int = Field(1, **_omit_when(_is_one))
-    """How many distinct reviewers must approve (a quorum when above 1); left out of dumps when 1."""
+    """How many distinct reviewers must approve (a quorum when above 1); left out of dumps at 1."""
     approved_by: list[str] = Field(default_factory=list, **_omit_when(_is_empty))
     """The reviewers who approved these arguments so far, while a quorum is incomplete;
     left out of dumps when empty."""

@@ -124,7 +124,7 @@ def held_actions(pending: PendingTurn) -> list[Action]:
     return [a for a in pending.actions if a.status != "requested" and a.result is None]
 
 
-def plan(
+def plan(  # noqa: PLR0915 - one flat pass over the decisions reads best
     runner: Runner,
     pending: PendingTurn,
     parsed: list[AnyDecision],
@@ -191,7 +191,9 @@ def plan(
         )
         calls[position[new_call.id]] = new_call
         replaced = [c for c in replaced if c.id != new_call.id] + [new_call]
-        after[action.id] = action.model_copy(update={**settled, "status": "edited", "finished_at": now})
+        after[action.id] = action.model_copy(
+            update={**settled, "status": "edited", "finished_at": now}
+        )
         fresh[action.id] = request
         out.votes.append(Vote(after[action.id], decision, 1, request.approvals_required))
     changed = [after[a.id] for a in waiting]
@@ -250,7 +252,7 @@ def _status(decision: AnyDecision | None) -> str:
 def _restart(
     runner: Runner, action: Action, call: ToolCall, decision: EditDecision, thread_id: str
 ) -> tuple[ToolCall, Action] | None:
-    """The new call and request an edit of a quorum action restarts, or ``None`` when it cannot run."""
+    """The call and request an edit of a quorum action restarts; ``None``: it cannot run."""
     from toolguard._runner import parse_tool_call  # noqa: PLC0415 - the runner imports this module
 
     edited = decision.edited_action
@@ -268,7 +270,7 @@ def _restart(
         tool.validate_args(new_call.args)
     except ToolArgumentsError:
         return None
-    request = runner._action(new_call, tool, thread_id, "")  # noqa: SLF001 - one request shape
+    request = runner._action(new_call, tool, thread_id, "")  # one request shape
     if not request.allowed_decisions:
         request = request.model_copy(update={"allowed_decisions": list(action.allowed_decisions)})
     return new_call, request

@@ -996,7 +996,9 @@ def close_turn(
         ended = _held_end(action, calls[action.call_id], text, outcome)
         results[ended.call_id] = ended
         status = outcome if ended.outcome == outcome else action.status
-        closed.append(action.model_copy(update={"status": status, "result": ended, "finished_at": now}))
+        closed.append(
+            action.model_copy(update={"status": status, "result": ended, "finished_at": now})
+        )
     return Step(
         calls=list(pending.calls),
         results=[results[c.id] for c in pending.calls],
@@ -1020,7 +1022,7 @@ def _held_end(action: Action, call: ToolCall, text: str, outcome: ResultOutcome)
         )
     if decision is None:
         return _error(call, NO_DECISION, "no_decision")
-    return _error(call, text, outcome)
+    return _error(call, EXPIRED_BEFORE_START if outcome == "expired" else text, outcome)
 
 
 def interrupted_turn(pending: PendingTurn, decisions: Sequence[Any], now: datetime) -> Step:
