@@ -662,3 +662,65 @@ async def test_recover_after_a_crash_mid_quorum_runs_nothing_again(store: Any) -
         ("send_email", "failed", "interrupted"),
         ("transfer", "failed", "interrupted"),
     ]
+
+
+# --- HTTP ----------------------------------------------------------------------------------------
+
+
+async def test_http_partial_approval_and_refusals() -> None:
+    """POST /hitl/review: 200 with the progress, 400 for the same reviewer or an anonymous one."""
+    pytest.importorskip("fastapi", reason="the http extra (fastapi) is not installed")
+    import httpx
+    from fastapi import Header
+
+    from toolguard.http import create_app
+
+    def who(x_reviewer: str | None = Header(None)) -> str | None:
+        return x_reviewer
+
+    log: Log = []
+    app = create_app(make_chat(MemoryStore(), log, TRANSFER), reviewer=who)
+    transport = httpx.ASGITransport(app=app)
+    async with httpx.AsyncClient(transport=transport, base_url="http://toolguard.test") as client:
+        first = (await client.post("/hitl/chat", json={"message": "pay bob"})).json()
+        body = {
+            "thread_id": first["thread_id"],
+            "review_id": first["review_id"],
+            "decisions": [APPROVE],
+        }
+        alice = await client.post("/hitl/review", json=body, headers={"X-Reviewer": "alice"})
+        again = await client.post("/hitl/review", json=body, headers={"X-Reviewer": "ALICE"})
+        nobody = await client.post("/hitl/review", json=body)
+        bob = await client.post("/hitl/review", json=body, headers={"X-Reviewer": "bob"})
+    assert alice.status_code == 200
+    assert alice.json() == {
+        "thread_id": first["thread_id"],
+        "reply": None,
+        "pending_review": {
+            "action_requests": [
+                {
+                    "name": "transfer",
+                    "args": ARGS,
+                    "description": "Tool `transfer` is awaiting approval",
+                }
+            ],
+            "review_configs": [config(["alice"])],
+        },
+        "review_id": first["review_id"],
+    }
+    assert (again.status_code, again.json()) == (
+        400,
+        {
+            "detail": "Reviewer 'ALICE' already approved action 'transfer' (1 of 2 approvals);"
+            " another reviewer must approve it. Nothing was changed."
+        },
+    )
+    assert (nobody.status_code, nobody.json()) == (
+        400,
+        {
+            "detail": "Action 'transfer' needs approvals from 2 distinct, named reviewers: an"
+            " anonymous reviewer cannot approve or edit it. Nothing was changed."
+        },
+    )
+    assert (bob.status_code, bob.json()["reply"]) == (200, "done")
+    assert log == [("transfer", ARGS)]
