@@ -966,10 +966,19 @@ class Runner:
         return anyio.run(functools.partial(self.run, calls, thread_id=thread_id))
 
     def resume_sync(
-        self, pending: PendingTurn, decisions: Sequence[Any], *, thread_id: str = ""
+        self,
+        pending: PendingTurn,
+        decisions: Sequence[Any],
+        *,
+        thread_id: str = "",
+        reviewer: str | int | UUID | None = None,
     ) -> Step:
         """:meth:`resume` for code without an event loop (starts one with anyio)."""
-        return anyio.run(functools.partial(self.resume, pending, decisions, thread_id=thread_id))
+        return anyio.run(
+            functools.partial(
+                self.resume, pending, decisions, thread_id=thread_id, reviewer=reviewer
+            )
+        )
 
 
 def close_turn(
