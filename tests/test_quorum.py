@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import os
+import uuid
 from collections.abc import AsyncIterator
 from datetime import datetime, timedelta, timezone
 from pathlib import Path
@@ -383,14 +385,34 @@ def test_close_gives_every_settled_action_a_result() -> None:
 # --- the chat ------------------------------------------------------------------------------------
 
 
-@pytest.fixture(params=["memory", "sqlite"])
+DSN = os.environ.get("TOOLGUARD_POSTGRES_DSN", "")
+POSTGRES = pytest.param(
+    "postgres",
+    marks=pytest.mark.skipif(not DSN, reason="set TOOLGUARD_POSTGRES_DSN for PostgresStore"),
+)
+
+
+@pytest.fixture(params=["memory", "sqlite", POSTGRES])
 async def store(request: pytest.FixtureRequest, tmp_path: Path) -> AsyncIterator[Any]:
-    """A MemoryStore or a fresh SQLiteStore file."""
+    """A MemoryStore, a fresh SQLiteStore file, or a PostgresStore on a fresh table."""
     if request.param == "memory":
         yield MemoryStore()
-    else:
+    elif request.param == "sqlite":
         async with SQLiteStore(tmp_path / "chat.db") as sqlite_store:
             yield sqlite_store
+    else:
+        import psycopg
+        from psycopg import sql
+
+        from toolguard.postgres import PostgresStore
+
+        table = f"tg_quorum_{uuid.uuid4().hex[:16]}"
+        try:
+            async with PostgresStore(DSN, table=table) as pg_store:
+                yield pg_store
+        finally:
+            async with await psycopg.AsyncConnection.connect(DSN, autocommit=True) as conn:
+                await conn.execute(sql.SQL("DROP TABLE IF EXISTS {}").format(sql.Identifier(table)))
 
 
 def script(*calls: dict[str, Any]) -> ScriptedModel:
