@@ -164,6 +164,19 @@ def test_payload_shows_the_progress_of_a_quorum() -> None:
     }
 
 
+def test_a_direct_call_shows_the_quorum_in_its_payload() -> None:
+    """Calling the guarded function raises ApprovalRequiredError whose payload names the quorum."""
+    transfer, send_email = make_tools([])
+    with pytest.raises(toolguard.ApprovalRequiredError) as caught:
+        transfer(500, "bob")
+    assert caught.value.pending_review.model_dump()["review_configs"] == [config([])]
+    with pytest.raises(toolguard.ApprovalRequiredError) as single:
+        send_email("carol")
+    assert single.value.pending_review.model_dump()["review_configs"] == [
+        {"action_name": "send_email", "allowed_decisions": ["approve", "edit", "reject"]}
+    ]
+
+
 # --- the runner ----------------------------------------------------------------------------------
 
 
@@ -346,6 +359,21 @@ def test_a_multi_action_review_with_a_reject_and_a_quorum() -> None:
         ("c2", "rejected", "User rejected this action. It was not executed."),
         ("c1", None, "moved 500 to bob"),
     ]
+
+
+def test_the_testing_stand_in_decides_a_quorum_at_once() -> None:
+    """toolguard.testing.auto_approve: nobody is asked, so the quorum does not apply."""
+    from toolguard.testing import auto_approve
+
+    log: Log = []
+    runner = Runner(make_tools(log))
+    with auto_approve() as review:
+        step = runner.run_sync([TRANSFER], thread_id="t")
+    assert (step.pending, log, [c.name for c in review.calls]) == (
+        None,
+        [("transfer", ARGS)],
+        ["transfer"],
+    )
 
 
 def test_a_rewritten_store_cannot_lower_the_quorum() -> None:

@@ -205,12 +205,15 @@ class PendingReview(_Wire):
         cls,
         actions: list[tuple[str, dict[str, Any], str | None]],
         allowed: Sequence[Sequence[DecisionType]] | None = None,
+        approvals: Sequence[int] | None = None,
     ) -> PendingReview:
         """Build the payload from ``(name, json_args, description_override)`` triples.
 
-        ``allowed`` gives each action's allowed decisions (default: ``ALLOWED_DECISIONS``).
+        ``allowed`` gives each action's allowed decisions (default: ``ALLOWED_DECISIONS``);
+        ``approvals`` each action's quorum (default 1: no ``approvals`` key).
         """
         kinds = allowed if allowed is not None else [ALLOWED_DECISIONS] * len(actions)
+        quorums = list(approvals) if approvals is not None else [1] * len(actions)
         return cls(
             action_requests=[
                 ActionRequest(
@@ -221,8 +224,12 @@ class PendingReview(_Wire):
                 for name, args, description in actions
             ],
             review_configs=[
-                ReviewConfig(action_name=name, allowed_decisions=list(kind))
-                for (name, _, _), kind in zip(actions, kinds, strict=True)
+                ReviewConfig(
+                    action_name=name,
+                    allowed_decisions=list(kind),
+                    approvals=QuorumProgress(required=n, given=0) if n > 1 else None,
+                )
+                for (name, _, _), kind, n in zip(actions, kinds, quorums, strict=True)
             ],
         )
 

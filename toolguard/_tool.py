@@ -668,7 +668,9 @@ def _check_direct_call(tool: Tool[Any, Any], explicit: dict[str, Any]) -> dict[s
             return decision.edited_action.args
         return None
     pending = PendingReview.for_actions(
-        [(tool.name, json_args, policy.description)], [policy.allowed_decisions]
+        [(tool.name, json_args, policy.description)],
+        [policy.allowed_decisions],
+        [policy.approvals],
     )
     raise ApprovalRequiredError(pending_review=pending, call=call)
 
