@@ -376,6 +376,27 @@ def test_the_testing_stand_in_decides_a_quorum_at_once() -> None:
     )
 
 
+@pytest.mark.parametrize("digest", ["keep", ""])
+def test_a_tampered_action_stays_tampered_across_an_edit_restart(digest: str) -> None:
+    """An edit restarting one action re-binds the others only when their digest held."""
+    log: Log = []
+    runner = Runner(make_tools(log))
+    other = {"id": "c3", "name": "transfer", "args": {"amount": 1, "to": "eve"}}
+    first = runner.run_sync([TRANSFER, other], thread_id="t")
+    assert first.pending is not None
+    forged = first.pending.actions[1].model_copy(update={"args": {"amount": 10_000, "to": "eve"}})
+    if digest == "":
+        forged = forged.model_copy(update={"digest": ""})
+    pending = first.pending.model_copy(update={"actions": [first.pending.actions[0], forged]})
+    edit = {"type": "edit", "edited_action": {"name": "transfer", "args": EDITED}}
+    second = resume(runner, pending, [edit, APPROVE], "alice")
+    assert second.pending is not None
+    third = resume(runner, second.pending, [APPROVE, APPROVE], "bob")
+    assert third.pending is None
+    assert log == [("transfer", EDITED)]
+    assert [(r.call_id, r.outcome) for r in third.results] == [("c1", None), ("c3", "tampered")]
+
+
 def test_a_rewritten_store_cannot_lower_the_quorum() -> None:
     """A stored action claiming one approval is enough still needs the tool's two."""
     log: Log = []

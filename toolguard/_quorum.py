@@ -211,13 +211,13 @@ def plan(  # noqa: PLR0915 - one flat pass over the decisions reads best
     for action in pending.actions:
         current = after.get(action.id, action)
         if action.id in fresh:
-            kept.append(fresh[action.id].model_copy(update={"digest": ""}))
+            kept.append(_bind(runner, fresh[action.id], review_id, thread_id))  # the new request
             continue
         if current.result is not None:
             kept.append(current)  # finished earlier in this turn: unchanged
             continue
         kept.append(_rebound(runner, current, pending.review_id, review_id, thread_id))
-    actions = [_bind(runner, a, review_id, thread_id) if a.digest == "" else a for a in kept]
+    actions = kept
     out.pending = PendingTurn(
         review_id=review_id,
         calls=calls,
