@@ -23,6 +23,7 @@ AuditKind = Literal[
     "cancelled",
     "interrupted",
     "denied",
+    "vote",
 ]
 
 
@@ -38,7 +39,11 @@ class AuditEvent(BaseModel):
     authorization hook (or a reader the access hook) turned away; at most
     ``ReviewedChat.max_recorded_refusals`` of them are kept per review.
     ``denied`` records a call a ``deny`` rule refused: nobody was asked, so
-    it has no approval request.
+    it has no approval request. ``vote`` records one reviewer's decision on
+    an action of a review that holds a quorum action
+    (``requires_approval(approvals=N)``): who, which action, and for an
+    approval or edit of the quorum action ``k of N approvals`` in ``detail``;
+    the ``decided`` events follow once every action of the review is settled.
     """
 
     model_config = ConfigDict(extra="ignore", frozen=True)

@@ -28,6 +28,7 @@ import anyio
 from anyio.from_thread import BlockingPortal, start_blocking_portal
 
 from toolguard import _check as check
+from toolguard import _quorum as quorum
 from toolguard._audit import AuditEvent, AuditKind, final_event, requested_event, to_jsonl
 from toolguard._classify import Classifier
 from toolguard._errors import (
@@ -283,7 +284,9 @@ def _with_reviewer(step: Step, reviewer: str | None) -> Step:
     return dataclasses.replace(
         step,
         actions=[
-            a.model_copy(update={"reviewer": reviewer}) if a.decided_at is not None else a
+            a.model_copy(update={"reviewer": reviewer})
+            if a.decided_at is not None and a.reviewer is None
+            else a
             for a in step.actions
         ],
     )
@@ -641,15 +644,28 @@ class ReviewedChat:
         _text_arg(thread_id, "thread_id")
         _text_arg(review_id, "review_id", optional=True)
         reviewer = reviewer_id(reviewer)
-        state, pending = await self._current_review(thread_id, review_id)
-        await self._check_reviewer(state, reviewer)
-        parsed = validate_decisions(pending, decisions)
-        self.runner.check_allowed(pending, parsed)  # the tools' own policies, before the claim
-        claimed = await self._claim(state, parsed, reviewer)
+        while True:
+            state, pending = await self._current_review(thread_id, review_id)
+            await self._check_reviewer(state, reviewer)
+            parsed = validate_decisions(pending, decisions)
+            self.runner.check_allowed(pending, parsed)  # the tools' own policies, before the claim
+            plan = quorum.plan(self.runner, pending, parsed, reviewer, state.thread_id)
+            if plan.pending is None:
+                break
+            try:
+                return await self._save_progress(state, plan, reviewer)
+            except ConcurrentUpdateError:
+                # Another submission saved first: redo every check on the fresh thread, bound
+                # to the review read here, so both approvals count or this one gets a clean
+                # error (never a lost approval, never an approval of arguments not shown).
+                review_id = pending.review_id
+        claimed = await self._claim(state, parsed, reviewer, plan)
         if self._vault is not None:  # the real values of secrets, if this process has them
             pending = self._vault.restore(pending)
             self._vault.drop(pending.review_id)
-        step = await self.runner.resume(pending, parsed, thread_id=claimed.thread_id)
+        step = await self.runner.resume(
+            pending, parsed, thread_id=claimed.thread_id, reviewer=reviewer
+        )
         step = _with_reviewer(step, reviewer)
         return await self._loop(claimed, claimed.version, list(claimed.messages), step)
 
@@ -844,8 +860,53 @@ class ReviewedChat:
         with contextlib.suppress(ConcurrentUpdateError):
             await self._save(state, state.version, audit=[*state.audit, event])
 
+    async def _save_progress(
+        self, state: ThreadState, plan: quorum.QuorumPlan, reviewer: str | None
+    ) -> ChatTurn:
+        """Save a submission that leaves a quorum incomplete (one compare-and-set save).
+
+        The review stays pending with the progress; each decision is audited
+        as a ``vote`` event, and a request an edit restarted gets its
+        ``requested`` event (and ``review.requested`` webhook).
+
+        Raises:
+            ConcurrentUpdateError: the thread changed since ``state`` was read.
+        """
+        assert state.pending is not None  # noqa: S101 - checked by the caller
+        assert plan.pending is not None  # noqa: S101 - checked by the caller
+        now = self.clock()
+        known = {a.id for a in state.pending.actions}
+        new_review = plan.pending.review_id
+        events = [
+            *quorum.vote_events(
+                state.thread_id, state.pending.review_id, plan.votes, reviewer, now
+            ),
+            *(
+                requested_event(state.thread_id, new_review, a)
+                for a in plan.pending.actions
+                if a.id not in known
+            ),
+        ]
+        saved = await self._save(
+            state,
+            state.version,
+            pending=plan.pending,
+            actions=_merge(state.actions, plan.touched),
+            audit=[*state.audit, *events],
+        )
+        return ChatTurn(
+            thread_id=saved.thread_id,
+            pending_review=plan.pending.pending_review,
+            review_id=new_review,
+            actions=plan.touched,
+        )
+
     async def _claim(
-        self, state: ThreadState, parsed: list[AnyDecision], reviewer: str | None
+        self,
+        state: ThreadState,
+        parsed: list[AnyDecision],
+        reviewer: str | None,
+        plan: quorum.QuorumPlan | None = None,
     ) -> ThreadState:
         """Claim the pending review for ``parsed`` with a compare-and-set save.
 
@@ -866,9 +927,26 @@ class ReviewedChat:
                 )
                 for action, decision in zip(waiting, parsed, strict=True)
             ]
+            votes: list[AuditEvent] = []
+            if plan is not None and plan.votes:
+                # A quorum review settles: one vote for this submission's decisions, then
+                # the decided events of every action (those settled earlier keep their
+                # reviewer and time).
+                review = state.pending.review_id
+                votes = quorum.vote_events(state.thread_id, review, plan.votes, reviewer, now)
+                decided = [action for action, _ in plan.pairs]
             events = [
-                _decided_event(state.thread_id, state.pending.review_id, action, reviewer, now)
-                for action in decided
+                *votes,
+                *(
+                    _decided_event(
+                        state.thread_id,
+                        state.pending.review_id,
+                        action,
+                        action.reviewer,
+                        action.decided_at or now,
+                    )
+                    for action in decided
+                ),
             ]
             try:
                 return await self._save(
@@ -945,9 +1023,19 @@ class ReviewedChat:
         step = close_turn(state.pending, outcome, reason, now)
         if self._vault is not None:
             self._vault.drop(state.pending.review_id)
-        closed = [a.model_copy(update={"reviewer": actor}) for a in step.actions]
+        closed = [
+            a if a.status in _ENDED else a.model_copy(update={"reviewer": actor})
+            for a in step.actions
+        ]
         events = [
-            final_event(state.thread_id, state.pending.review_id, a, outcome, now) for a in closed
+            final_event(
+                state.thread_id,
+                state.pending.review_id,
+                a,
+                _ENDED.get(a.status, outcome),  # settled before a quorum closed: as decided
+                now,
+            )
+            for a in closed
         ]
         try:
             return await self._end_turn(state, step, closed, events)

@@ -86,6 +86,39 @@ class InvalidReviewDecisionError(ToolguardError, ValueError):
     """
 
 
+class QuorumReviewerError(InvalidReviewDecisionError):
+    """A reviewer cannot count toward an action's quorum (``requires_approval(approvals=N)``).
+
+    Raised for an anonymous reviewer (``None``) approving or editing a quorum
+    action, and for a reviewer who already approved it (ids compared after
+    case folding and whitespace clean-up, see docs/policies.md). Nothing
+    changed; over HTTP this is a 400 with the text in ``detail``.
+
+    Attributes:
+        reviewer: the reviewer as given (``None`` when anonymous).
+        action_name: the tool of the action.
+        required: how many approvals it needs.
+    """
+
+    def __init__(
+        self, reviewer: str | None, action_name: str, required: int, given: list[str]
+    ) -> None:
+        self.reviewer = reviewer
+        self.action_name = action_name
+        self.required = required
+        if reviewer is None:
+            text = message("quorum_anonymous", name=action_name, required=required)
+        else:
+            text = message(
+                "quorum_same_reviewer",
+                reviewer=reviewer,
+                name=action_name,
+                given=len(given),
+                required=required,
+            )
+        super().__init__(text)
+
+
 class NoPendingReviewError(ToolguardError, LookupError):
     """Decisions were sent, but no action in that conversation awaits one."""
 

@@ -73,6 +73,14 @@ _CATALOGS: Final[dict[str, dict[str, str]]] = {
             "Decisions are being applied in conversation {thread_id!r}. Try again shortly;"
             " if this goes on, the server's operator must recover this thread."
         ),
+        "quorum_anonymous": (
+            "Action {name!r} needs approvals from {required} distinct, named reviewers:"
+            " an anonymous reviewer cannot approve or edit it. Nothing was changed."
+        ),
+        "quorum_same_reviewer": (
+            "Reviewer {reviewer!r} already approved action {name!r} ({given} of {required}"
+            " approvals); another reviewer must approve it. Nothing was changed."
+        ),
     },
     "id": {
         "action_description": "Tool `{name}` menunggu persetujuan",
@@ -135,6 +143,14 @@ _CATALOGS: Final[dict[str, dict[str, str]]] = {
         "thread_busy_http": (
             "Keputusan sedang diterapkan di percakapan {thread_id!r}. Coba lagi sebentar lagi;"
             " jika terus begini, operator server harus memulihkan percakapan ini."
+        ),
+        "quorum_anonymous": (
+            "Aksi {name!r} butuh persetujuan dari {required} peninjau berbeda yang bernama:"
+            " peninjau anonim tidak bisa menyetujui atau mengubahnya. Tidak ada yang berubah."
+        ),
+        "quorum_same_reviewer": (
+            "Peninjau {reviewer!r} sudah menyetujui aksi {name!r} ({given} dari {required}"
+            " persetujuan); peninjau lain harus menyetujuinya. Tidak ada yang berubah."
         ),
     },
 }

@@ -128,6 +128,25 @@ class ActionRequest(_Wire):
         return data
 
 
+def _is_one(value: Any) -> bool:
+    return isinstance(value, int) and value == 1
+
+
+def _is_empty(value: Any) -> bool:
+    return not value
+
+
+class QuorumProgress(_Wire):
+    """How far a quorum review of one action has come (``review_configs[i]["approvals"]``)."""
+
+    required: int
+    """How many distinct reviewers must approve (``requires_approval(approvals=N)``)."""
+    given: int
+    """How many have approved the arguments shown so far."""
+    by: list[str] = Field(default_factory=list)
+    """Who approved them, in order (the reviewer ids as given)."""
+
+
 class ReviewConfig(_Wire):
     """How one action may be reviewed."""
 
@@ -136,6 +155,18 @@ class ReviewConfig(_Wire):
     allowed_decisions: list[DecisionType] = Field(default_factory=lambda: list(ALLOWED_DECISIONS))
     """``["approve", "edit", "reject"]`` unless the tool allows others
     (``requires_approval(allowed_decisions=...)``; LangChain payloads may list ``respond``)."""
+    approvals: QuorumProgress | None = Field(None, **_omit_when(_is_none))
+    """A quorum action's progress (only when it needs more than one approval);
+    left out of dumps otherwise, so the payload is the specification's."""
+
+    if not _EXCLUDE_IF:  # pragma: no cover - pydantic < 2.12 has no Field(exclude_if=...)
+
+        @model_serializer(mode="wrap")
+        def _dump(self, handler: SerializerFunctionWrapHandler) -> dict[str, Any]:
+            data: dict[str, Any] = handler(self)
+            if self.approvals is None:
+                data.pop("approvals", None)
+            return data
 
 
 class PendingReview(_Wire):
@@ -174,12 +205,15 @@ class PendingReview(_Wire):
         cls,
         actions: list[tuple[str, dict[str, Any], str | None]],
         allowed: Sequence[Sequence[DecisionType]] | None = None,
+        approvals: Sequence[int] | None = None,
     ) -> PendingReview:
         """Build the payload from ``(name, json_args, description_override)`` triples.
 
-        ``allowed`` gives each action's allowed decisions (default: ``ALLOWED_DECISIONS``).
+        ``allowed`` gives each action's allowed decisions (default: ``ALLOWED_DECISIONS``);
+        ``approvals`` each action's quorum (default 1: no ``approvals`` key).
         """
         kinds = allowed if allowed is not None else [ALLOWED_DECISIONS] * len(actions)
+        quorums = list(approvals) if approvals is not None else [1] * len(actions)
         return cls(
             action_requests=[
                 ActionRequest(
@@ -190,8 +224,12 @@ class PendingReview(_Wire):
                 for name, args, description in actions
             ],
             review_configs=[
-                ReviewConfig(action_name=name, allowed_decisions=list(kind))
-                for (name, _, _), kind in zip(actions, kinds, strict=True)
+                ReviewConfig(
+                    action_name=name,
+                    allowed_decisions=list(kind),
+                    approvals=QuorumProgress(required=n, given=0) if n > 1 else None,
+                )
+                for (name, _, _), kind, n in zip(actions, kinds, quorums, strict=True)
             ],
         )
 
@@ -390,6 +428,11 @@ class Action(_Wire):
     )
     """The decisions the reviewer may take (the tool's ``allowed_decisions``).
     Left out of dumps when it is ``ALLOWED_DECISIONS``, so stored actions keep 0.1.0's form."""
+    approvals_required: int = Field(1, **_omit_when(_is_one))
+    """How many distinct reviewers must approve (a quorum when above 1); left out of dumps at 1."""
+    approved_by: list[str] = Field(default_factory=list, **_omit_when(_is_empty))
+    """The reviewers who approved these arguments so far, while a quorum is incomplete;
+    left out of dumps when empty."""
 
     if not _EXCLUDE_IF:  # pragma: no cover - pydantic < 2.12 has no Field(exclude_if=...)
 
@@ -398,7 +441,22 @@ class Action(_Wire):
             data: dict[str, Any] = handler(self)
             if _is_default_allowed(self.allowed_decisions):
                 data.pop("allowed_decisions", None)
+            if self.approvals_required == 1:
+                data.pop("approvals_required", None)
+            if not self.approved_by:
+                data.pop("approved_by", None)
             return data
+
+    @property
+    def progress(self) -> QuorumProgress | None:
+        """The quorum's progress, or ``None`` for an action that needs one approval."""
+        if self.approvals_required <= 1:
+            return None
+        return QuorumProgress(
+            required=self.approvals_required,
+            given=len(self.approved_by),
+            by=list(self.approved_by),
+        )
 
 
 class PendingTurn(_Wire):
@@ -422,6 +480,15 @@ class PendingTurn(_Wire):
         return min(deadlines) if deadlines else None
 
     @property
+    def held(self) -> list[Action]:
+        """Actions already decided while others wait for a quorum (see docs/policies.md).
+
+        Approved or edited actions that have not run yet; they run (or close)
+        with the rest of the turn once every action is settled.
+        """
+        return [a for a in self.actions if a.status in ("approved", "edited") and a.result is None]
+
+    @property
     def pending_review(self) -> PendingReview:
         """The review payload for the actions still waiting."""
         waiting = [a for a in self.actions if a.status == "requested"]
@@ -430,7 +497,11 @@ class PendingTurn(_Wire):
                 ActionRequest(name=a.name, args=a.args, description=a.description) for a in waiting
             ],
             review_configs=[
-                ReviewConfig(action_name=a.name, allowed_decisions=list(a.allowed_decisions))
+                ReviewConfig(
+                    action_name=a.name,
+                    allowed_decisions=list(a.allowed_decisions),
+                    approvals=a.progress,
+                )
                 for a in waiting
             ],
         )

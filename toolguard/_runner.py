@@ -19,10 +19,12 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 from typing import Any, Final, Literal, Protocol, cast, runtime_checkable
+from uuid import UUID
 
 import anyio
 
 from toolguard import _check as check
+from toolguard import _quorum as quorum
 from toolguard._classify import Classifier
 from toolguard._errors import AlreadyResumedError, NoPendingReviewError
 from toolguard._json import clean_text, to_json_data
@@ -122,6 +124,11 @@ class _FinishedTurns:
             self._ids.move_to_end(review_id)
             while len(self._ids) > self._limit:
                 self._ids.popitem(last=False)
+
+    def done(self, review_id: str) -> bool:
+        """Whether the turn was resumed or closed (and is still remembered)."""
+        with self._lock:
+            return review_id in self._ids
 
     def forget(self, review_id: str) -> None:
         """Undo :meth:`finish` (the claim failed before anything ran)."""
@@ -582,6 +589,7 @@ class Runner:
                 call.name, call.args, self.signing_key, thread_id=thread_id, review_id=review_id
             ),
             allowed_decisions=list(tool.approval.allowed_decisions if tool.approval else ()),
+            approvals_required=tool.approvals,
         )
 
     def _unreviewed(
@@ -721,7 +729,12 @@ class Runner:
     # ------------------------------------------------------------------ resume
 
     async def resume(  # noqa: PLR0915 - one flat pass over the decisions reads best
-        self, pending: PendingTurn, decisions: Sequence[Any], *, thread_id: str = ""
+        self,
+        pending: PendingTurn,
+        decisions: Sequence[Any],
+        *,
+        thread_id: str = "",
+        reviewer: str | int | UUID | None = None,
     ) -> Step:
         """Apply decisions to a paused turn and run what they allow (lenient path).
 
@@ -755,14 +768,24 @@ class Runner:
         digest still matches its name, arguments, ``thread_id`` and the
         turn's ``review_id`` (else it fails with ``TAMPERED``).
 
+        A quorum (``requires_approval(approvals=N)``, N > 1): an approval
+        from ``reviewer`` that does not complete the quorum runs nothing and
+        returns a paused step whose ``pending`` carries the progress (same
+        ``review_id``; an edit restarts the count under a new one). The turn
+        runs once every action of it is settled. See "A quorum of
+        reviewers" in docs/policies.md.
+
         Args:
             pending: the paused turn.
             decisions: one decision per waiting action, in order.
             thread_id: the id given to :meth:`run` for this turn.
+            reviewer: who decides (text, an ``int`` or a ``UUID``); needed to
+                approve or edit a quorum action.
 
         Returns:
             A complete :class:`Step` (one result per call of the turn, in
-            order), or a paused one when an edit needs its own review.
+            order), or a paused one when an edit needs its own review or a
+            quorum is not complete yet.
 
         Raises:
             NoPendingReviewError: ``pending`` has no waiting action.
@@ -771,6 +794,8 @@ class Runner:
                 action; nothing ran.
             AlreadyResumedError: the turn was already resumed or closed (in
                 this process, or claimed by another one); nothing ran.
+            QuorumReviewerError: an anonymous or repeated reviewer approves a
+                quorum action; nothing changed.
         """
         _check_thread_id(thread_id)
         waiting = [a for a in pending.actions if a.status == "requested"]
@@ -778,6 +803,18 @@ class Runner:
             raise NoPendingReviewError
         parsed = [parse_decision(d) for d in as_decision_list(decisions)[: len(waiting)]]
         self.check_allowed(pending, parsed)
+        plan = quorum.plan(self, pending, parsed, quorum.reviewer_text(reviewer), thread_id)
+        if plan.pending is not None:
+            # A quorum is still incomplete: nothing runs, nothing is claimed.
+            if _FINISHED.done(pending.review_id):
+                raise AlreadyResumedError(pending.review_id)
+            return Step(
+                calls=plan.calls,
+                results=list(plan.pending.results),
+                pending=plan.pending,
+                replaced_calls=list(plan.pending.replaced_calls),
+                actions=plan.touched,
+            )
         await self._claim(pending.review_id)
         calls = list(pending.calls)
         position = {c.id: i for i, c in enumerate(calls)}
@@ -805,8 +842,8 @@ class Runner:
                 )
             )
 
-        for i, action in enumerate(waiting):
-            decision = parsed[i] if i < len(parsed) else None
+        for action, given in plan.pairs:
+            decision = given  # an edit of a redacted call is recorded as shown
             call = calls[position[action.call_id]]
             if decision is None:
                 finish(action, _error(call, NO_DECISION, "no_decision"), "rejected", None)
@@ -914,7 +951,10 @@ class Runner:
                     result=result,
                     finished_at=finished_at,
                 )
-        actions = [action.model_copy(update=changes) for action, changes in decided]
+        actions = [
+            action.model_copy(update={**changes, "decided_at": action.decided_at or now})
+            for action, changes in decided
+        ]
         if again:
             paused = PendingTurn(
                 review_id=again_id,
@@ -979,10 +1019,19 @@ class Runner:
         return anyio.run(functools.partial(self.run, calls, thread_id=thread_id))
 
     def resume_sync(
-        self, pending: PendingTurn, decisions: Sequence[Any], *, thread_id: str = ""
+        self,
+        pending: PendingTurn,
+        decisions: Sequence[Any],
+        *,
+        thread_id: str = "",
+        reviewer: str | int | UUID | None = None,
     ) -> Step:
         """:meth:`resume` for code without an event loop (starts one with anyio)."""
-        return anyio.run(functools.partial(self.resume, pending, decisions, thread_id=thread_id))
+        return anyio.run(
+            functools.partial(
+                self.resume, pending, decisions, thread_id=thread_id, reviewer=reviewer
+            )
+        )
 
 
 def close_turn(
@@ -1004,12 +1053,38 @@ def close_turn(
         closed.append(
             action.model_copy(update={"status": outcome, "result": result, "finished_at": now})
         )
+    for action in quorum.held_actions(pending):
+        # Settled while a quorum waited: a reject keeps its result, an approval never runs.
+        ended = _held_end(action, calls[action.call_id], text, outcome)
+        results[ended.call_id] = ended
+        status = outcome if ended.outcome == outcome else action.status
+        closed.append(
+            action.model_copy(update={"status": status, "result": ended, "finished_at": now})
+        )
     return Step(
         calls=list(pending.calls),
         results=[results[c.id] for c in pending.calls],
         replaced_calls=list(pending.replaced_calls),
         actions=closed,
     )
+
+
+def _held_end(action: Action, call: ToolCall, text: str, outcome: ResultOutcome) -> ToolResult:
+    """The result of an action settled while a quorum waited, when the turn closes unrun."""
+    decision = action.decision
+    if isinstance(decision, RejectDecision):
+        return _error(call, decision.message or REJECTED_BY_USER_MESSAGE, "rejected")
+    if isinstance(decision, RespondDecision):
+        return ToolResult(
+            call_id=call.id,
+            name=call.name,
+            status="success",
+            content=decision.message,
+            outcome="responded",
+        )
+    if decision is None:
+        return _error(call, NO_DECISION, "no_decision")
+    return _error(call, EXPIRED_BEFORE_START if outcome == "expired" else text, outcome)
 
 
 def interrupted_turn(pending: PendingTurn, decisions: Sequence[Any], now: datetime) -> Step:
@@ -1019,8 +1094,11 @@ def interrupted_turn(pending: PendingTurn, decisions: Sequence[Any], now: dateti
     results = {r.call_id: r for r in pending.results}
     calls = {c.id: c for c in pending.calls}
     ended: list[Action] = []
-    for i, action in enumerate(waiting):
-        decision = parsed[i] if i < len(parsed) else None
+    pairs: list[tuple[Action, Any]] = [
+        (action, parsed[i] if i < len(parsed) else None) for i, action in enumerate(waiting)
+    ]
+    pairs += [(a, a.decision) for a in quorum.held_actions(pending)]  # settled before the quorum
+    for action, decision in pairs:
         call = calls[action.call_id]
         status: Any
         if decision is None:

@@ -26,7 +26,7 @@ import anyio.to_thread
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, create_model
 from pydantic.fields import FieldInfo
 
-from toolguard._check import kind, optional_text
+from toolguard._check import kind, optional_text, positive_int
 from toolguard._docstrings import parse_docstring
 from toolguard._errors import ActionRejectedError, ApprovalRequiredError
 from toolguard._grants import consume_grant, remember_call
@@ -91,6 +91,8 @@ class ApprovalPolicy:
         redact: names of parameters whose values are secret: shown as
             ``REDACTED`` to reviewers and in logs, passed for real to the
             tool (checked against the tool's parameters when it is built).
+        approvals: how many distinct, named reviewers must approve a call
+            before it runs (a quorum; default 1, see docs/policies.md).
 
     Raises:
         TypeError: ``allowed_decisions`` is not a list or tuple of texts.
@@ -102,6 +104,7 @@ class ApprovalPolicy:
     ttl: float | None = None
     allowed_decisions: tuple[DecisionType, ...] = ALLOWED_DECISIONS
     redact: tuple[str, ...] = ()
+    approvals: int = 1
 
     def needs_approval(self, args: Mapping[str, Any]) -> bool:
         """Whether a call with these arguments must wait for a human.
@@ -126,6 +129,7 @@ class ApprovalPolicy:
         checked = allowed_decisions_tuple(self.allowed_decisions)
         object.__setattr__(self, "allowed_decisions", checked)  # frozen: normalise once
         object.__setattr__(self, "redact", check_redact(self.redact))
+        positive_int(self.approvals, "approvals")
 
 
 def allowed_decisions_tuple(value: Iterable[str]) -> tuple[DecisionType, ...]:
@@ -553,6 +557,14 @@ class Tool(Generic[P, R]):
         }
 
     @property
+    def approvals(self) -> int:
+        """How many distinct reviewers must approve a call (``requires_approval(approvals=N)``).
+
+        1 for an unguarded tool and by default.
+        """
+        return self.approval.approvals if self.approval is not None else 1
+
+    @property
     def guarded(self) -> bool:
         """Whether calls of this tool may need a human's approval."""
         return self.approval is not None
@@ -699,7 +711,9 @@ def _check_direct_call(tool: Tool[Any, Any], explicit: dict[str, Any]) -> dict[s
             return keep_redacted(decision.edited_action.args, explicit, tool.redacted)[0]
         return None
     pending = PendingReview.for_actions(
-        [(tool.name, shown_args, policy.description)], [policy.allowed_decisions]
+        [(tool.name, shown_args, policy.description)],
+        [policy.allowed_decisions],
+        [policy.approvals],
     )
     raise ApprovalRequiredError(pending_review=pending, call=call)
 
@@ -899,6 +913,7 @@ def requires_approval(
     ttl: float | timedelta | None = None,
     allowed_decisions: Iterable[DecisionType] = ALLOWED_DECISIONS,
     redact: Iterable[str] = (),
+    approvals: int = 1,
 ) -> _Guard: ...
 def requires_approval(
     func: Any = None,
@@ -909,6 +924,7 @@ def requires_approval(
     ttl: float | timedelta | None = None,
     allowed_decisions: Iterable[DecisionType] = ALLOWED_DECISIONS,
     redact: Iterable[str] = (),
+    approvals: int = 1,
 ) -> Any:
     """Guard a function or tool: calling it needs a human's approval first.
 
@@ -951,6 +967,10 @@ def requires_approval(
             the page and error texts show ``REDACTED`` instead of the value,
             while the tool gets the real value. Parameters typed
             ``pydantic.SecretStr`` are redacted without being named.
+        approvals: a quorum: how many distinct, named, authorized reviewers
+            must approve a call before it runs (default 1). One reject ends
+            the review; an edit restarts the count. See "A quorum of
+            reviewers" in docs/policies.md.
 
     Raises:
         TypeError: for classes, generators and non-callables, at decoration
@@ -959,7 +979,8 @@ def requires_approval(
         ValueError: for a ``ttl`` that is not positive; for
             ``allowed_decisions`` that is empty or names an unknown type; for
             a ``redact`` name that is not a parameter of the function, or
-            a dotted path.
+            a dotted path; for ``approvals`` below 1 (``TypeError`` when not
+            an int).
     """
     predicate: object = when  # checked at run time for untyped callers
     if predicate is not None and not callable(predicate):
@@ -979,6 +1000,7 @@ def requires_approval(
             ttl=ttl_seconds(ttl),
             allowed_decisions=allowed_decisions_tuple(allowed_decisions),
             redact=check_redact(redact),
+            approvals=approvals,
         )
     )
     if func is not None:
@@ -1054,5 +1076,6 @@ class _Guard:
                     return guarded_tool._call_guarded(args, kwargs)
 
         setattr(wrapper, _POLICY_ATTR, self.policy)
+        wrapper.approvals = self.policy.approvals  # type: ignore[attr-defined]
         wrapper.__toolguard_tool__ = guarded_tool  # type: ignore[attr-defined]
         return wrapper

@@ -691,6 +691,21 @@
     button.click();
   }
 
+  // A quorum (requires_approval(approvals=N), N > 1): "1 of 2 approvals (approved by alice)".
+  // Only review configs with an "approvals" object carry one; others show nothing.
+  function quorumNode(config) {
+    const quorum = config && typeof config.approvals === "object" ? config.approvals : null;
+    if (!quorum || !Number.isInteger(quorum.required) || quorum.required < 2) return null;
+    const given = Number.isInteger(quorum.given) ? quorum.given : 0;
+    const by = Array.isArray(quorum.by) ? quorum.by.filter((b) => typeof b === "string") : [];
+    const who = by.length > 0 ? ` (approved by ${by.join(", ")})` : "";
+    return el("p", {
+      className: "quorum",
+      "data-testid": "approvals",
+      text: `${given} of ${quorum.required} approvals${who}`,
+    });
+  }
+
   function buildCard(request, config, index, total) {
     const single = total === 1;
     const id = `card-${index}`;
@@ -719,6 +734,8 @@
         ...codeNodes(shown.description),
       ),
     );
+    const quorum = quorumNode(config);
+    if (quorum) root.append(quorum);
     if (warning.length > 0) {
       root.classList.add("deceptive");
       root.append(

@@ -1,0 +1,344 @@
+"""A quorum of reviewers: ``requires_approval(approvals=N)``.
+
+A submission of decisions on a review that holds a quorum action is first
+*planned* here, without changing anything: each decision either settles its
+action (a reject, a respond, a missing decision, an approval that completes
+the quorum, any decision on an action needing one approval) or adds to the
+action's progress (a partial approval, or an edit that restarts the count
+for the new arguments). When every action of the turn is settled, the runner
+applies the settled decisions as one resume; otherwise the review stays
+pending with its progress. See "A quorum of reviewers" in docs/policies.md.
+"""
+
+from __future__ import annotations
+
+import hmac
+import re
+import unicodedata
+from dataclasses import dataclass, field
+from datetime import datetime
+from typing import TYPE_CHECKING, Any
+from uuid import UUID
+
+from toolguard._audit import AuditEvent
+from toolguard._errors import QuorumReviewerError
+from toolguard._json import clean_text
+from toolguard._models import (
+    Action,
+    ApproveDecision,
+    EditDecision,
+    PendingTurn,
+    RejectDecision,
+    RespondDecision,
+    ToolCall,
+    call_digest,
+    new_id,
+)
+from toolguard._override import get_stand_in
+from toolguard._tool import ToolArgumentsError
+from toolguard._validate import AnyDecision
+
+if TYPE_CHECKING:
+    from toolguard._runner import Runner
+
+_SPACES = re.compile(r"\s+")
+
+
+def reviewer_text(reviewer: object) -> str | None:
+    """A reviewer identity as text (``int`` and ``UUID`` with ``str()``); ``None`` stays ``None``.
+
+    Raises:
+        TypeError: any other type (``bool`` included).
+    """
+    if reviewer is None:
+        return None
+    if isinstance(reviewer, str):
+        text: str = clean_text(reviewer)
+        return text
+    if isinstance(reviewer, UUID) or (isinstance(reviewer, int) and not isinstance(reviewer, bool)):
+        return str(reviewer)
+    msg = f"reviewer must be text, an int, a UUID or None, got {type(reviewer).__name__}"
+    raise TypeError(msg)
+
+
+def reviewer_key(reviewer: str | None) -> str | None:
+    """The form two reviewer ids are compared in for a quorum; ``None`` when anonymous.
+
+    NFKC-normalised, invisible format characters (zero-width spaces, ...)
+    removed, runs of whitespace collapsed to one space, leading and trailing
+    whitespace stripped, case-folded. ``"Alice"``, ``" alice "`` and
+    ``"ALICE\u200b"`` are one reviewer; ``7`` and ``"7"`` too. An id that is
+    empty after this is anonymous.
+    """
+    if reviewer is None:
+        return None
+    text = unicodedata.normalize("NFKC", reviewer)
+    text = "".join(ch for ch in text if unicodedata.category(ch) != "Cf")
+    key = _SPACES.sub(" ", text).strip().casefold()
+    return key or None
+
+
+@dataclass(frozen=True, slots=True)
+class Vote:
+    """One decision of a submission on a review holding a quorum action (a ``vote`` event)."""
+
+    action: Action
+    """The action as the decision leaves it (a restarted edit: the new request)."""
+    decision: AnyDecision | None
+    """The decision (``None``: none was given, on the lenient path)."""
+    given: int
+    """Approvals of the action's current arguments after this decision."""
+    required: int
+    """Approvals it needs."""
+
+
+@dataclass(slots=True)
+class QuorumPlan:
+    """What a submission does: keep the review pending, or settle every action."""
+
+    pending: PendingTurn | None = None
+    """The review still pending, with its progress; ``None`` when every action is settled."""
+    pairs: list[tuple[Action, AnyDecision | None]] = field(default_factory=list)
+    """When settled: each action to finish and its decision, in call order."""
+    touched: list[Action] = field(default_factory=list)
+    """The actions this submission changed (for the thread's records)."""
+    votes: list[Vote] = field(default_factory=list)
+    """One per decision, when the review holds a quorum action (else empty)."""
+    calls: list[ToolCall] = field(default_factory=list)
+    """The turn's calls as they stand (an edit that restarted a quorum replaces its call)."""
+
+
+def required_approvals(runner: Runner, action: Action) -> int:
+    """The approvals ``action`` needs: the stored count or the tool's policy, whichever is more.
+
+    The tool's code wins over a lower stored value, so a rewritten store
+    cannot shrink a quorum.
+    """
+    tool = runner.toolset.get(action.name)
+    policy = tool.approvals if tool is not None else 1
+    return max(action.approvals_required, policy, 1)
+
+
+def held_actions(pending: PendingTurn) -> list[Action]:
+    """Actions already settled while others of the turn wait (no result yet)."""
+    return [a for a in pending.actions if a.status != "requested" and a.result is None]
+
+
+def plan(  # noqa: PLR0915 - one flat pass over the decisions reads best
+    runner: Runner,
+    pending: PendingTurn,
+    parsed: list[AnyDecision],
+    reviewer: str | None,
+    thread_id: str,
+) -> QuorumPlan:
+    """Plan a submission (pure: raises before anything changes, see the module docstring).
+
+    Raises:
+        QuorumReviewerError: an anonymous reviewer approves or edits a quorum
+            action, or a reviewer approves one they already approved.
+    """
+    waiting = [a for a in pending.actions if a.status == "requested"]
+    held = held_actions(pending)
+    needs = {a.id: required_approvals(runner, a) for a in waiting}
+    if get_stand_in() is not None or (not held and all(n <= 1 for n in needs.values())):
+        # No quorum (or toolguard.testing's stand-in decides): settle every action at once.
+        padded: list[AnyDecision | None] = [*parsed[: len(waiting)]]
+        padded += [None] * (len(waiting) - len(padded))
+        return QuorumPlan(pairs=list(zip(waiting, padded, strict=True)), calls=list(pending.calls))
+    key = reviewer_key(reviewer)
+    now = runner.clock()
+    calls = list(pending.calls)
+    position = {c.id: i for i, c in enumerate(calls)}
+    replaced = list(pending.replaced_calls)
+    out = QuorumPlan()
+    after: dict[str, Action] = {}  # action id -> the action as this submission leaves it
+    fresh: dict[str, Action] = {}  # replaced action id -> its restarted request
+    for i, action in enumerate(waiting):
+        decision = parsed[i] if i < len(parsed) else None
+        required = needs[action.id]
+        settled = {"decision": decision, "decided_at": now, "reviewer": reviewer}
+        if required <= 1 or not isinstance(decision, (ApproveDecision, EditDecision)):
+            status = _status(decision)
+            after[action.id] = action.model_copy(update={**settled, "status": status})
+            out.votes.append(Vote(after[action.id], decision, len(action.approved_by), required))
+            continue
+        if key is None:
+            raise QuorumReviewerError(None, action.name, required, action.approved_by)
+        if isinstance(decision, ApproveDecision):
+            if any(reviewer_key(b) == key for b in action.approved_by):
+                raise QuorumReviewerError(reviewer, action.name, required, action.approved_by)
+            by = [*action.approved_by, reviewer or ""]
+            if len(by) >= required:
+                update = {**settled, "status": "approved", "approved_by": by}
+            else:
+                update = {"approved_by": by, "approvals_required": required}
+            after[action.id] = action.model_copy(update=update)
+            out.votes.append(Vote(after[action.id], decision, len(by), required))
+            continue
+        restarted = _restart(runner, action, calls[position[action.call_id]], decision, thread_id)
+        if restarted is None:
+            # The edit can never run (unknown tool, bad arguments, a deny rule): it settles
+            # now and the resume gives the model the error, as for any edit.
+            after[action.id] = action.model_copy(update={**settled, "status": "edited"})
+            out.votes.append(Vote(after[action.id], decision, 0, required))
+            continue
+        new_call, request = restarted
+        request = request.model_copy(
+            update={
+                "approvals_required": max(required, request.approvals_required),
+                "approved_by": [reviewer or ""],
+            }
+        )
+        calls[position[new_call.id]] = new_call
+        replaced = [c for c in replaced if c.id != new_call.id] + [new_call]
+        after[action.id] = action.model_copy(
+            update={**settled, "status": "edited", "finished_at": now}
+        )
+        fresh[action.id] = request
+        out.votes.append(Vote(after[action.id], decision, 1, request.approvals_required))
+    changed = [after[a.id] for a in waiting]
+    if not fresh and all(a.status != "requested" for a in changed):
+        settled_all = {a.id: a for a in [*held, *changed]}
+        order = {c.id: i for i, c in enumerate(calls)}
+        ordered = sorted(settled_all.values(), key=lambda a: order.get(a.call_id, len(order)))
+        out.pairs = [(a, a.decision) for a in ordered]
+        out.calls = calls
+        return out
+    # Still pending: the review keeps its id unless an edit restarted a count, which
+    # binds the new arguments (and everything carried along) to a new review id.
+    review_id = new_id() if fresh else pending.review_id
+    kept: list[Action] = []
+    for action in pending.actions:
+        current = after.get(action.id, action)
+        if action.id in fresh:
+            kept.append(_bind(runner, fresh[action.id], review_id, thread_id))  # the new request
+            continue
+        if current.result is not None:
+            kept.append(current)  # finished earlier in this turn: unchanged
+            continue
+        kept.append(_rebound(runner, current, pending.review_id, review_id, thread_id))
+    actions = kept
+    out.pending = PendingTurn(
+        review_id=review_id,
+        calls=calls,
+        results=list(pending.results),
+        actions=actions,
+        replaced_calls=replaced,
+    )
+    out.calls = calls
+    by_id = {a.id: a for a in actions}
+    out.votes = [
+        Vote(by_id.get(v.action.id, v.action), v.decision, v.given, v.required) for v in out.votes
+    ]
+    out.touched = _unique([*changed, *actions])
+    return out
+
+
+def _unique(actions: list[Action]) -> list[Action]:
+    seen: dict[str, Action] = {}
+    for action in actions:
+        seen[action.id] = action
+    return list(seen.values())
+
+
+def _status(decision: AnyDecision | None) -> str:
+    if decision is None or isinstance(decision, RejectDecision):
+        return "rejected"
+    if isinstance(decision, RespondDecision):
+        return "responded"
+    return "approved" if isinstance(decision, ApproveDecision) else "edited"
+
+
+def _restart(
+    runner: Runner, action: Action, call: ToolCall, decision: EditDecision, thread_id: str
+) -> tuple[ToolCall, Action] | None:
+    """The call and request an edit of a quorum action restarts; ``None``: it cannot run."""
+    from toolguard._runner import parse_tool_call  # noqa: PLC0415 - the runner imports this module
+
+    edited = decision.edited_action
+    new_call = parse_tool_call(
+        {"id": call.id, "name": edited.name, "args": edited.args}, limits=runner.limits
+    )
+    tool = runner.toolset.get(edited.name)
+    if tool is None or new_call.error is not None or new_call.arguments_error is not None:
+        return None
+    if runner.toolset.rules:
+        verdict = runner.toolset.rules.decide(new_call.name, new_call.args)
+        if verdict.effect == "deny":
+            return None
+    try:
+        tool.validate_args(new_call.args)
+    except ToolArgumentsError:
+        return None
+    request = runner._action(new_call, tool, thread_id, "")  # one request shape
+    if not request.allowed_decisions:
+        request = request.model_copy(update={"allowed_decisions": list(action.allowed_decisions)})
+    return new_call, request
+
+
+def _bind(runner: Runner, action: Action, review_id: str, thread_id: str) -> Action:
+    digest = call_digest(
+        action.name, action.args, runner.signing_key, thread_id=thread_id, review_id=review_id
+    )
+    return action.model_copy(update={"digest": digest})
+
+
+def _rebound(
+    runner: Runner, action: Action, old_review: str, new_review: str, thread_id: str
+) -> Action:
+    """``action`` bound to ``new_review``, only when its digest holds for ``old_review``.
+
+    A digest that does not hold (a rewritten store) is kept as it is, so the
+    action still fails closed (``TAMPERED``) when it is approved.
+    """
+    if old_review == new_review:
+        return action
+    expected = call_digest(
+        action.name, action.args, runner.signing_key, thread_id=thread_id, review_id=old_review
+    )
+    if not hmac.compare_digest(action.digest, expected):
+        return action
+    return _bind(runner, action, new_review, thread_id)
+
+
+def progress_text(given: int, required: int) -> str:
+    """``"1 of 2 approvals"``: the detail of a ``vote`` event."""
+    return f"{given} of {required} approvals"
+
+
+def vote_detail(vote: Vote) -> str | None:
+    """The ``detail`` of a vote's audit event: the progress of an approval or edit of a quorum."""
+    if vote.required <= 1 or not isinstance(vote.decision, (ApproveDecision, EditDecision)):
+        return None
+    return progress_text(vote.given, vote.required)
+
+
+def vote_args(vote: Vote) -> dict[str, Any] | None:
+    """The arguments a vote approved (an edit: the new ones); ``None`` for a reject."""
+    if isinstance(vote.decision, EditDecision):
+        return vote.decision.edited_action.args
+    if isinstance(vote.decision, ApproveDecision):
+        return vote.action.args
+    return None
+
+
+def vote_events(
+    thread_id: str, review_id: str, votes: list[Vote], reviewer: str | None, now: datetime
+) -> list[AuditEvent]:
+    """The ``vote`` audit events of a submission (``review_id``: the review it answered)."""
+    return [
+        AuditEvent(
+            at=now,
+            kind="vote",
+            thread_id=thread_id,
+            review_id=review_id,
+            action_id=vote.action.id,
+            tool=vote.action.name,
+            args=vote_args(vote),
+            actor=reviewer,
+            decision=vote.decision.type if vote.decision is not None else None,
+            detail=vote_detail(vote),
+            digest=vote.action.digest,
+        )
+        for vote in votes
+    ]
