@@ -15,7 +15,6 @@ import contextlib
 import dataclasses
 import functools
 import inspect
-import json
 import logging
 from collections.abc import Awaitable, Callable, Iterator, Sequence
 from contextlib import contextmanager
@@ -56,6 +55,7 @@ from toolguard._models import (
     RespondDecision,
     ToolCall,
     ToolResult,
+    args_json,
     new_id,
     utcnow,
 )
@@ -187,9 +187,7 @@ def assistant_message(text: str | None, calls: Sequence[ToolCall]) -> Message:
                 "function": {
                     "name": c.name,
                     "arguments": (
-                        c.arguments_error
-                        if c.arguments_error is not None
-                        else json.dumps(c.args, ensure_ascii=False)
+                        c.arguments_error if c.arguments_error is not None else args_json(c.args)
                     ),
                 },
             }
@@ -632,7 +630,8 @@ class ReviewedChat:
         parsed = validate_decisions(pending, decisions)
         self.runner.check_allowed(pending, parsed)  # the tools' own policies, before the claim
         claimed = await self._claim(state, parsed, reviewer)
-        step = await self.runner.resume(pending, parsed, thread_id=claimed.thread_id)
+        waiting = [a for a in pending.actions if a.status == "requested"]
+        step = await self.runner._resume_checked(pending, waiting, parsed, claimed.thread_id)
         step = _with_reviewer(step, reviewer)
         return await self._loop(claimed, claimed.version, list(claimed.messages), step)
 
@@ -1027,8 +1026,10 @@ class ReviewedChat:
                 fresh = True
             else:
                 # Resumed: the paused turn's assistant message now records the calls as
-                # they stand, edits included, so the history shows what really ran.
-                messages = _rewrite_last_assistant(messages, step.calls)
+                # they stand, edits included, so the history shows what really ran. Without
+                # edits they are the calls it was written with at the pause.
+                if step.replaced_calls:
+                    messages = _rewrite_last_assistant(messages, step.calls)
                 review_id = state.pending.review_id if state.pending else None
                 fresh = False
             touched = _merge(touched, step.actions)
