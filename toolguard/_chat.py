@@ -287,8 +287,22 @@ def _with_reviewer(step: Step, reviewer: str | None) -> Step:
 
 
 def _merge(actions: list[Action], updates: Sequence[Action]) -> list[Action]:
-    position = {a.id: i for i, a in enumerate(actions)}
+    """``actions`` with ``updates`` in place of the actions of the same id, new ones appended.
+
+    The updated actions are nearly always the latest ones (the pending turn's,
+    at the end of a thread's actions): they are looked for there first, and
+    the whole list is indexed only for an id not found there, so a long
+    thread does not cost a walk over all its actions per update.
+    """
     merged = list(actions)
+    if not updates:
+        return merged
+    start = max(0, len(merged) - 2 * len(updates))
+    position = {merged[i].id: i for i in range(start, len(merged))}
+    if start and any(a.id not in position for a in updates):
+        head = {merged[i].id: i for i in range(start)}
+        head.update(position)  # a repeated id keeps its last place, as above
+        position = head
     for action in updates:
         if action.id in position:
             merged[position[action.id]] = action
@@ -1033,7 +1047,10 @@ class ReviewedChat:
                 review_id = state.pending.review_id if state.pending else None
                 fresh = False
             touched = _merge(touched, step.actions)
-            actions = _merge(state.actions, step.actions)
+            # A fresh step's actions are new: the runner just gave them their ids.
+            actions = (
+                [*state.actions, *step.actions] if fresh else _merge(state.actions, step.actions)
+            )
             events = self._step_events(state.thread_id, review_id, step, fresh=fresh)
             audit = [*state.audit, *events]
             if step.pending is not None:

@@ -677,7 +677,7 @@ class Runner:
 
     # ------------------------------------------------------------------ resume
 
-    async def resume(  # noqa: PLR0915 - one flat pass over the decisions reads best
+    async def resume(
         self, pending: PendingTurn, decisions: Sequence[Any], *, thread_id: str = ""
     ) -> Step:
         """Apply decisions to a paused turn and run what they allow (lenient path).
@@ -737,7 +737,7 @@ class Runner:
         self.check_allowed(pending, parsed)
         return await self._resume_checked(pending, waiting, parsed, thread_id)
 
-    async def _resume_checked(
+    async def _resume_checked(  # noqa: PLR0915 - one flat pass over the decisions reads best
         self,
         pending: PendingTurn,
         waiting: list[Action],
