@@ -69,6 +69,7 @@ import datetime as dt
 import gc
 import importlib.metadata
 import importlib.util
+import inspect
 import itertools
 import json
 import os
@@ -252,11 +253,19 @@ class BenchModel:
         return toolguard.ModelResponse(tool_calls=[call])
 
 
-def _toolguard_tools(probe: Probe, *, sync: bool) -> dict[str, Any]:
-    """The guarded ``send_email`` tool, counting its runs in ``probe``."""
-    if sync:
+def fast_sync_tools_available() -> bool:
+    """Whether this toolguard has ``requires_approval(in_thread=False)`` (0.2: yes)."""
+    return "in_thread" in inspect.signature(toolguard.requires_approval).parameters
 
-        @toolguard.requires_approval
+
+def _toolguard_tools(probe: Probe, *, sync: bool, in_thread: bool = True) -> dict[str, Any]:
+    """The guarded ``send_email`` tool, counting its runs in ``probe``.
+
+    ``in_thread=False`` marks the sync tool to run on the event loop's thread.
+    """
+    if sync:
+        guard = toolguard.requires_approval(in_thread=False) if not in_thread else None
+
         def send_email_sync(to: str, subject: str, body: str) -> str:
             """Send an email.
 
@@ -268,7 +277,9 @@ def _toolguard_tools(probe: Probe, *, sync: bool) -> dict[str, Any]:
             probe.tool_runs += 1
             return f"sent to {to}"
 
-        return {"send_email": send_email_sync}
+        if guard is None:
+            return {"send_email": toolguard.requires_approval(send_email_sync)}
+        return {"send_email": guard(send_email_sync)}
 
     @toolguard.requires_approval
     async def send_email_async(to: str, subject: str, body: str) -> str:
@@ -301,8 +312,12 @@ async def _toolguard_cycle(chat: toolguard.ReviewedChat, probe: Probe) -> tuple[
     return paused, finished, turn.thread_id
 
 
-def _toolguard_case(store_kind: str, settings: Settings, *, sync_tool: bool = False) -> Case:
-    label = f"toolguard/{store_kind}" + ("/sync" if sync_tool else "")
+def _toolguard_case(
+    store_kind: str, settings: Settings, *, sync_tool: bool = False, in_thread: bool = True
+) -> Case:
+    label = (
+        f"toolguard/{store_kind}" + ("/sync" if sync_tool else "") + ("" if in_thread else "/fast")
+    )
 
     async def batch(index: int) -> Batch:
         probe = Probe()
@@ -313,7 +328,9 @@ def _toolguard_case(store_kind: str, settings: Settings, *, sync_tool: bool = Fa
             else:
                 store = toolguard.MemoryStore()
             chat = toolguard.ReviewedChat(
-                BenchModel(probe), _toolguard_tools(probe, sync=sync_tool), store=store
+                BenchModel(probe),
+                _toolguard_tools(probe, sync=sync_tool, in_thread=in_thread),
+                store=store,
             )
             for _ in range(settings.warmup):
                 await _toolguard_cycle(chat, probe)
@@ -346,9 +363,8 @@ def _toolguard_case(store_kind: str, settings: Settings, *, sync_tool: bool = Fa
         )
         return _check_batch(label, result, probe, settings.warmup)
 
-    variant = "await send_message + submit_review, " + (
-        "sync tool (worker thread)" if sync_tool else "async tool"
-    )
+    how = "sync tool (worker thread)" if in_thread else "sync tool, in_thread=False (on the loop)"
+    variant = "await send_message + submit_review, " + (how if sync_tool else "async tool")
     return Case(
         framework="toolguard",
         store=store_kind,
@@ -1134,6 +1150,10 @@ def build_cases(
     cases = [
         _toolguard_case("memory", settings),
         _toolguard_case("memory", settings, sync_tool=True),
+    ]
+    if fast_sync_tools_available():
+        cases.append(_toolguard_case("memory", settings, sync_tool=True, in_thread=False))
+    cases += [
         _toolguard_case("sqlite", settings),
     ]
     if with_openai:

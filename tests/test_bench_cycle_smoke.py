@@ -81,6 +81,13 @@ TOOLGUARD_ROWS = [
     },
     {
         "framework": "toolguard",
+        "store": "memory",
+        "variant": "await send_message + submit_review, sync tool, in_thread=False (on the loop)",
+        "main": False,
+        **_counts(QUICK["toolguard_cycles"]),
+    },
+    {
+        "framework": "toolguard",
         "store": "sqlite",
         "variant": "await send_message + submit_review, async tool",
         "main": True,
@@ -165,7 +172,7 @@ def report() -> dict[str, Any]:
 
 
 def test_toolguard_rows_are_present_and_every_cycle_was_verified(report: dict[str, Any]) -> None:
-    """The quick JSON report has the three toolguard rows, each with every cycle verified."""
+    """The quick JSON report has the four toolguard rows, each with every cycle verified."""
     assert sorted(report) == REPORT_KEYS
     assert (report["benchmark"], report["settings"], report["verified"]) == (
         "bench_cycle",
@@ -212,7 +219,7 @@ def test_peer_rows_run_verified_cycles_next_to_toolguard_openai(report: dict[str
         pytest.skip("pydantic-ai-slim / openai-agents not installed")
     assert report["peers"] == ["Pydantic AI", "OpenAI Agents SDK"]
     frameworks = [r["framework"] for r in report["rows"]]
-    assert frameworks[3:8] == [
+    assert frameworks[4:9] == [
         "bare openai loop",
         "toolguard+openai",
         "toolguard+openai",

@@ -50,10 +50,14 @@ def review(*calls: tuple[str, dict[str, Any]]) -> dict[str, Any]:
 def assistant(
     *calls: tuple[str, str, dict[str, Any] | str], content: str | None = None
 ) -> dict[str, Any]:
-    """The assistant message with tool calls exactly as the server receives it."""
+    """The assistant message with tool calls exactly as the server receives it.
+
+    Without text it has no ``content`` key at all (no ``"content": null``).
+    """
+    text = {"content": content} if content is not None else {}
     return {
         "role": "assistant",
-        "content": content,
+        **text,
         "tool_calls": [
             {
                 "id": call_id,
@@ -353,7 +357,7 @@ async def test_edit_runs_the_edited_call_and_history_records_it(
     assert scripted_openai.requests[1]["messages"] == [
         SYSTEM,
         USER,
-        {"role": "assistant", "content": None, "tool_calls": [edited_call]},
+        {"role": "assistant", "tool_calls": [edited_call]},
         tool_msg("call_1", "Email sent to alice@example.com"),
     ]
     state = await chat.get_thread(turn.thread_id)

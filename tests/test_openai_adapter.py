@@ -253,7 +253,6 @@ async def test_request_body_has_standard_keys_and_the_tools(
                 {"role": "user", "content": USER["content"], "name": "bob"},
                 {
                     "role": "assistant",
-                    "content": None,
                     "tool_calls": [
                         {
                             "id": "call_1",
@@ -347,7 +346,6 @@ def test_to_openai_messages_normalises_tool_calls() -> None:
         {"role": "assistant", "content": "plain"},
         {
             "role": "assistant",
-            "content": None,
             "tool_calls": [
                 {
                     "id": "c1",
@@ -597,3 +595,32 @@ async def test_empty_model_name_is_refused(client: openai.AsyncOpenAI) -> None:
     """An empty model name is refused at construction."""
     with pytest.raises(ValueError, match=r"^model must be a non-empty model name, got ''$"):
         OpenAIChatModel(client, model="")
+
+
+def test_to_openai_messages_drops_only_a_null_content_next_to_tool_calls() -> None:
+    """``"content": null`` goes only beside tool calls; text, empty text and other nulls stay."""
+    call_c1 = {"id": "c1", "type": "function", "function": {"name": "f", "arguments": "{}"}}
+    messages = [
+        {"role": "assistant", "content": None, "tool_calls": [call_c1]},
+        {"role": "assistant", "content": "", "tool_calls": [call_c1]},
+        {"role": "assistant", "content": "Let me check.", "tool_calls": [call_c1]},
+        {"role": "assistant", "content": None, "tool_calls": []},
+        {"role": "assistant", "content": None, "tool_calls": None},
+        {"role": "assistant", "tool_calls": [call_c1]},
+    ]
+    assert to_openai_messages(messages) == [
+        {"role": "assistant", "tool_calls": [call_c1]},
+        {"role": "assistant", "content": "", "tool_calls": [call_c1]},
+        {"role": "assistant", "content": "Let me check.", "tool_calls": [call_c1]},
+        {"role": "assistant", "content": None},
+        {"role": "assistant", "content": None},
+        {"role": "assistant", "tool_calls": [call_c1]},
+    ]
+    assert [list(m) for m in to_openai_messages(messages)] == [
+        ["role", "tool_calls"],
+        ["role", "content", "tool_calls"],
+        ["role", "content", "tool_calls"],
+        ["role", "content"],
+        ["role", "content"],
+        ["role", "tool_calls"],
+    ]

@@ -15,7 +15,6 @@ import contextlib
 import dataclasses
 import functools
 import inspect
-import json
 import logging
 from collections.abc import Awaitable, Callable, Iterator, Sequence
 from contextlib import contextmanager
@@ -57,6 +56,7 @@ from toolguard._models import (
     RespondDecision,
     ToolCall,
     ToolResult,
+    args_json,
     new_id,
     utcnow,
 )
@@ -189,9 +189,7 @@ def assistant_message(text: str | None, calls: Sequence[ToolCall]) -> Message:
                 "function": {
                     "name": c.name,
                     "arguments": (
-                        c.arguments_error
-                        if c.arguments_error is not None
-                        else json.dumps(c.args, ensure_ascii=False)
+                        c.arguments_error if c.arguments_error is not None else args_json(c.args)
                     ),
                 },
             }
@@ -293,8 +291,22 @@ def _with_reviewer(step: Step, reviewer: str | None) -> Step:
 
 
 def _merge(actions: list[Action], updates: Sequence[Action]) -> list[Action]:
-    position = {a.id: i for i, a in enumerate(actions)}
+    """``actions`` with ``updates`` in place of the actions of the same id, new ones appended.
+
+    The updated actions are nearly always the latest ones (the pending turn's,
+    at the end of a thread's actions): they are looked for there first, and
+    the whole list is indexed only for an id not found there, so a long
+    thread does not cost a walk over all its actions per update.
+    """
     merged = list(actions)
+    if not updates:
+        return merged
+    start = max(0, len(merged) - 2 * len(updates))
+    position = {merged[i].id: i for i in range(start, len(merged))}
+    if start and any(a.id not in position for a in updates):
+        head = {merged[i].id: i for i in range(start)}
+        head.update(position)  # a repeated id keeps its last place, as above
+        position = head
     for action in updates:
         if action.id in position:
             merged[position[action.id]] = action
@@ -663,8 +675,9 @@ class ReviewedChat:
         if self._vault is not None:  # the real values of secrets, if this process has them
             pending = self._vault.restore(pending)
             self._vault.drop(pending.review_id)
-        step = await self.runner.resume(
-            pending, parsed, thread_id=claimed.thread_id, reviewer=reviewer
+        waiting = [a for a in pending.actions if a.status == "requested"]
+        step = await self.runner._resume_checked(
+            pending, waiting, parsed, claimed.thread_id, reviewer
         )
         step = _with_reviewer(step, reviewer)
         return await self._loop(claimed, claimed.version, list(claimed.messages), step)
@@ -1142,12 +1155,17 @@ class ReviewedChat:
                 fresh = True
             else:
                 # Resumed: the paused turn's assistant message now records the calls as
-                # they stand, edits included, so the history shows what really ran.
-                messages = _rewrite_last_assistant(messages, self._kept(step.calls))
+                # they stand, edits included, so the history shows what really ran. Without
+                # edits they are the calls it was written with at the pause.
+                if step.replaced_calls:
+                    messages = _rewrite_last_assistant(messages, self._kept(step.calls))
                 review_id = state.pending.review_id if state.pending else None
                 fresh = False
             touched = _merge(touched, step.actions)
-            actions = _merge(state.actions, step.actions)
+            # A fresh step's actions are new: the runner just gave them their ids.
+            actions = (
+                [*state.actions, *step.actions] if fresh else _merge(state.actions, step.actions)
+            )
             events = self._step_events(state.thread_id, review_id, step, fresh=fresh)
             audit = [*state.audit, *events]
             if step.pending is not None:

@@ -28,6 +28,13 @@ from pydantic import (
 
 from toolguard._messages import message
 
+args_json: Final = json.JSONEncoder(ensure_ascii=False).encode
+"""``json.dumps(value, ensure_ascii=False)``, without building an encoder per call."""
+
+_canonical_json: Final = json.JSONEncoder(
+    ensure_ascii=False, sort_keys=True, separators=(",", ":")
+).encode
+
 DecisionType = Literal["approve", "edit", "reject", "respond"]
 """A decision's ``type``, as in LangChain (``respond``: the reviewer answers for the tool)."""
 
@@ -71,11 +78,8 @@ def call_digest(
     by toolguard 0.1.0 covered only the name and the arguments: they never
     match this format, so such an action fails closed (``TAMPERED``).
     """
-    canonical = json.dumps(
-        {"name": name, "args": args, "thread_id": thread_id, "review_id": review_id},
-        ensure_ascii=False,
-        sort_keys=True,
-        separators=(",", ":"),
+    canonical = _canonical_json(
+        {"name": name, "args": args, "thread_id": thread_id, "review_id": review_id}
     ).encode("utf-8", "surrogatepass")
     if key is not None:
         return hmac.new(key, canonical, hashlib.sha256).hexdigest()

@@ -52,6 +52,7 @@ from toolguard._models import (
     ResultOutcome,
     ToolCall,
     ToolResult,
+    args_json,
     call_digest,
     new_id,
     utcnow,
@@ -70,7 +71,7 @@ from toolguard._results import ResultTemplates, check_templates, result_text
 from toolguard._rules import Effect, denied_text
 from toolguard._tool import Tool, ToolArgumentsError, ttl_seconds
 from toolguard._toolset import Tools, Toolset
-from toolguard._validate import as_decision_list, check_allowed, parse_decision
+from toolguard._validate import AnyDecision, as_decision_list, check_allowed, parse_decision
 
 EditPolicy = Literal["run", "recheck"]
 
@@ -245,11 +246,7 @@ class Step:
 
 def openai_tool_call(call: ToolCall) -> dict[str, Any]:
     """One call in the OpenAI Chat Completions shape (``arguments`` as JSON text)."""
-    arguments = (
-        call.arguments_error
-        if call.arguments_error is not None
-        else json.dumps(call.args, ensure_ascii=False)
-    )
+    arguments = call.arguments_error if call.arguments_error is not None else args_json(call.args)
     return {
         "id": call.id,
         "type": "function",
@@ -728,7 +725,7 @@ class Runner:
 
     # ------------------------------------------------------------------ resume
 
-    async def resume(  # noqa: PLR0915 - one flat pass over the decisions reads best
+    async def resume(
         self,
         pending: PendingTurn,
         decisions: Sequence[Any],
@@ -803,7 +800,28 @@ class Runner:
             raise NoPendingReviewError
         parsed = [parse_decision(d) for d in as_decision_list(decisions)[: len(waiting)]]
         self.check_allowed(pending, parsed)
-        plan = quorum.plan(self, pending, parsed, quorum.reviewer_text(reviewer), thread_id)
+        return await self._resume_checked(pending, waiting, parsed, thread_id, reviewer)
+
+    async def _resume_checked(  # noqa: PLR0915 - one flat pass over the decisions reads best
+        self,
+        pending: PendingTurn,
+        waiting: list[Action],
+        parsed: Sequence[AnyDecision],
+        thread_id: str,
+        reviewer: str | int | UUID | None = None,
+    ) -> Step:
+        """:meth:`resume` with decisions already parsed and checked against ``waiting``.
+
+        For :class:`~toolguard.ReviewedChat`, which checks them (with
+        :func:`~toolguard.validate_decisions` and :meth:`check_allowed`) before
+        it claims the review: ``waiting`` are the actions of ``pending`` whose
+        status is ``requested``, ``parsed`` at most one decision model per
+        waiting action, each one its action allows. Applies a quorum's
+        progress (nothing runs or is claimed while it is incomplete), then
+        claims the turn (once only) and runs what the decisions allow, as
+        :meth:`resume` does.
+        """
+        plan = quorum.plan(self, pending, list(parsed), quorum.reviewer_text(reviewer), thread_id)
         if plan.pending is not None:
             # A quorum is still incomplete: nothing runs, nothing is claimed.
             if _FINISHED.done(pending.review_id):
@@ -824,7 +842,7 @@ class Runner:
         # Each decided action is copied once, at the end, with all its updates.
         decided: list[tuple[Action, dict[str, Any]]] = []
         again: list[Action] = []
-        again_id = new_id()
+        again_id = ""  # the review id of the edits put up for review again, made when needed
         jobs: list[tuple[int, ToolCall, Tool[Any, Any], dict[str, Any]]] = []
 
         def finish(action: Action, result: ToolResult, status: Any, decision: Any) -> None:
@@ -932,6 +950,7 @@ class Runner:
                 changes = {"status": "edited", "decision": decision, "decided_at": now}
                 if recheck and tool.needs_approval(validated):
                     decided.append((action, {**changes, "finished_at": now}))
+                    again_id = again_id or new_id()
                     again.append(self._action(new_call, tool, thread_id, again_id))
                     continue
                 jobs.append((len(decided), new_call, self._gate(tool, action), validated))

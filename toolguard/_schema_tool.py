@@ -189,6 +189,7 @@ class SchemaTool(Tool[..., Any]):
         name: str,
         description: str,
         approval: ApprovalPolicy | None,
+        in_thread: bool = True,
     ) -> SchemaTool:
         """A copy with another name, description or policy; same schema and function."""
         derived = SchemaTool(
@@ -201,6 +202,8 @@ class SchemaTool(Tool[..., Any]):
             _validator=self._validator,
         )
         derived.annotations = self.annotations
+        if not (self.in_thread and in_thread):
+            derived.in_thread = False
         return derived
 
     def validate_args(self, args: Mapping[str, Any]) -> dict[str, Any]:

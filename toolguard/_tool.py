@@ -26,7 +26,7 @@ import anyio.to_thread
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, create_model
 from pydantic.fields import FieldInfo
 
-from toolguard._check import kind, optional_text, positive_int
+from toolguard._check import flag, kind, optional_text, positive_int
 from toolguard._docstrings import parse_docstring
 from toolguard._errors import ActionRejectedError, ApprovalRequiredError
 from toolguard._grants import consume_grant, remember_call
@@ -420,7 +420,14 @@ class Tool(Generic[P, R]):
         func: the original function.
         is_async: whether ``func`` is a coroutine function.
         approval: the approval policy, or ``None`` for an unguarded tool.
+        in_thread: whether the runner runs a sync ``func`` in a worker thread
+            (the default). ``False`` (``tool(in_thread=False)`` /
+            ``requires_approval(in_thread=False)``): it runs on the event
+            loop's own thread, with no thread hop, and blocks the loop while
+            it runs; only for quick functions. Async tools ignore it.
     """
+
+    in_thread: bool = True
 
     __slots__ = (
         "__dict__",
@@ -446,11 +453,14 @@ class Tool(Generic[P, R]):
         description: str | None = None,
         approval: ApprovalPolicy | None = None,
         redact: Iterable[str] = (),
+        in_thread: bool = True,
         _localns: Mapping[str, Any] | None = None,
     ) -> None:
         _reject_unwrappable(func, "tool")
         optional_text(name, "name", empty=False)
         optional_text(description, "description")
+        if not flag(in_thread, "in_thread"):
+            self.in_thread = False
         policy: object = approval  # checked at run time for untyped callers
         if policy is not None and not isinstance(policy, ApprovalPolicy):
             msg = f"approval must be an ApprovalPolicy or None, got {kind(policy)}"
@@ -525,11 +535,24 @@ class Tool(Generic[P, R]):
         return from_schema(name, description, parameters, func)
 
     def _derive(
-        self, *, name: str, description: str, approval: ApprovalPolicy | None
+        self,
+        *,
+        name: str,
+        description: str,
+        approval: ApprovalPolicy | None,
+        in_thread: bool = True,
     ) -> Tool[P, R]:
-        """A copy with another name, description or policy (same function and schema)."""
+        """A copy with another name, description or policy (same function and schema).
+
+        It runs in a worker thread only when this tool and ``in_thread`` both say so.
+        """
         return Tool(
-            self.func, name=name, description=description, approval=approval, redact=self.redact
+            self.func,
+            name=name,
+            description=description,
+            approval=approval,
+            redact=self.redact,
+            in_thread=self.in_thread and in_thread,
         )
 
     # ------------------------------------------------------------------ redaction
@@ -672,12 +695,12 @@ class Tool(Generic[P, R]):
 
         Only the runner calls this, after a human approved the call (or the
         call needed no approval). Sync functions run in a worker thread unless
-        ``in_thread`` is false.
+        ``in_thread`` or the tool's own :attr:`in_thread` is false.
         """
         args, kwargs = self._split(validated)
         if self.is_async:
             return await self.func(*args, **kwargs)  # type: ignore[no-any-return,misc]  # is_async
-        if in_thread:
+        if in_thread and self.in_thread:
             return await anyio.to_thread.run_sync(functools.partial(self.func, *args, **kwargs))
         func: Callable[..., R] = self.func
         return func(*args, **kwargs)
@@ -818,7 +841,11 @@ def _build_args_model(
 def tool(func: Callable[P, R], /) -> Tool[P, R]: ...
 @overload
 def tool(
-    *, name: str | None = None, description: str | None = None, redact: Iterable[str] = ()
+    *,
+    name: str | None = None,
+    description: str | None = None,
+    redact: Iterable[str] = (),
+    in_thread: bool = True,
 ) -> Callable[[Callable[P, R]], Tool[P, R]]: ...
 def tool(
     func: Callable[P, R] | None = None,
@@ -827,6 +854,7 @@ def tool(
     name: str | None = None,
     description: str | None = None,
     redact: Iterable[str] = (),
+    in_thread: bool = True,
 ) -> Tool[P, R] | Callable[[Callable[P, R]], Tool[P, R]]:
     """Describe a function as a tool for a model. Use bare or with options.
 
@@ -851,15 +879,23 @@ def tool(
         redact: names of secret parameters, shown as ``REDACTED`` wherever a
             person or a log sees the call (parameters typed
             ``pydantic.SecretStr`` are secret without being named).
+        in_thread: ``False`` runs a sync function on the event loop's thread
+            when the runner calls it, with no worker-thread hop (about 0.1 ms
+            saved per call). Such a tool blocks the event loop, and every
+            other conversation the process serves, while it runs: use it only
+            for quick functions that do no I/O. Default ``True``: sync tools
+            run in a worker thread. Async tools ignore it.
 
     Raises:
+        TypeError: ``in_thread`` is not ``True`` or ``False``.
         ValueError: ``redact`` names something that is not a parameter.
     """
+    flag(in_thread, "in_thread")
     extra = check_redact(redact)
 
     def build(f: Callable[P, R], localns: dict[str, Any]) -> Tool[P, R]:
         if isinstance(f, Tool) or hasattr(f, "__toolguard_tool__"):
-            built = as_tool(f, name=name, description=description)
+            built = as_tool(f, name=name, description=description, in_thread=in_thread)
             if not extra:
                 return built
             return Tool(
@@ -868,8 +904,16 @@ def tool(
                 description=built.description,
                 approval=built.approval,
                 redact=(*built.redact, *extra),
+                in_thread=built.in_thread,
             )
-        return Tool(f, name=name, description=description, redact=extra, _localns=localns)
+        return Tool(
+            f,
+            name=name,
+            description=description,
+            redact=extra,
+            in_thread=in_thread,
+            _localns=localns,
+        )
 
     def decorate(f: Callable[P, R]) -> Tool[P, R]:
         return build(f, _caller_locals())
@@ -885,20 +929,28 @@ def as_tool(
     name: str | None = None,
     description: str | None = None,
     approval: ApprovalPolicy | None = None,
+    in_thread: bool = True,
 ) -> Tool[P, R]:
-    """Return ``obj`` as a :class:`Tool`, keeping any approval policy it already has."""
+    """Return ``obj`` as a :class:`Tool`, keeping any approval policy it already has.
+
+    ``in_thread=False`` marks it to run on the event loop's thread; a tool
+    already so marked stays so.
+    """
     if isinstance(obj, Tool):
-        if name is None and description is None and approval is None:
+        if name is None and description is None and approval is None and in_thread:
             return obj
         return obj._derive(
             name=name or obj.name,
             description=description if description is not None else obj.description,
             approval=approval or obj.approval,
+            in_thread=in_thread,
         )
     built: Tool[P, R] | None = getattr(obj, "__toolguard_tool__", None)
     if built is not None:
-        return as_tool(built, name=name, description=description, approval=approval)
-    return Tool(obj, name=name, description=description, approval=approval)
+        return as_tool(
+            built, name=name, description=description, approval=approval, in_thread=in_thread
+        )
+    return Tool(obj, name=name, description=description, approval=approval, in_thread=in_thread)
 
 
 @overload
@@ -914,6 +966,7 @@ def requires_approval(
     allowed_decisions: Iterable[DecisionType] = ALLOWED_DECISIONS,
     redact: Iterable[str] = (),
     approvals: int = 1,
+    in_thread: bool = True,
 ) -> _Guard: ...
 def requires_approval(
     func: Any = None,
@@ -925,6 +978,7 @@ def requires_approval(
     allowed_decisions: Iterable[DecisionType] = ALLOWED_DECISIONS,
     redact: Iterable[str] = (),
     approvals: int = 1,
+    in_thread: bool = True,
 ) -> Any:
     """Guard a function or tool: calling it needs a human's approval first.
 
@@ -971,11 +1025,16 @@ def requires_approval(
             must approve a call before it runs (default 1). One reject ends
             the review; an edit restarts the count. See "A quorum of
             reviewers" in docs/policies.md.
+        in_thread: ``False`` runs a sync function on the event loop's thread
+            once the runner may run it (no worker-thread hop). It then blocks
+            the event loop while it runs: only for quick functions. See
+            :func:`tool`. Default ``True``.
 
     Raises:
         TypeError: for classes, generators and non-callables, at decoration
             time; for ``allowed_decisions`` that is not a list of texts; for
-            ``redact`` that is not a list of texts.
+            ``redact`` that is not a list of texts; for ``in_thread`` that is
+            not ``True`` or ``False``.
         ValueError: for a ``ttl`` that is not positive; for
             ``allowed_decisions`` that is empty or names an unknown type; for
             a ``redact`` name that is not a parameter of the function, or
@@ -1001,7 +1060,8 @@ def requires_approval(
             allowed_decisions=allowed_decisions_tuple(allowed_decisions),
             redact=check_redact(redact),
             approvals=approvals,
-        )
+        ),
+        in_thread=flag(in_thread, "in_thread"),
     )
     if func is not None:
         return guard.wrap(func, _caller_locals())
@@ -1011,10 +1071,11 @@ def requires_approval(
 class _Guard:
     """The configured form of :func:`requires_approval`."""
 
-    __slots__ = ("policy",)
+    __slots__ = ("in_thread", "policy")
 
-    def __init__(self, policy: ApprovalPolicy) -> None:
+    def __init__(self, policy: ApprovalPolicy, *, in_thread: bool = True) -> None:
         self.policy = policy
+        self.in_thread = in_thread
 
     @overload
     def __call__(self, func: Tool[P, R], /) -> Tool[P, R]: ...
@@ -1026,15 +1087,22 @@ class _Guard:
     def wrap(self, func: Any, localns: dict[str, Any]) -> Any:
         """Guard ``func``; ``localns`` resolves annotations naming local classes."""
         if isinstance(func, Tool):
-            return func._derive(name=func.name, description=func.description, approval=self.policy)
+            return func._derive(
+                name=func.name,
+                description=func.description,
+                approval=self.policy,
+                in_thread=self.in_thread,
+            )
         _reject_unwrappable(func, "requires_approval")
         built: Tool[Any, Any] | None = getattr(func, "__toolguard_tool__", None)
         target = built.func if built is not None else func
+        in_thread = self.in_thread and (built is None or built.in_thread)
         # Build the tool now: it validates the signature once and gives a fast binder.
         guarded_tool: Tool[Any, Any] = Tool(
             target,
             approval=self.policy,
             redact=built.redact if built is not None else (),
+            in_thread=in_thread,
             _localns=localns,
         )
         wrapper: Callable[..., Any]

@@ -118,8 +118,10 @@ def to_openai_messages(messages: Sequence[Mapping[str, Any]]) -> list[dict[str, 
     Keeps only ``role``, ``content``, ``name``, ``tool_calls`` and
     ``tool_call_id``; drops ``name``, ``tool_call_id`` and ``tool_calls``
     when they are ``None`` and ``tool_calls`` when empty (the API refuses an
-    empty list). Tool calls are rewritten to ``{"id", "type": "function",
-    "function": {"name", "arguments"}}`` with ``arguments`` as JSON text.
+    empty list), and drops a ``None`` ``content`` next to tool calls (the
+    API takes an assistant message with tool calls and no content). Tool
+    calls are rewritten to ``{"id", "type": "function", "function": {"name",
+    "arguments"}}`` with ``arguments`` as JSON text.
 
     Args:
         messages: OpenAI-style message dicts, possibly with extra keys.
@@ -128,17 +130,22 @@ def to_openai_messages(messages: Sequence[Mapping[str, Any]]) -> list[dict[str, 
         New dicts; the input is not changed.
     """
     sent: list[dict[str, Any]] = []
+    append = sent.append
     for message in messages:
         clean = {key: message[key] for key in STANDARD_KEYS if key in message}
-        for key in ("name", "tool_call_id", "tool_calls"):
-            if key in clean and clean[key] is None:
-                del clean[key]
+        if clean.get("name", "") is None:
+            del clean["name"]
+        if clean.get("tool_call_id", "") is None:
+            del clean["tool_call_id"]
         if "tool_calls" in clean:
-            if clean["tool_calls"]:
-                clean["tool_calls"] = [_openai_tool_call(c) for c in clean["tool_calls"]]
+            calls = clean["tool_calls"]
+            if calls:
+                clean["tool_calls"] = [_openai_tool_call(c) for c in calls]
+                if clean.get("content", "") is None:
+                    del clean["content"]
             else:
                 del clean["tool_calls"]
-        sent.append(clean)
+        append(clean)
     return sent
 
 

@@ -1,0 +1,122 @@
+"""The hot path's shortcuts give exactly what the plain code gave (issue 10).
+
+Digests and call arguments keep their bytes, the action merge keeps its
+result, and the chat's thread records are the same with or without edits.
+"""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+from hypothesis import given
+from hypothesis import strategies as st
+
+from toolguard import Action, ModelResponse, ReviewedChat, ScriptedModel, ToolCall
+from toolguard._chat import _merge, assistant_message
+from toolguard._models import args_json, call_digest
+
+ARGS = {"to": "zoë@example.com", "n": [1, 2.5, None, True], "z": {"b": 1, "a": "é\u2028"}}
+
+
+def test_digests_keep_their_bytes() -> None:
+    """call_digest gives the digests 0.2.0 stored (SHA-256, HMAC, a lone surrogate)."""
+    assert call_digest("send_email", ARGS, thread_id="t1", review_id="r1") == (
+        "5452aed1a768fbee14bd925565b99aff2405a5b49de7b15f929103f0f4da2f0a"
+    )
+    assert call_digest("send_email", ARGS, b"secret", thread_id="t1", review_id="r1") == (
+        "b6ee73f54529b2a317f3587ada965f5db5b2669f82b37ffe40db81a8833cfdcb"
+    )
+    assert call_digest("x", {"s": "\ud800"}) == (
+        "2e51c50b89e5bc1b96db33616b4d1e2acd8d0db5760b135a598a0cecc71f84e3"
+    )
+
+
+JSON = st.recursive(
+    st.none() | st.booleans() | st.integers() | st.floats() | st.text(max_size=5),
+    lambda children: (
+        st.lists(children, max_size=3) | st.dictionaries(st.text(max_size=4), children, max_size=3)
+    ),
+    max_leaves=12,
+)
+
+
+@given(st.dictionaries(st.text(max_size=4), JSON, max_size=4))
+def test_call_arguments_are_the_json_text_of_before(args: dict[str, Any]) -> None:
+    """The arguments text sent to a model is ``json.dumps(args, ensure_ascii=False)``."""
+    assert args_json(args) == json.dumps(args, ensure_ascii=False)
+    message = assistant_message(None, [ToolCall(id="c1", name="f", args=args)])
+    assert message["tool_calls"][0]["function"]["arguments"] == json.dumps(args, ensure_ascii=False)
+
+
+def _reference_merge(actions: list[Action], updates: list[Action]) -> list[Action]:
+    """The merge as it was written before issue 10: index every action."""
+    position = {a.id: i for i, a in enumerate(actions)}
+    merged = list(actions)
+    for action in updates:
+        if action.id in position:
+            merged[position[action.id]] = action
+        else:
+            position[action.id] = len(merged)
+            merged.append(action)
+    return merged
+
+
+def _actions(prefix: str, ids: list[int]) -> list[Action]:
+    return [
+        Action(id=f"a{i}", call_id="c", name=f"{prefix}{n}", args={}, description="d")
+        for n, i in enumerate(ids)
+    ]
+
+
+@given(
+    st.lists(st.integers(0, 9), max_size=14),
+    st.lists(st.integers(0, 14), max_size=5),
+)
+def test_merge_gives_what_indexing_every_action_gave(base: list[int], updates: list[int]) -> None:
+    """Looking at the latest actions first changes nothing, repeated ids included."""
+    actions, changed = _actions("old", base), _actions("new", updates)
+    assert _merge(actions, changed) == _reference_merge(actions, changed)
+
+
+async def test_unedited_and_edited_turns_record_the_calls_that_ran() -> None:
+    """Approved as proposed, the assistant message is the pause's; edited, it shows the edit."""
+
+    def send_email(to: str) -> str:
+        """Send an email."""
+        return f"sent to {to}"
+
+    proposed = ToolCall(id="c1", name="send_email", args={"to": "a@x"})
+    model = ScriptedModel(
+        [
+            ModelResponse(text="On it.", tool_calls=[proposed]),
+            "Done.",
+            ModelResponse(tool_calls=[proposed]),
+            "Done again.",
+        ]
+    )
+    chat = ReviewedChat(model, [send_email])
+    turn = await chat.send_message("Mail a@x")
+    paused = (await chat.get_thread(turn.thread_id)).messages[1]
+    await chat.submit_review([{"type": "approve"}], turn.thread_id)
+    messages = (await chat.get_thread(turn.thread_id)).messages
+    assert messages[1] == paused == assistant_message("On it.", [proposed])
+
+    await chat.send_message("Once more", turn.thread_id)
+    edit = {"type": "edit", "edited_action": {"name": "send_email", "args": {"to": "b@x"}}}
+    await chat.submit_review([edit], turn.thread_id)
+    messages = (await chat.get_thread(turn.thread_id)).messages
+    assert [m["role"] for m in messages] == [
+        "user",
+        "assistant",
+        "tool",
+        "assistant",
+        "user",
+        "assistant",
+        "tool",
+        "assistant",
+    ]
+    assert messages[5] == assistant_message(
+        None, [ToolCall(id="c1", name="send_email", args={"to": "b@x"})]
+    )
+    assert [m["content"] for m in messages[6:]] == ["sent to b@x", "Done again."]
