@@ -38,6 +38,7 @@ from toolguard._errors import (
     ThreadBusyError,
     ToolguardError,
     UnknownReviewError,
+    UnknownGrantError,
     UnknownThreadError,
 )
 from toolguard._grants import allow_once
@@ -78,6 +79,7 @@ from toolguard._results import ResultTemplates
 from toolguard._rules import Rule, RuleDecision, Rules, RuleSyntaxError
 from toolguard._runner import Claims, EditPolicy, Runner, Step, parse_tool_call
 from toolguard._sqlite import SchemaVersionError, SQLiteStore
+from toolguard._standing import GrantTerms, StandingGrant
 from toolguard._store import (
     ConcurrentUpdateError,
     CorruptThreadError,
@@ -124,6 +126,7 @@ __all__ = [
     "EditDecision",
     "EditPolicy",
     "EditedAction",
+    "GrantTerms",
     "InvalidReviewDecisionError",
     "Limits",
     "MemoryStore",
@@ -152,6 +155,7 @@ __all__ = [
     "SchemaVersionError",
     "ScriptedModel",
     "StaleReviewError",
+    "StandingGrant",
     "Step",
     "StepLimitError",
     "Store",
@@ -163,6 +167,7 @@ __all__ = [
     "ToolResult",
     "ToolguardError",
     "Toolset",
+    "UnknownGrantError",
     "UnknownReviewError",
     "UnknownThreadError",
     "Webhook",

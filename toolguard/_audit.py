@@ -23,6 +23,10 @@ AuditKind = Literal[
     "cancelled",
     "interrupted",
     "denied",
+    "grant_created",
+    "granted",
+    "grant_revoked",
+    "grant_ended",
 ]
 
 
@@ -39,6 +43,12 @@ class AuditEvent(BaseModel):
     ``ReviewedChat.max_recorded_refusals`` of them are kept per review.
     ``denied`` records a call a ``deny`` rule refused: nobody was asked, so
     it has no approval request.
+
+    Standing grants: ``grant_created`` (an approve carried a grant; its
+    review and action, the reviewer, the tool), ``granted`` (a call ran
+    under a grant without a review; ``actor`` is who granted it, ``detail``
+    names the grant and the uses left), ``grant_revoked`` (``actor``: who)
+    and ``grant_ended`` (used up, or found expired by a matching call).
     """
 
     model_config = ConfigDict(extra="ignore", frozen=True)
