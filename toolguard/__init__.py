@@ -37,8 +37,8 @@ from toolguard._errors import (
     StepLimitError,
     ThreadBusyError,
     ToolguardError,
-    UnknownReviewError,
     UnknownGrantError,
+    UnknownReviewError,
     UnknownThreadError,
 )
 from toolguard._grants import allow_once

@@ -28,9 +28,9 @@ import anyio
 from anyio.from_thread import BlockingPortal, start_blocking_portal
 
 from toolguard import _check as check
+from toolguard import _grant_use as grant_use
 from toolguard._audit import AuditEvent, AuditKind, final_event, requested_event, to_jsonl
 from toolguard._classify import Classifier
-from toolguard import _grant_use as grant_use
 from toolguard._errors import (
     AccessDeniedError,
     ModelError,
@@ -63,7 +63,6 @@ from toolguard._models import (
 )
 from toolguard._notify import OutboxItem, Webhook, review_items
 from toolguard._results import ResultTemplates, check_templates, result_text
-from toolguard._standing import StandingGrant
 from toolguard._runner import (
     CloseOutcome,
     EditPolicy,
@@ -72,6 +71,7 @@ from toolguard._runner import (
     close_turn,
     interrupted_turn,
 )
+from toolguard._standing import StandingGrant
 from toolguard._store import (
     ConcurrentUpdateError,
     CorruptThreadError,
@@ -915,9 +915,8 @@ class ReviewedChat:
                 )
             except ConcurrentUpdateError:
                 fresh = await self.store.load(state.thread_id)
-                if fresh is None or not (
-                    _only_refusals_added(state, fresh) or grant_use.only_grants_changed(state, fresh)
-                ):
+                refusals = fresh is not None and _only_refusals_added(state, fresh)
+                if fresh is None or not (refusals or grant_use.only_grants_changed(state, fresh)):
                     raise NoPendingReviewError from None
                 state = fresh
 

@@ -23,7 +23,7 @@ from pydantic import BaseModel, ConfigDict, model_validator
 from toolguard._messages import message
 
 GrantMatch = Literal["tool", "args"]
-"""``tool``: any later call of the same tool; ``args``: only the same tool with the same arguments."""
+"""``tool``: later calls of the same tool; ``args``: only those with the same arguments too."""
 
 GrantEnd = Literal["used_up", "expired", "revoked"]
 """Why a grant is no longer active."""
@@ -92,7 +92,7 @@ class GrantTerms(BaseModel):
     match: GrantMatch
     """``"tool"``: any later call of the tool; ``"args"``: only with exactly the same arguments."""
     uses: int | None = None
-    """How many later calls it covers (1 to 10,000); ``None``: no count (until ``ttl`` or revoked)."""
+    """How many later calls it covers (1 to 10,000); ``None``: no count."""
     ttl: float | None = None
     """How long it holds, in seconds from the decision (at most 366 days); ``None``: no limit."""
 
