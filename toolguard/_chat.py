@@ -1128,6 +1128,7 @@ class ReviewedChat:
                 audit=audit,
             )
             expected = state.version
+            messages = list(messages)  # the saved state keeps its own list (compared on retries)
             step = None
 
     def _step_events(
