@@ -1202,7 +1202,7 @@ class ReviewedChat:
             grant = next((g for g in state.grants if g.id == grant_id), None)
             if grant is None:
                 raise UnknownGrantError(clean_text(grant_id), thread_id)
-            status = grant.status(now)
+            status = grant.status_at(now)
             if status != "active":
                 raise UnknownGrantError(grant_id, thread_id, status)
             await self._check_grant_reviewer(state, who, grant)

@@ -165,7 +165,7 @@ def spend(
         for index, grant in enumerate(after):
             if not _covers(grant, call):
                 continue
-            if grant.status(now) == "expired":
+            if grant.status_at(now) == "expired":
                 after[index] = grant.model_copy(update={"ended": "expired", "ended_at": now})
                 events.append(_ended(thread_id, grant, now, "expired"))
                 continue
@@ -229,5 +229,7 @@ def only_grants_changed(read: Any, fresh: Any) -> bool:
     count = len(read.audit)
     if len(fresh.audit) < count or fresh.audit[:count] != read.audit:
         return False
+    if len(fresh.audit) == count and fresh.grants == read.grants and fresh.outbox == read.outbox:
+        return False  # nothing we can build on: a real conflict
     same = {"version", "updated_at", "audit", "outbox", "grants"}
     return bool(read.model_dump(exclude=same) == fresh.model_dump(exclude=same))

@@ -147,7 +147,7 @@ class StandingGrant(BaseModel):
     ended_by: str | None = None
     """Who revoked it."""
 
-    def status(self, now: datetime) -> GrantStatus:
+    def status_at(self, now: datetime) -> GrantStatus:
         """``active``, or why not, at ``now`` (an expiry needs no save to count)."""
         if self.ended is not None:
             return self.ended
