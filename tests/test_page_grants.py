@@ -13,7 +13,7 @@ import pytest
 pytest.importorskip("fastapi", reason="the http extra (fastapi) is not installed")
 pytest.importorskip("playwright.sync_api", reason="playwright is not installed")
 
-from tests.test_page import (  # noqa: E402 - after the skips above
+from tests.test_page import (
     BOB_MAIL,
     Server,
     browser,
