@@ -99,6 +99,7 @@ async def test_a_grant_over_http_is_listed_used_and_revoked() -> None:
             "ended": None,
             "ended_at": None,
             "ended_by": None,
+            "digest": grant["digest"],
             "status": "active",
         }
         second = (

@@ -94,6 +94,7 @@ def make_chat(
     store: MemoryStore | None = None,
     rules: Rules | None = None,
     authorize: Any = None,
+    signing_key: bytes | None = None,
 ) -> ReviewedChat:
     toolset = guard(tools(log), Classifier(always=["set_volume"]), rules=rules)
     return ReviewedChat(
@@ -102,6 +103,7 @@ def make_chat(
         store=store or MemoryStore(),
         clock=clock,
         authorize=authorize,
+        signing_key=signing_key,
     )
 
 
@@ -299,6 +301,7 @@ async def test_a_grant_runs_later_calls_of_the_tool_until_its_uses_are_spent() -
         expires_at=None,
         review_id=grant.review_id,
         action_id=grant.action_id,
+        digest=grant.digest,
     )
     second = await chat.send_message("Mail Bob", thread_id)
     assert (second.reply, second.pending_review) == ("Sent to Bob.", None)
@@ -647,6 +650,40 @@ def test_revoke_grant_without_an_event_loop() -> None:
         grant = session.get_thread(first.thread_id).grants[0]
         revoked = session.revoke_grant(first.thread_id, grant.id, reviewer="ana")
     assert (revoked.ended, revoked.ended_by) == ("revoked", "ana")
+
+
+@pytest.mark.parametrize(
+    "rewrite",
+    [
+        {"tool": "delete_file"},
+        {"uses_left": 3},  # more than the 2 granted
+        {"uses": None, "uses_left": None},
+        {"expires_at": T0 + timedelta(days=30)},
+        {"match": "args", "args": {"path": "/"}},
+    ],
+)
+async def test_a_grant_rewritten_in_the_store_covers_nothing(rewrite: dict[str, Any]) -> None:
+    log: Log = []
+    store = MemoryStore()
+    clock = Clock()
+    script = [
+        turn(call("c2", "send_email", BOB), call("c3", "delete_file", {"path": "/"})),
+    ]
+    chat, thread_id, grant = await granted_thread(
+        script, log, clock, store=store, signing_key=b"k" * 32
+    )
+    state = await store.load(thread_id)
+    assert state is not None
+    forged = grant.model_copy(update=rewrite)
+    await store.save(state.model_copy(update={"grants": [forged]}), expected_version=state.version)
+    answer = await chat.send_message("Mail Bob and delete everything", thread_id)
+    assert answer.pending_review is not None
+    assert [a.name for a in answer.pending_review.action_requests] == [
+        "send_email",
+        "delete_file",
+    ]
+    assert (await chat.get_thread(thread_id)).grants == [forged]
+    assert log == [("send_email", {"to": "alice@example.com"})]
 
 
 # --------------------------------------------------------------------------- races

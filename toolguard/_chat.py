@@ -362,7 +362,12 @@ class _Spender:
         while True:
             state = self.state
             grants, events, covered = grant_use.spend(
-                state.thread_id, state.grants, calls, chat.toolset, chat.clock()
+                state.thread_id,
+                state.grants,
+                calls,
+                chat.toolset,
+                chat.clock(),
+                key=chat.runner.signing_key,
             )
             if not events:
                 return covered
@@ -901,7 +906,12 @@ class ReviewedChat:
                 for action in decided
             ]
             made, made_events = grant_use.made_grants(
-                state.thread_id, state.pending.review_id, decided, reviewer, now
+                state.thread_id,
+                state.pending.review_id,
+                decided,
+                reviewer,
+                now,
+                key=self.runner.signing_key,
             )
             try:
                 return await self._save(

@@ -7,6 +7,7 @@ the same save that records it, and two racing turns never spend one use twice.
 
 from __future__ import annotations
 
+import hmac
 from collections.abc import Sequence
 from datetime import datetime, timedelta
 from typing import Any
@@ -15,7 +16,14 @@ from toolguard._audit import AuditEvent
 from toolguard._errors import InvalidReviewDecisionError
 from toolguard._grants import same_arguments
 from toolguard._messages import message
-from toolguard._models import Action, AnyDecision, ApproveDecision, ToolCall, new_id
+from toolguard._models import (
+    Action,
+    AnyDecision,
+    ApproveDecision,
+    ToolCall,
+    call_digest,
+    new_id,
+)
 from toolguard._standing import StandingGrant
 from toolguard._toolset import Toolset
 
@@ -63,6 +71,31 @@ def check_grant_decisions(
                 )
 
 
+def grant_digest(grant: StandingGrant, thread_id: str, key: bytes | None) -> str:
+    """The digest of a grant's fixed terms, bound to its thread (see ``StandingGrant.digest``)."""
+    terms = {
+        "grant": grant.id,
+        "match": grant.match,
+        "args": grant.args,
+        "uses": grant.uses,
+        "expires_at": grant.expires_at.timestamp() if grant.expires_at is not None else None,
+        "granted_by": grant.granted_by,
+        "action_id": grant.action_id,
+    }
+    return call_digest(
+        grant.tool, terms, key, thread_id=thread_id, review_id=f"grant:{grant.review_id}"
+    )
+
+
+def _genuine(grant: StandingGrant, thread_id: str, key: bytes | None) -> bool:
+    """Whether the grant's terms are those it was made with (and its counter within them)."""
+    if grant.uses is not None and (grant.uses_left is None or grant.uses_left > grant.uses):
+        return False
+    if grant.uses is None and grant.uses_left is not None:
+        return False
+    return hmac.compare_digest(grant.digest, grant_digest(grant, thread_id, key))
+
+
 def _uses(grant: StandingGrant) -> str:
     return "unlimited" if grant.uses_left is None else str(grant.uses_left)
 
@@ -79,6 +112,8 @@ def made_grants(
     decided: Sequence[Action],
     reviewer: str | None,
     now: datetime,
+    *,
+    key: bytes | None = None,
 ) -> tuple[list[StandingGrant], list[AuditEvent]]:
     """The grants the claimed approves carry, and their ``grant_created`` events."""
     grants: list[StandingGrant] = []
@@ -102,6 +137,7 @@ def made_grants(
             review_id=review_id,
             action_id=action.id,
         )
+        grant = grant.model_copy(update={"digest": grant_digest(grant, thread_id, key)})
         grants.append(grant)
         events.append(
             AuditEvent(
@@ -145,6 +181,8 @@ def spend(
     calls: Sequence[ToolCall],
     toolset: Toolset,
     now: datetime,
+    *,
+    key: bytes | None = None,
 ) -> tuple[list[StandingGrant], list[AuditEvent], set[str]]:
     """Spend uses on ``calls`` (in order): the grants after, the events, the ids covered.
 
@@ -153,7 +191,9 @@ def spend(
     arguments, see :func:`~toolguard._grants.same_arguments`). A grant found
     past its ``expires_at`` is marked expired instead (``grant_ended``); the
     use that brings ``uses_left`` to 0 marks it used up. A tool that now needs
-    a quorum is never covered. Nothing is changed when no grant matched.
+    a quorum is never covered, and a grant whose digest does not match its
+    terms (a rewritten store) covers nothing. Nothing is changed when no
+    grant matched.
     """
     after = list(grants)
     events: list[AuditEvent] = []
@@ -163,7 +203,7 @@ def spend(
         if tool is None or tool.name != call.name or not _single(quorum_of(tool)):
             continue
         for index, grant in enumerate(after):
-            if not _covers(grant, call):
+            if not _covers(grant, call) or not _genuine(grant, thread_id, key):
                 continue
             if grant.status_at(now) == "expired":
                 after[index] = grant.model_copy(update={"ended": "expired", "ended_at": now})

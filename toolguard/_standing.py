@@ -146,6 +146,10 @@ class StandingGrant(BaseModel):
     """When it was recorded as ended."""
     ended_by: str | None = None
     """Who revoked it."""
+    digest: str = ""
+    """Digest of its fixed terms (tool, match, args, uses, expiry, origin), bound to the
+    thread (HMAC with the chat's ``signing_key``); a grant that does not match it covers
+    nothing, so a rewritten store cannot widen a grant."""
 
     def status_at(self, now: datetime) -> GrantStatus:
         """``active``, or why not, at ``now`` (an expiry needs no save to count)."""
