@@ -367,6 +367,7 @@ async def test_get_thread_while_pending_and_after_the_review(tmp_path: Path) -> 
         "review_id",
         "expires_at",
         "actions",
+        "grants",
     }
     assert body["thread_id"] == thread_id
     assert body["status"] == "awaiting_review"
@@ -955,6 +956,7 @@ async def test_openapi_lists_the_api_routes() -> None:
         "/hitl/reviews",
         "/hitl/threads/{thread_id}",
         "/hitl/threads/{thread_id}/audit",
+        "/hitl/threads/{thread_id}/grants/{grant_id}",
         "/hitl/tools",
     ]
     assert sorted(document["paths"]["/hitl/review"]["post"]["responses"]) == [

@@ -102,3 +102,77 @@ async def test_a_quorum_with_secrets_kept_out_of_the_store() -> None:
     assert (third.reply, log) == ("done", [{"user": "ann", "password": "hunter22"}])
     state = await chat.get_thread(turn.thread_id)
     assert "hunter22" not in state.model_dump_json()
+
+
+def make_login_chat(store: Any, log: list[dict[str, str]], passwords: list[str]) -> ReviewedChat:
+    """A chat whose model logs in once per message, with the given passwords in turn."""
+
+    @toolguard.requires_approval(redact=["password"])
+    def login(user: str, password: str) -> str:
+        """Log in.
+
+        Args:
+            user: who.
+            password: the secret.
+        """
+        log.append({"user": user, "password": password})
+        return f"logged in as {user}"
+
+    script: list[Any] = []
+    for i, password in enumerate(passwords):
+        call = ToolCall(id=f"c{i}", name="login", args={"user": "ann", "password": password})
+        script += [ModelResponse(tool_calls=[call]), ModelResponse(text=f"done {i}")]
+    return ReviewedChat(ScriptedModel(script), [login], store=store)
+
+
+async def test_a_grant_on_the_same_arguments_is_refused_for_a_redacted_tool() -> None:
+    """The reviewer saw '[redacted]': a grant on "these arguments" is refused, nothing changes."""
+    store = MemoryStore()
+    log: list[dict[str, str]] = []
+    chat = make_login_chat(store, log, ["pw-1"])
+    turn = await chat.send_message("log in")
+    before = await chat.get_thread(turn.thread_id)
+    grant = {"type": "approve", "grant": {"scope": "thread", "match": "args"}}
+    with pytest.raises(toolguard.InvalidReviewDecisionError) as caught:
+        await chat.submit_review([grant], turn.thread_id, review_id=turn.review_id, reviewer="m")
+    assert str(caught.value) == (
+        "No grant with match 'args' for action 'login': its arguments ['password'] are secret"
+        " and shown redacted; use match 'tool'"
+    )
+    after = await chat.get_thread(turn.thread_id)
+    assert (after.version, after.status, after.grants, log) == (
+        before.version,
+        "awaiting_review",
+        [],
+        [],
+    )
+
+
+async def test_a_grant_on_the_tool_runs_later_secrets_without_showing_them() -> None:
+    """match 'tool': the next login (another password) runs unreviewed; no secret in the audit."""
+    store = MemoryStore()
+    log: list[dict[str, str]] = []
+    chat = make_login_chat(store, log, ["pw-one", "pw-two"])
+    turn = await chat.send_message("log in")
+    grant = {"type": "approve", "grant": {"scope": "thread", "match": "tool", "uses": 1}}
+    first = await chat.submit_review(
+        [grant], turn.thread_id, review_id=turn.review_id, reviewer="maria"
+    )
+    assert first.reply == "done 0"
+    second = await chat.send_message("again", turn.thread_id)
+    assert (second.reply, second.pending_review) == ("done 1", None)
+    assert log == [
+        {"user": "ann", "password": "pw-one"},
+        {"user": "ann", "password": "pw-two"},
+    ]
+    exported = await chat.export_audit([turn.thread_id])
+    assert ("pw-one" in exported, "pw-two" in exported) == (False, False)
+    state = await chat.get_thread(turn.thread_id)
+    assert [e.kind for e in state.audit] == [
+        "requested",
+        "decided",
+        "grant_created",
+        "executed",
+        "granted",
+        "grant_ended",
+    ]

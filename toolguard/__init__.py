@@ -38,6 +38,7 @@ from toolguard._errors import (
     StepLimitError,
     ThreadBusyError,
     ToolguardError,
+    UnknownGrantError,
     UnknownReviewError,
     UnknownThreadError,
 )
@@ -81,6 +82,7 @@ from toolguard._results import ResultTemplates
 from toolguard._rules import Rule, RuleDecision, Rules, RuleSyntaxError
 from toolguard._runner import Claims, EditPolicy, Runner, Step, parse_tool_call
 from toolguard._sqlite import SchemaVersionError, SQLiteStore
+from toolguard._standing import GrantTerms, StandingGrant
 from toolguard._store import (
     ConcurrentUpdateError,
     CorruptThreadError,
@@ -128,6 +130,7 @@ __all__ = [
     "EditDecision",
     "EditPolicy",
     "EditedAction",
+    "GrantTerms",
     "InvalidReviewDecisionError",
     "Limits",
     "MemoryStore",
@@ -158,6 +161,7 @@ __all__ = [
     "SchemaVersionError",
     "ScriptedModel",
     "StaleReviewError",
+    "StandingGrant",
     "Step",
     "StepLimitError",
     "Store",
@@ -169,6 +173,7 @@ __all__ = [
     "ToolResult",
     "ToolguardError",
     "Toolset",
+    "UnknownGrantError",
     "UnknownReviewError",
     "UnknownThreadError",
     "Webhook",

@@ -24,6 +24,10 @@ AuditKind = Literal[
     "interrupted",
     "denied",
     "vote",
+    "grant_created",
+    "granted",
+    "grant_revoked",
+    "grant_ended",
 ]
 
 
@@ -44,6 +48,12 @@ class AuditEvent(BaseModel):
     (``requires_approval(approvals=N)``): who, which action, and for an
     approval or edit of the quorum action ``k of N approvals`` in ``detail``;
     the ``decided`` events follow once every action of the review is settled.
+
+    Standing grants: ``grant_created`` (an approve carried a grant; its
+    review and action, the reviewer, the tool), ``granted`` (a call ran
+    under a grant without a review; ``actor`` is who granted it, ``detail``
+    names the grant and the uses left), ``grant_revoked`` (``actor``: who)
+    and ``grant_ended`` (used up, or found expired by a matching call).
     """
 
     model_config = ConfigDict(extra="ignore", frozen=True)

@@ -27,6 +27,7 @@ import anyio
 from anyio.from_thread import BlockingPortal, start_blocking_portal
 
 from toolguard import _check as check
+from toolguard import _grant_use as grant_use
 from toolguard import _quorum as quorum
 from toolguard._audit import AuditEvent, AuditKind, final_event, requested_event, to_jsonl
 from toolguard._classify import Classifier
@@ -40,6 +41,7 @@ from toolguard._errors import (
     StaleReviewError,
     StepLimitError,
     ThreadBusyError,
+    UnknownGrantError,
     UnknownReviewError,
     UnknownThreadError,
 )
@@ -71,6 +73,7 @@ from toolguard._runner import (
     close_turn,
     interrupted_turn,
 )
+from toolguard._standing import StandingGrant
 from toolguard._store import (
     ConcurrentUpdateError,
     CorruptThreadError,
@@ -352,6 +355,55 @@ def _checked_response(model: object, answer: object) -> ModelResponse:
         " ModelResponse(text=..., tool_calls=[...]). The thread is unchanged."
     )
     raise ModelError(msg)
+
+
+class _Spender:
+    """Spends standing grants on a turn's calls, in one compare-and-set save, before they run.
+
+    The runner awaits :meth:`spend` before it runs anything. The uses and the
+    ``granted`` events are saved at ``expected``; when the thread changed
+    meanwhile only in its grants or audit trail (a revocation, a refusal),
+    the spending is worked out again on the fresh state, so a use is never
+    spent twice and a revoked grant is never used. Any other change raises
+    ``ConcurrentUpdateError`` and nothing of the turn runs.
+    """
+
+    def __init__(self, chat: ReviewedChat, state: ThreadState, expected: int | None) -> None:
+        self.chat = chat
+        self.state = state
+        self.expected = expected
+
+    async def spend(self, calls: list[ToolCall]) -> set[str]:
+        chat = self.chat
+        while True:
+            state = self.state
+            grants, events, covered = grant_use.spend(
+                state.thread_id,
+                state.grants,
+                calls,
+                chat.toolset,
+                chat.clock(),
+                key=chat.runner.signing_key,
+            )
+            if not events:
+                return covered
+            try:
+                saved = await chat.store.save(
+                    state.model_copy(update={"grants": grants, "audit": [*state.audit, *events]}),
+                    expected_version=self.expected,
+                )
+            except ConcurrentUpdateError:
+                fresh = await chat.store.load(state.thread_id)
+                if (
+                    self.expected is None
+                    or fresh is None
+                    or not grant_use.only_grants_changed(state, fresh)
+                ):
+                    raise
+                self.state, self.expected = fresh, fresh.version
+                continue
+            self.state, self.expected = saved, saved.version
+            return covered
 
 
 class ReviewedChat:
@@ -661,6 +713,8 @@ class ReviewedChat:
             await self._check_reviewer(state, reviewer)
             parsed = validate_decisions(pending, decisions)
             self.runner.check_allowed(pending, parsed)  # the tools' own policies, before the claim
+            waiting = [a for a in pending.actions if a.status == "requested"]
+            grant_use.check_grant_decisions(self.toolset, waiting, parsed)  # quorum, ask rules
             plan = quorum.plan(self.runner, pending, parsed, reviewer, state.thread_id)
             if plan.pending is None:
                 break
@@ -961,6 +1015,14 @@ class ReviewedChat:
                     for action in decided
                 ),
             ]
+            made, made_events = grant_use.made_grants(
+                state.thread_id,
+                state.pending.review_id,
+                decided,
+                reviewer,
+                now,
+                key=self.runner.signing_key,
+            )
             try:
                 return await self._save(
                     state,
@@ -972,11 +1034,13 @@ class ReviewedChat:
                         else [shown_decision(d, self.toolset) for d in parsed]
                     ),
                     actions=_merge(state.actions, decided),
-                    audit=[*state.audit, *events],
+                    audit=[*state.audit, *events, *made_events],
+                    grants=[*state.grants, *made],
                 )
             except ConcurrentUpdateError:
                 fresh = await self.store.load(state.thread_id)
-                if fresh is None or not _only_refusals_added(state, fresh):
+                refusals = fresh is not None and _only_refusals_added(state, fresh)
+                if fresh is None or not (refusals or grant_use.only_grants_changed(state, fresh)):
                     raise NoPendingReviewError from None
                 state = fresh
 
@@ -1105,7 +1169,10 @@ class ReviewedChat:
                 if expected is None or expected != state.version:
                     raise
                 fresh = await self.store.load(state.thread_id)
-                if fresh is None or not _only_refusals_added(state, fresh):
+                if fresh is None or not (
+                    _only_refusals_added(state, fresh)
+                    or ("grants" not in changes and grant_use.only_grants_changed(state, fresh))
+                ):
                     raise
                 if "audit" in changes:
                     added = changes["audit"][len(state.audit) :]
@@ -1147,7 +1214,14 @@ class ReviewedChat:
                         decisions=None,
                     )
                     return ChatTurn(thread_id=state.thread_id, reply=reply, actions=touched)
-                step = await self.runner.run(response.tool_calls, thread_id=state.thread_id)
+                spender = _Spender(self, state, expected) if state.grants else None
+                step = await self.runner.run(
+                    response.tool_calls,
+                    thread_id=state.thread_id,
+                    grants=spender.spend if spender is not None else None,
+                )
+                if spender is not None:
+                    state, expected = spender.state, spender.expected
                 messages.append(
                     assistant_message(clean_text(response.text), self._kept(step.calls))
                 )
@@ -1199,6 +1273,7 @@ class ReviewedChat:
                 audit=audit,
             )
             expected = state.version
+            messages = list(messages)  # the saved state keeps its own list (compared on retries)
             step = None
 
     def _kept(self, calls: list[ToolCall]) -> list[ToolCall]:
@@ -1233,6 +1308,90 @@ class ReviewedChat:
             elif action.status in ("executed", "failed", "rejected", "expired", "responded"):
                 events.append(final_event(thread_id, review_id, action, action.status, now))
         return events
+
+    # ------------------------------------------------------------------ standing grants
+
+    async def revoke_grant(
+        self,
+        thread_id: str,
+        grant_id: str,
+        *,
+        reviewer: str | int | UUID | None = None,
+    ) -> StandingGrant:
+        """End a standing grant of a thread now: later matching calls are reviewed again.
+
+        Revoking is a decision: the ``authorize`` hook is asked as for a
+        review (``authorize(reviewer, thread, [the action whose approve made
+        the grant])``); a refusal is audited and changes nothing else. The
+        revocation is saved with a compare-and-set save and audited as
+        ``grant_revoked``. A call already running under the grant finishes.
+
+        Args:
+            thread_id: the thread.
+            grant_id: the grant's ``id`` (see ``ThreadState.grants``).
+            reviewer: who revokes, as for :meth:`submit_review`.
+
+        Returns:
+            The grant as revoked.
+
+        Raises:
+            TypeError: ``thread_id`` or ``grant_id`` is not text, or ``reviewer``
+                is not an identity.
+            UnknownThreadError: no thread has that id.
+            UnknownGrantError: the thread has no such grant, or it is no
+                longer active (revoked already, used up or expired).
+            ReviewerNotAllowedError: the authorization hook said no.
+        """
+        _text_arg(thread_id, "thread_id")
+        _text_arg(grant_id, "grant_id")
+        who = reviewer_id(reviewer)
+        while True:
+            state = await self._load(thread_id)
+            now = self.clock()
+            grant = next((g for g in state.grants if g.id == grant_id), None)
+            if grant is None:
+                raise UnknownGrantError(clean_text(grant_id), thread_id)
+            status = grant.status_at(now)
+            if status != "active":
+                raise UnknownGrantError(grant_id, thread_id, status)
+            await self._check_grant_reviewer(state, who, grant)
+            revoked, event = grant_use.revoke(thread_id, grant, who, now)
+            try:
+                await self._save(
+                    state,
+                    state.version,
+                    grants=grant_use.replaced(state.grants, revoked),
+                    audit=[*state.audit, event],
+                )
+            except ConcurrentUpdateError:
+                continue  # changed meanwhile: look again (it may be used up or revoked now)
+            return revoked
+
+    async def _check_grant_reviewer(
+        self, state: ThreadState, reviewer: str | None, grant: StandingGrant
+    ) -> None:
+        """Ask the ``authorize`` hook about a grant's revocation; fails closed like a review."""
+        if self.authorize is None:
+            return
+        actions = [a for a in state.actions if a.id == grant.action_id]
+        verdict: object = self.authorize(reviewer, state, actions)
+        if inspect.isawaitable(verdict):
+            verdict = await verdict
+        if verdict is True:
+            return
+        if verdict is not False:
+            msg = f"the authorize hook must return True or False, got {type(verdict).__name__}"
+            raise TypeError(msg)
+        event = AuditEvent(
+            at=self.clock(),
+            kind="refused",
+            thread_id=state.thread_id,
+            review_id=state.review_id,
+            actor=reviewer,
+            detail=f"{REFUSED_DETAIL} (revoking grant {grant.id})",
+        )
+        await self._record_refusal(state, event)
+        raise ReviewerNotAllowedError(reviewer, state.thread_id)
 
     # ------------------------------------------------------------------ webhook notifications
 
@@ -1431,6 +1590,15 @@ class BlockingChat:
             )
         )
         return turn
+
+    def revoke_grant(
+        self, thread_id: str, grant_id: str, *, reviewer: str | int | UUID | None = None
+    ) -> StandingGrant:
+        """Blocking :meth:`ReviewedChat.revoke_grant`."""
+        grant: StandingGrant = self._portal.call(
+            functools.partial(self._chat.revoke_grant, thread_id, grant_id, reviewer=reviewer)
+        )
+        return grant
 
     def recover(self, thread_id: str) -> bool:
         """Blocking :meth:`ReviewedChat.recover`."""

@@ -16,6 +16,7 @@ builtin they resemble, so existing ``except`` clauses keep working::
     ├── AlreadyResumedError             RuntimeError: a paused turn was already resumed or closed
     ├── ThreadBusyError                 RuntimeError: decisions are being applied right now
     ├── UnknownThreadError              LookupError: no conversation with that id
+    ├── UnknownGrantError               LookupError: no active standing grant with that id
     ├── StepLimitError                  RuntimeError: the agent loop did not finish
     └── ModelError                      RuntimeError: the model call failed
 
@@ -256,6 +257,31 @@ class UnknownThreadError(ToolguardError, LookupError):
 
     def __str__(self) -> str:
         # LookupError subclasses like KeyError quote their text; keep it readable.
+        return str(self.args[0])
+
+
+class UnknownGrantError(ToolguardError, LookupError):
+    """No active standing grant has that id in that thread; nothing changed.
+
+    ``status`` is ``None`` when the thread never had the grant, else why it
+    is no longer active: ``"revoked"`` (so revoking twice names it),
+    ``"used_up"`` or ``"expired"``. Over HTTP a 404.
+    """
+
+    def __init__(self, grant_id: str, thread_id: str, status: str | None = None) -> None:
+        self.grant_id = grant_id
+        self.thread_id = thread_id
+        self.status = status
+        if status is None:
+            text = message("unknown_grant", grant_id=grant_id, thread_id=thread_id)
+        else:
+            text = message("grant_ended", grant_id=grant_id, thread_id=thread_id, status=status)
+        super().__init__(text)
+
+    def __reduce__(self) -> tuple[Any, ...]:
+        return (type(self), (self.grant_id, self.thread_id, self.status))
+
+    def __str__(self) -> str:
         return str(self.args[0])
 
 

@@ -81,6 +81,33 @@ _CATALOGS: Final[dict[str, dict[str, str]]] = {
             "Reviewer {reviewer!r} already approved action {name!r} ({given} of {required}"
             " approvals); another reviewer must approve it. Nothing was changed."
         ),
+        "grant_shape": (
+            "'grant' must be an object like {{'scope': 'thread', 'match': 'tool'}}, got {kind}"
+        ),
+        "grant_keys": "Unknown keys in 'grant': {keys}. Allowed: {allowed}",
+        "grant_scope": "The 'scope' of a grant must be 'thread', got {value}",
+        "grant_match": "The 'match' of a grant must be 'tool' or 'args', got {value}",
+        "grant_uses": "The 'uses' of a grant must be a whole number from 1 to {limit}, got {value}",
+        "grant_ttl": (
+            "The 'ttl' of a grant must be a number of seconds above 0 and at most {limit},"
+            " got {value}"
+        ),
+        "grant_not_approve": "Only an 'approve' decision can carry a 'grant', not {type}",
+        "grant_quorum": (
+            "No grant for action {name}: the tool needs {approvals} approvals, and a grant"
+            " would let later calls skip them"
+        ),
+        "grant_ask_rule": (
+            "No grant for action {name}: the rule {rule!r} asks for a review of every such call"
+        ),
+        "grant_redacted": (
+            "No grant with match 'args' for action {name}: its arguments {params} are secret"
+            " and shown redacted; use match 'tool'"
+        ),
+        "unknown_grant": "Unknown grant {grant_id!r} in conversation {thread_id!r}",
+        "grant_ended": (
+            "The grant {grant_id!r} in conversation {thread_id!r} is no longer active ({status})"
+        ),
     },
     "id": {
         "action_description": "Tool `{name}` menunggu persetujuan",
@@ -151,6 +178,37 @@ _CATALOGS: Final[dict[str, dict[str, str]]] = {
         "quorum_same_reviewer": (
             "Peninjau {reviewer!r} sudah menyetujui aksi {name!r} ({given} dari {required}"
             " persetujuan); peninjau lain harus menyetujuinya. Tidak ada yang berubah."
+        ),
+        "grant_shape": (
+            "'grant' harus berupa objek seperti {{'scope': 'thread', 'match': 'tool'}},"
+            " diterima {kind}"
+        ),
+        "grant_keys": "Kunci tidak dikenal di 'grant': {keys}. Yang diizinkan: {allowed}",
+        "grant_scope": "'scope' pada grant harus 'thread', diterima {value}",
+        "grant_match": "'match' pada grant harus 'tool' atau 'args', diterima {value}",
+        "grant_uses": (
+            "'uses' pada grant harus bilangan bulat dari 1 sampai {limit}, diterima {value}"
+        ),
+        "grant_ttl": (
+            "'ttl' pada grant harus jumlah detik di atas 0 dan paling banyak {limit},"
+            " diterima {value}"
+        ),
+        "grant_not_approve": "Hanya keputusan 'approve' yang boleh membawa 'grant', bukan {type}",
+        "grant_quorum": (
+            "Tidak ada grant untuk aksi {name}: tool ini butuh {approvals} persetujuan, dan grant"
+            " akan membuat panggilan berikutnya melewatinya"
+        ),
+        "grant_ask_rule": (
+            "Tidak ada grant untuk aksi {name}: aturan {rule!r} meminta review untuk setiap"
+            " panggilan seperti itu"
+        ),
+        "grant_redacted": (
+            "Tidak ada grant dengan match 'args' untuk aksi {name}: argumennya {params} rahasia"
+            " dan ditampilkan tersamar; gunakan match 'tool'"
+        ),
+        "unknown_grant": "Grant {grant_id!r} tidak dikenal di percakapan {thread_id!r}",
+        "grant_ended": (
+            "Grant {grant_id!r} di percakapan {thread_id!r} sudah tidak aktif ({status})"
         ),
     },
 }

@@ -27,6 +27,7 @@ from pydantic import (
 )
 
 from toolguard._messages import message
+from toolguard._standing import GrantTerms
 
 args_json: Final = json.JSONEncoder(ensure_ascii=False).encode
 """``json.dumps(value, ensure_ascii=False)``, without building an encoder per call."""
@@ -251,10 +252,26 @@ class EditedAction(_Wire):
 
 
 class ApproveDecision(_Wire):
-    """Run the tool with the name and arguments the model proposed."""
+    """Run the tool with the name and arguments the model proposed.
+
+    With ``grant``, later matching calls of the same thread run without a
+    review too (``ReviewedChat`` only; see docs/policies.md, "Standing grants").
+    """
 
     type: Literal["approve"] = "approve"
     """Always ``"approve"``."""
+    grant: GrantTerms | None = Field(None, **_omit_when(_is_none))
+    """A standing grant made with this approve, or ``None``. Left out of dumps
+    when ``None``, so a plain approve dumps as LangChain's."""
+
+    if not _EXCLUDE_IF:  # pragma: no cover - pydantic < 2.12 has no Field(exclude_if=...)
+
+        @model_serializer(mode="wrap")
+        def _dump(self, handler: SerializerFunctionWrapHandler) -> dict[str, Any]:
+            data: dict[str, Any] = handler(self)
+            if self.grant is None:
+                data.pop("grant", None)
+            return data
 
 
 class EditDecision(_Wire):

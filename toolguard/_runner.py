@@ -15,7 +15,7 @@ import json
 import reprlib
 import threading
 from collections import OrderedDict
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Awaitable, Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 from typing import Any, Final, Literal, Protocol, cast, runtime_checkable
@@ -89,6 +89,9 @@ INTERRUPTED = (
     " It was not run again."
 )
 CloseOutcome = Literal["expired", "cancelled"]
+
+GrantCheck = Callable[[list[ToolCall]], Awaitable[set[str]]]
+"""Which of these calls (that would need a review) a standing grant covers: their ids."""
 
 REMEMBERED_TURNS: Final = 10_000
 """How many finished ``review_id`` s this process remembers to refuse a second resume."""
@@ -644,7 +647,9 @@ class Runner:
 
     # ------------------------------------------------------------------ run
 
-    async def run(self, calls: Sequence[Any], *, thread_id: str = "") -> Step:
+    async def run(
+        self, calls: Sequence[Any], *, thread_id: str = "", grants: GrantCheck | None = None
+    ) -> Step:
         """Run one model turn of tool calls.
 
         Calls that need no approval run now (concurrently; sync tools in a
@@ -657,6 +662,11 @@ class Runner:
                 :func:`parse_tool_call` for the accepted shapes).
             thread_id: the conversation the turn belongs to; the digests of the
                 actions cover it, so pass the same id to :meth:`resume`.
+            grants: standing grants (``ReviewedChat`` passes them; see
+                docs/policies.md): awaited once, before anything runs, with
+                the calls that would need a review (not those an ``ask``
+                rule matched), in order; the ids it returns run without a
+                review. ``None``: every such call is reviewed.
 
         Returns:
             A complete :class:`Step` (one result per call, in order) or a
@@ -670,6 +680,7 @@ class Runner:
         results: dict[str, ToolResult] = {}
         jobs: list[tuple[ToolCall, Tool[Any, Any], dict[str, Any]]] = []
         actions: list[Action] = []
+        reviews: list[tuple[ToolCall, Tool[Any, Any], dict[str, Any], bool]] = []
         for call in parsed:
             tool = self.toolset.get(call.name)
             if tool is None:
@@ -696,9 +707,17 @@ class Runner:
                 results[call.id] = refusal
                 continue
             if verdict == "ask" or (verdict is None and tool.needs_approval(validated)):
-                actions.append(self._action(call, tool, thread_id, review_id))
+                reviews.append((call, tool, validated, verdict == "ask"))
             else:
                 jobs.append((call, tool, validated))
+        covered: set[str] = set()
+        if grants is not None and any(not asked for *_, asked in reviews):
+            covered = set(await grants([c for c, _, _, asked in reviews if not asked]))
+        for call, tool, validated, asked in reviews:
+            if call.id in covered and not asked:
+                jobs.append((call, tool, validated))
+            else:
+                actions.append(self._action(call, tool, thread_id, review_id))
         if jobs:
             for result in await self._execute_all(jobs):
                 results[result.call_id] = result

@@ -28,6 +28,7 @@ from toolguard._models import (
     utcnow,
 )
 from toolguard._notify import OutboxItem
+from toolguard._standing import StandingGrant
 
 ThreadStatus = Literal["idle", "awaiting_review", "running"]
 
@@ -91,6 +92,8 @@ class ThreadState(BaseModel):
     """The audit trail, oldest first."""
     outbox: list[OutboxItem] = Field(default_factory=list)
     """Webhook notifications not delivered yet, oldest first (``ReviewedChat(notify=...)``)."""
+    grants: list[StandingGrant] = Field(default_factory=list)
+    """Standing grants made by approves in this thread, active or ended, oldest first."""
     created_at: datetime = Field(default_factory=utcnow)
     """When the thread was created."""
     updated_at: datetime = Field(default_factory=utcnow)

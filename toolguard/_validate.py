@@ -21,6 +21,7 @@ from toolguard._models import (
     RejectDecision,
     RespondDecision,
 )
+from toolguard._standing import GrantTerms, terms_problem
 
 __all__ = [
     "AnyDecision",
@@ -28,6 +29,7 @@ __all__ = [
     "as_decision_list",
     "check_allowed",
     "parse_decision",
+    "parse_grant",
     "validate_decisions",
 ]
 
@@ -120,13 +122,44 @@ def _edited_args(args: dict[str, Any]) -> dict[str, Any]:
     return data
 
 
+def parse_grant(grant: Any) -> GrantTerms | None:
+    """The ``grant`` of an approve decision as a model (``None``: no grant).
+
+    Raises:
+        InvalidReviewDecisionError: with the catalog text for the first
+            problem: not an object, unknown keys, ``scope`` not ``"thread"``,
+            ``match`` not ``"tool"``/``"args"``, ``uses`` not a whole number
+            from 1 to 10,000, ``ttl`` not a finite number of seconds above 0
+            and at most 366 days (``bool`` is no number).
+    """
+    if grant is None:
+        return None
+    if isinstance(grant, GrantTerms):
+        grant = dict(grant)
+    if not isinstance(grant, Mapping):
+        raise InvalidReviewDecisionError(message("grant_shape", kind=_kind(grant)))
+    data = dict(grant)
+    problem = terms_problem(data)
+    if problem is not None:
+        raise InvalidReviewDecisionError(message(problem[0], **problem[1]))
+    return GrantTerms.model_validate(data)
+
+
+def _no_grant(kind: str, decision: Any) -> None:
+    """Refuse a ``grant`` on a decision that is not an approve."""
+    grant = decision.get("grant") if isinstance(decision, Mapping) else None
+    if grant is not None:
+        raise InvalidReviewDecisionError(message("grant_not_approve", type=repr(kind)))
+
+
 def parse_decision(decision: Any, allowed: Allowed | None = None) -> AnyDecision:
     """Check one decision and return it as a model.
 
     Accepts a decision model or a mapping in the wire format. Fields that do
-    not belong to the decision's type are ignored. Checks, in order: the
-    type, that ``allowed`` (the action's name and allowed types, when given)
-    lists it, then the fields of that type.
+    not belong to the decision's type are ignored, except ``grant``: it is
+    checked on an approve (:func:`parse_grant`) and refused on any other type.
+    Checks, in order: the type, that ``allowed`` (the action's name and
+    allowed types, when given) lists it, then the fields of that type.
 
     Raises:
         InvalidReviewDecisionError: with the catalog text for the first problem.
@@ -144,7 +177,7 @@ def parse_decision(decision: Any, allowed: Allowed | None = None) -> AnyDecision
             return RejectDecision(message=clean_text(decision.message))
         if isinstance(decision, RespondDecision):
             return RespondDecision(message=clean_text(decision.message))
-        return decision
+        return ApproveDecision(grant=parse_grant(decision.grant))
     if not isinstance(decision, Mapping):
         raise InvalidReviewDecisionError(message("decision_type", type=None))
     kind = decision.get("type")
@@ -152,7 +185,8 @@ def parse_decision(decision: Any, allowed: Allowed | None = None) -> AnyDecision
         raise InvalidReviewDecisionError(message("decision_type", type=repr(kind)))
     check_allowed(kind, allowed)
     if kind == "approve":
-        return ApproveDecision()
+        return ApproveDecision(grant=parse_grant(decision.get("grant")))
+    _no_grant(kind, decision)
     if kind == "edit":
         edited = decision.get("edited_action")
         if edited is None:

@@ -83,7 +83,7 @@ import logging
 import math
 import re
 from collections.abc import AsyncIterator, Awaitable, Callable, Coroutine, Iterable, Sequence
-from datetime import datetime
+from datetime import datetime, timezone
 from importlib import resources
 from itertools import accumulate
 from pathlib import Path
@@ -131,12 +131,14 @@ from toolguard._errors import (
     ReviewPendingError,
     StepLimitError,
     ThreadBusyError,
+    UnknownGrantError,
     UnknownThreadError,
 )
 from toolguard._json import clean_text
 from toolguard._messages import message
 from toolguard._models import Action, PendingReview
 from toolguard._redact import shown_messages
+from toolguard._standing import GrantStatus, StandingGrant
 from toolguard._store import (
     ConcurrentUpdateError,
     CorruptThreadError,
@@ -154,6 +156,7 @@ __all__ = [
     "ChatResponse",
     "EditedActionBody",
     "ErrorResponse",
+    "GrantResponse",
     "ReviewDecision",
     "ReviewRequest",
     "ThreadResponse",
@@ -259,6 +262,10 @@ class ReviewDecision(BaseModel):
     message: str | None = None
     """For ``reject`` (optional): the reason the model reads; for ``respond``
     (required): the answer the model reads as the tool's result."""
+    grant: dict[str, Any] | None = None
+    """For ``approve`` (optional): a standing grant, e.g. ``{"scope": "thread",
+    "match": "tool", "uses": 5, "ttl": 3600}``. Its fields, and a grant on any
+    other type, are checked by :func:`~toolguard.validate_decisions` (400)."""
 
     @field_validator("edited_action", mode="wrap")
     @classmethod
@@ -282,6 +289,8 @@ class ReviewDecision(BaseModel):
             wire["edited_action"] = clean_text(self.edited_action.model_dump())
         if self.message is not None:
             wire["message"] = self.message
+        if self.grant is not None:
+            wire["grant"] = self.grant
         return wire
 
 
@@ -358,12 +367,16 @@ class ThreadResponse(BaseModel):
     """When the pending review expires (``null``: no deadline, or nothing pending)."""
     actions: list[Action]
     """Every approval request of the thread with its status, decision and result."""
+    grants: list["GrantResponse"] = Field(default_factory=list)
+    """The thread's standing grants, active or ended, oldest first, with their status."""
 
     @classmethod
-    def from_state(cls, state: ThreadState) -> "ThreadResponse":
-        """The response for a stored thread."""
+    def from_state(cls, state: ThreadState, now: datetime | None = None) -> "ThreadResponse":
+        """The response for a stored thread (grant statuses at ``now``; default: the UTC time)."""
         pending = state.pending if state.status == "awaiting_review" else None
+        moment = now if now is not None else datetime.now(timezone.utc)
         return cls(
+            grants=[GrantResponse.from_grant(g, moment) for g in state.grants],
             thread_id=state.thread_id,
             status=state.status,
             messages=state.messages,
@@ -372,6 +385,21 @@ class ThreadResponse(BaseModel):
             expires_at=pending.expires_at if pending is not None else None,
             actions=state.actions,
         )
+
+
+class GrantResponse(StandingGrant):
+    """A standing grant as the thread's JSON lists it, with its status now."""
+
+    status: GrantStatus
+    """``active``, ``used_up``, ``expired`` or ``revoked``."""
+
+    @classmethod
+    def from_grant(cls, grant: StandingGrant, now: datetime) -> "GrantResponse":
+        """The grant with its status at ``now``."""
+        return cls(**dict(grant), status=grant.status_at(now))
+
+
+ThreadResponse.model_rebuild()
 
 
 class ErrorResponse(BaseModel):
@@ -391,6 +419,7 @@ _STATUS: tuple[tuple[type[Exception], int], ...] = (
     (ReviewerNotAllowedError, status.HTTP_403_FORBIDDEN),
     (AccessDeniedError, status.HTTP_403_FORBIDDEN),
     (UnknownThreadError, status.HTTP_404_NOT_FOUND),
+    (UnknownGrantError, status.HTTP_404_NOT_FOUND),
     (ThreadBusyError, status.HTTP_409_CONFLICT),
     (ConcurrentUpdateError, status.HTTP_409_CONFLICT),
     (StepLimitError, status.HTTP_500_INTERNAL_SERVER_ERROR),
@@ -1151,9 +1180,28 @@ def create_router(
     ) -> ThreadResponse:
         """The stored history, the pending review and the status of every action."""
         state = await _answer(reviewed_chat.get_thread(thread_id, actor=who), prefix)
-        shown = ThreadResponse.from_state(state)
+        shown = ThreadResponse.from_state(state, reviewed_chat.clock())
         # The stored history holds the real values of redacted arguments: not shown here.
         return shown.model_copy(update={"messages": shown_messages(reviewed_chat, state.messages)})
+
+    @router.delete(
+        "/threads/{thread_id}/grants/{grant_id}",
+        response_model=GrantResponse,
+        responses={
+            **common,
+            403: _error("A cross-site request, or this reviewer may not decide in this thread."),
+            404: _error("No thread has that id, or it has no active grant with that id."),
+        },
+    )
+    async def delete_grant(
+        thread_id: thread_path,
+        grant_id: Annotated[_Id, PathParam()],
+        reviewed_chat: Annotated[ReviewedChat, Depends(get_chat)],
+        who: Annotated[str | None, Depends(who_asks)],
+    ) -> GrantResponse:
+        """Revoke a standing grant: later matching calls are reviewed again."""
+        grant = await _answer(reviewed_chat.revoke_grant(thread_id, grant_id, reviewer=who), prefix)
+        return GrantResponse.from_grant(grant, reviewed_chat.clock())
 
     @router.get(
         "/threads/{thread_id}/audit",

@@ -20,6 +20,13 @@
     failed: ["failed", "error"],
   };
   const DECIDED_VERBS = { approve: "Approved", edit: "Edited", reject: "Rejected" };
+  // Standing grants: "approve, and stop asking for this tool in this conversation".
+  const GRANT_DURATIONS = [
+    ["", "until revoked"],
+    ["900", "for 15 minutes"],
+    ["3600", "for 1 hour"],
+    ["28800", "for 8 hours"],
+  ];
 
   // Invisible and look-alike characters are shown escaped (reveal.js, loaded first).
   const reveal = globalThis.toolguardReveal;
@@ -242,6 +249,7 @@
     }
     for (const card of state.cards) {
       for (const button of card.root.querySelectorAll("button")) button.disabled = state.busy;
+      if (card.grantTtl) card.grantTtl.disabled = state.busy;
     }
     const undecided = state.cards.some((card) => card.choice === null);
     dom.submitDecisions.disabled = state.busy || undecided;
@@ -889,6 +897,7 @@
       });
       confirmReject.addEventListener("click", () => submitReview([decisionOf(card, "reject")]));
       card.buttons.approve?.addEventListener("click", () => submitReview([{ type: "approve" }]));
+      if (card.buttons.approve) root.append(grantRow(card, id, request));
       card.buttons.edit?.addEventListener("click", () =>
         openPanel(card, card.editPanel.hidden ? "edit" : null),
       );
@@ -909,6 +918,43 @@
     }
     root.append(card.editPanel, card.rejectPanel, card.choiceText);
     return card;
+  }
+
+  // "Approve and allow in this conversation": an approve carrying a standing grant for
+  // later calls of the same tool in this thread, optionally for a limited time.
+  function grantDecision(seconds) {
+    const grant = { scope: "thread", match: "tool" };
+    if (seconds) grant.ttl = Number(seconds);
+    return { type: "approve", grant };
+  }
+
+  function grantRow(card, id, request) {
+    const duration = el(
+      "select",
+      { id: `${id}-grant-ttl`, "data-testid": "grant-ttl", "aria-label": "How long to allow it" },
+      ...GRANT_DURATIONS.map(([value, label]) => el("option", { value, text: label })),
+    );
+    const allow = el("button", {
+      type: "button",
+      className: "approve grant",
+      "data-testid": "approve-grant",
+      "aria-describedby": `${id}-grant-hint`,
+      text: "Approve and allow in this conversation",
+    });
+    allow.addEventListener("click", () => submitReview([grantDecision(duration.value)]));
+    card.grantTtl = duration;
+    return el(
+      "div",
+      { className: "row grant-row", "data-testid": "grant-row" },
+      allow,
+      duration,
+      el("p", {
+        id: `${id}-grant-hint`,
+        className: "hint",
+        "data-testid": "grant-hint",
+        text: `Later calls of ${nameText(request.name)} in this conversation run without asking.`,
+      }),
+    );
   }
 
   function formatTime(iso) {
