@@ -51,7 +51,7 @@ from toolguard._errors import ToolguardError
 from toolguard._model import Message, ModelResponse
 from toolguard._models import Action, ToolCall
 from toolguard._notify import Webhook
-from toolguard._rules import Rules, RuleSyntaxError, denied_text
+from toolguard._rules import Rule, Rules, RuleSyntaxError, denied_text
 from toolguard._schema_tool import SchemaTool
 from toolguard._sqlite import SQLiteStore
 from toolguard._store import Store, ThreadState
@@ -73,6 +73,7 @@ __all__ = [
     "EventHook",
     "MCPProxy",
     "approval_message",
+    "audit_router",
     "build_app",
     "main",
     "reviews_router",
@@ -391,7 +392,7 @@ class MCPProxy:
         if self.toolset.rules:
             decided = self.toolset.rules.decide(name, args)
             if decided.effect == "deny" and decided.rule is not None:
-                return self._error(denied_text(name, decided.rule))
+                return await self._deny(name, args, decided.rule)
             effect = decided.effect
         if effect == "allow" or (effect is None and not self.needs_approval(name)):
             return await self.upstream.call_tool(name, args)
@@ -432,6 +433,30 @@ class MCPProxy:
                     thread_id, review_id=review_id, reason="the MCP client abandoned the call"
                 )
             raise
+
+    async def _deny(self, name: str, args: dict[str, Any], rule: Rule) -> Any:
+        """Refuse a call a deny rule matches, recorded in the audit trail; nobody is asked.
+
+        The call gets its own thread, like a reviewed one: the chat's runner
+        applies the same rules, refuses it without running or asking anything
+        and audits it as ``denied`` (tool, arguments, the rule's text, time).
+        Should the runner put it up for review instead, the review is
+        cancelled at once: a call the proxy judged denied never waits or runs.
+        """
+        call_id = self.model.open(name, args)
+        turn = await self.chat.send_message(f"{_MESSAGE_PREFIX}{call_id}")
+        text = denied_text(name, rule)
+        if turn.pending_review is not None and turn.review_id is not None:
+            with anyio.CancelScope(shield=True), contextlib.suppress(ToolguardError):
+                await self.chat.cancel_review(
+                    turn.thread_id, review_id=turn.review_id, reason=text.split(". It was")[0]
+                )
+            return self._error(text)
+        state = await self.chat.get_thread(turn.thread_id)
+        if any(event.kind == "denied" for event in state.audit):
+            return self._error(text)  # as the rule says it (the history's text is templated)
+        # refused before the rules were asked (arguments that break the schema): say why
+        return self._error(_tool_text(state, call_id) or text)
 
     async def _open(self, name: str, args: dict[str, Any]) -> tuple[str, str, str] | str:
         """A new thread whose review holds exactly this call, or the error text of a refused one."""
@@ -659,11 +684,44 @@ def reviews_router(chat: ReviewedChat) -> APIRouter:
     return router
 
 
+def audit_router(chat: ReviewedChat) -> APIRouter:
+    """``GET /hitl/audit``: the audit trail of every call the gateway recorded, as JSON lines.
+
+    One thread per call, so the per-thread ``GET /hitl/threads/{id}/audit``
+    needs an id nobody has for a call that asked no one (a ``denied`` one).
+    This answers :meth:`~toolguard.ReviewedChat.export_audit` of the whole
+    store: oldest thread first, each thread's events in order; a thread that
+    cannot be read back is skipped (logged). It reads every thread.
+    """
+    from fastapi import APIRouter  # noqa: PLC0415
+    from fastapi.responses import PlainTextResponse  # noqa: PLC0415
+
+    router = APIRouter(prefix="/hitl", tags=["hitl"])
+
+    @router.get(
+        "/audit",
+        response_class=PlainTextResponse,
+        responses={
+            200: {
+                "content": {"application/x-ndjson": {}},
+                "description": "One audit event per line (JSON), oldest thread first.",
+            }
+        },
+    )
+    async def get_audit() -> PlainTextResponse:
+        """Every recorded call's audit events: requests, decisions, outcomes, denied calls."""
+        return PlainTextResponse(await chat.export_audit(), media_type="application/x-ndjson")
+
+    return router
+
+
 def build_app(chat: ReviewedChat) -> FastAPI:
-    """Toolguard's HTTP API (``GET /hitl/reviews`` included) and approval page for ``chat``."""
+    """Toolguard's HTTP API (``GET /hitl/reviews`` included), ``GET /hitl/audit`` and the page."""
     from toolguard.http import create_app  # noqa: PLC0415
 
-    return create_app(chat, title="toolguard mcp-proxy")
+    app = create_app(chat, title="toolguard mcp-proxy")
+    app.include_router(audit_router(chat))
+    return app
 
 
 # ---------------------------------------------------------------------------- running
