@@ -44,6 +44,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any, Final
 
 import anyio
+import anyio.to_thread
 
 from toolguard._chat import ReviewedChat
 from toolguard._classify import Classifier
@@ -51,6 +52,7 @@ from toolguard._errors import ToolguardError
 from toolguard._model import Message, ModelResponse
 from toolguard._models import Action, ToolCall
 from toolguard._notify import Webhook
+from toolguard._reveal import scan
 from toolguard._rules import Rule, Rules, RuleSyntaxError, denied_text
 from toolguard._schema_tool import SchemaTool
 from toolguard._sqlite import SQLiteStore
@@ -147,24 +149,47 @@ _HIDDEN: Final = frozenset(
 printable."""
 
 
-def visible(text: str) -> str:
-    """``text`` with every invisible, control, bidi or odd-space character escaped as ``\\uXXXX``.
+def _hidden(char: str) -> bool:
+    """Whether ``char`` prints as nothing, moves text or is not a stable character."""
+    return char != "\n" and (
+        not char.isprintable()
+        or ord(char) in _HIDDEN
+        or unicodedata.category(char) in ("Cf", "Co", "Cn", "Cs", "Zl", "Zp")
+    )
 
-    Newlines are kept; a backslash stays as it is. What a reviewer reads is
-    then exactly what runs: a right-to-left override or a zero-width space
-    cannot hide or reorder part of the arguments.
+
+def visible(text: str) -> str:
+    """``text`` with every invisible, control, bidi, odd-space or look-alike character escaped.
+
+    Escaped as ``\\uXXXX`` (``\\UXXXXXXXX`` above the BMP). Newlines are kept; a
+    backslash stays as it is. Escaped: what Python does not call printable,
+    format, private-use and unassigned characters, the fillers of
+    :data:`_HIDDEN`, and everything the approval page and the terminal card
+    flag (:func:`toolguard._reveal.scan`: bidi and zero-width characters,
+    letters of another script mixed into a word, a Cyrillic or Greek word that
+    looks Latin, non-ASCII characters in an address or path). What a reviewer
+    reads is then exactly what runs: a right-to-left override or a zero-width
+    space cannot hide or reorder part of the arguments, and ``p\\u0430ypal.com``
+    does not pass for ``paypal.com``.
     """
+    flags = scan(text)  # indexes count code points, a valid surrogate pair being one
     out: list[str] = []
-    for char in text:
-        if char == "\n" or (
-            char.isprintable()
-            and ord(char) not in _HIDDEN
-            and unicodedata.category(char) not in ("Cf", "Co", "Cn", "Cs", "Zl", "Zp")
-        ):
-            out.append(char)
-        else:
-            code = ord(char)
-            out.append(f"\\u{code:04x}" if code <= 0xFFFF else f"\\U{code:08x}")
+    i = point = 0
+    while i < len(text):
+        char = text[i]
+        pair = (
+            "\ud800" <= char <= "\udbff"
+            and i + 1 < len(text)
+            and "\udc00" <= text[i + 1] <= "\udfff"
+        )
+        for unit in text[i : i + 2] if pair else char:
+            if point in flags or _hidden(unit):
+                code = ord(unit)
+                out.append(f"\\u{code:04x}" if code <= 0xFFFF else f"\\U{code:08x}")
+            else:
+                out.append(unit)
+        i += 2 if pair else 1
+        point += 1
     return "".join(out)
 
 
@@ -407,7 +432,10 @@ class MCPProxy:
         if modern and getattr(params, "request_state", None) is not None:
             return await self._retried(params, name, args)
         try:
-            question = approval_message(name, args, self._description(name))
+            # a worker thread: for large arguments this takes a while, the loop keeps serving
+            question = await anyio.to_thread.run_sync(
+                approval_message, name, args, self._description(name)
+            )
         except ValueError:
             can_elicit = False  # cannot be shown faithfully: only the page may decide
             question = ""
