@@ -673,7 +673,46 @@ class MCPProxy:
             version=__version__,
             on_list_tools=list_tools,
             on_call_tool=call_tool,
+            **self._read_only_handlers(),
         )
+
+    def _read_only_handlers(self) -> dict[str, Any]:
+        """Handlers forwarding the upstream's resources and prompts as they are (no review).
+
+        Only for what the upstream declared in its capabilities; an upstream
+        error (an unknown resource, ...) reaches the client as that error.
+        Subscriptions and ``list_changed`` notifications are not forwarded.
+        """
+        capabilities = getattr(self.upstream, "server_capabilities", None)
+        upstream = self.upstream
+        handlers: dict[str, Any] = {}
+        if getattr(capabilities, "resources", None) is not None:
+
+            async def list_resources(ctx: Any, params: Any) -> Any:
+                return await upstream.list_resources(cursor=getattr(params, "cursor", None))
+
+            async def list_templates(ctx: Any, params: Any) -> Any:
+                cursor = getattr(params, "cursor", None)
+                return await upstream.list_resource_templates(cursor=cursor)
+
+            async def read_resource(ctx: Any, params: Any) -> Any:
+                return await upstream.read_resource(str(params.uri))
+
+            handlers |= {
+                "on_list_resources": list_resources,
+                "on_list_resource_templates": list_templates,
+                "on_read_resource": read_resource,
+            }
+        if getattr(capabilities, "prompts", None) is not None:
+
+            async def list_prompts(ctx: Any, params: Any) -> Any:
+                return await upstream.list_prompts(cursor=getattr(params, "cursor", None))
+
+            async def get_prompt(ctx: Any, params: Any) -> Any:
+                return await upstream.get_prompt(params.name, params.arguments)
+
+            handlers |= {"on_list_prompts": list_prompts, "on_get_prompt": get_prompt}
+        return handlers
 
 
 def _last_action(state: ThreadState, call_id: str) -> Action | None:
