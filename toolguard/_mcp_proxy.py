@@ -22,6 +22,12 @@ compare-and-set claims and crash recovery are the chat's. Then:
 - after ``--ttl`` seconds without a decision the review expires and the call
   answers ``isError`` saying so; nothing ran.
 
+With ``--rules``, a call a ``deny`` rule matches asks nobody and runs
+nothing, but gets its own thread too, whose audit trail holds a ``denied``
+event (tool, arguments, the rule, time); ``GET /hitl/audit`` exports every
+call's trail. The upstream's resources and prompts, when it has any, are
+forwarded as they are (they read; no review).
+
 At start-up every review a previous proxy process left open on the same
 store is cancelled (and a thread left applying decisions is recovered
 without running anything again): a call whose proxy died never runs later.
