@@ -318,6 +318,42 @@ def test_approve_all_runs_both_parallel_emails(sessions: dict[str, Session]) -> 
     ]
 
 
+def test_parallel_emails_keep_the_models_order_when_threads_are_slow(
+    run_demo: Callable[..., Session], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Under load a worker thread may start late; the demo's tools never use one.
+
+    The flaky cause of ``test_approve_all_runs_both_parallel_emails``: each
+    ``send_email`` ran in its own worker thread and took the next ``sent-N`` id
+    when its thread got the CPU, so a busy machine gave Bob "sent-1". Here
+    every thread hop is made slow (the first one slowest), which reproduced
+    that order every time before the demo ran its in-memory tools on the loop.
+    """
+    hops: list[str] = []
+    original = anyio.to_thread.run_sync
+
+    async def slow_hop(func: Callable[..., Any], *args: Any, **kwargs: Any) -> Any:
+        hops.append(getattr(func, "__name__", repr(func)))
+        await anyio.sleep(0.3 if len(hops) == 1 else 0.0)
+        return await original(func, *args, **kwargs)
+
+    monkeypatch.setattr(anyio.to_thread, "run_sync", slow_hop)
+    session = run_demo(APPROVE_ALL, "--non-interactive")
+    assert session.returncode == 0
+    executed = [line for line in session.dialogue if line.startswith("[executed]")]
+    assert executed == [
+        (
+            '[executed] send_email: {"id": "sent-1", "status": "sent", "to": "alice@example.com",'
+            ' "subject": "Lunch is at 12:30"}'
+        ),
+        (
+            '[executed] send_email: {"id": "sent-2", "status": "sent", "to": "bob@example.com",'
+            ' "subject": "Lunch is at 12:30"}'
+        ),
+    ]
+    assert hops == []
+
+
 def test_reject_all_sends_one_reason_for_every_action(run_demo: Callable[..., Session]) -> None:
     """R rejects every remaining action with one reason; an unknown answer is asked again."""
     session = run_demo(REJECT_ALL, "--non-interactive")

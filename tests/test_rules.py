@@ -346,3 +346,35 @@ async def test_a_denied_call_is_audited_once_in_the_chat() -> None:
         "The call to `delete_file` is denied by the rule `deny delete_*`. It was not executed.",
     )
     assert ran == [("send_email", {"to": "a@b.example"})]
+
+
+async def test_a_deny_rule_refuses_before_the_arguments_are_checked() -> None:
+    """A call matching a deny rule is denied (and so audited as denied) even with bad arguments."""
+    import toolguard
+
+    ran: list[tuple[str, dict[str, Any]]] = []
+    runner = toolguard.Runner(
+        toolguard.guard(_registry(ran), rules=Rules(deny=['delete_file(path="/etc/*")']))
+    )
+    step = await runner.run(
+        [
+            {"id": "c1", "name": "delete_file", "args": {"path": "/etc/x", "force": True}},
+            {"id": "c2", "name": "delete_file", "args": {"path": "/srv/x", "force": True}},
+        ]
+    )
+    assert [(r.call_id, r.outcome, r.content) for r in step.results] == [
+        (
+            "c1",
+            "denied",
+            (
+                'The call to `delete_file` is denied by the rule `deny delete_file(path="/etc/*")`.'
+                " It was not executed."
+            ),
+        ),
+        (
+            "c2",
+            "invalid_arguments",
+            "Invalid arguments for tool `delete_file`: 'force': Extra inputs are not permitted",
+        ),
+    ]
+    assert (step.pending, ran) == (None, [])

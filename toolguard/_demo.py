@@ -1134,4 +1134,8 @@ def build_demo_chat(
         demo_toolset(workspace),
         store=store,
         system_prompt=demo_system_prompt(workspace),
+        # The workspace is in memory and instant: its tools run on the event loop, so the
+        # parallel calls of one turn run in the model's order (worker threads would race
+        # for the workspace's id counters: "sent-1" could go to the second email).
+        sync_in_thread=False,
     )

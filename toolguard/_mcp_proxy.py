@@ -22,6 +22,12 @@ compare-and-set claims and crash recovery are the chat's. Then:
 - after ``--ttl`` seconds without a decision the review expires and the call
   answers ``isError`` saying so; nothing ran.
 
+With ``--rules``, a call a ``deny`` rule matches asks nobody and runs
+nothing, but gets its own thread too, whose audit trail holds a ``denied``
+event (tool, arguments, the rule, time); ``GET /hitl/audit`` exports every
+call's trail. The upstream's resources and prompts, when it has any, are
+forwarded as they are (they read; no review).
+
 At start-up every review a previous proxy process left open on the same
 store is cancelled (and a thread left applying decisions is recovered
 without running anything again): a call whose proxy died never runs later.
@@ -44,6 +50,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any, Final
 
 import anyio
+import anyio.to_thread
 
 from toolguard._chat import ReviewedChat
 from toolguard._classify import Classifier
@@ -52,7 +59,8 @@ from toolguard._model import Message, ModelResponse
 from toolguard._models import Action, ToolCall
 from toolguard._notify import Webhook
 from toolguard._redact import check_redact
-from toolguard._rules import Rules, RuleSyntaxError, denied_text
+from toolguard._reveal import scan
+from toolguard._rules import Rule, Rules, RuleSyntaxError, denied_text
 from toolguard._schema_tool import SchemaTool
 from toolguard._sqlite import SQLiteStore
 from toolguard._store import Store, ThreadState
@@ -74,6 +82,7 @@ __all__ = [
     "EventHook",
     "MCPProxy",
     "approval_message",
+    "audit_router",
     "build_app",
     "main",
     "reviews_router",
@@ -147,24 +156,47 @@ _HIDDEN: Final = frozenset(
 printable."""
 
 
-def visible(text: str) -> str:
-    """``text`` with every invisible, control, bidi or odd-space character escaped as ``\\uXXXX``.
+def _hidden(char: str) -> bool:
+    """Whether ``char`` prints as nothing, moves text or is not a stable character."""
+    return char != "\n" and (
+        not char.isprintable()
+        or ord(char) in _HIDDEN
+        or unicodedata.category(char) in ("Cf", "Co", "Cn", "Cs", "Zl", "Zp")
+    )
 
-    Newlines are kept; a backslash stays as it is. What a reviewer reads is
-    then exactly what runs: a right-to-left override or a zero-width space
-    cannot hide or reorder part of the arguments.
+
+def visible(text: str) -> str:
+    """``text`` with every invisible, control, bidi, odd-space or look-alike character escaped.
+
+    Escaped as ``\\uXXXX`` (``\\UXXXXXXXX`` above the BMP). Newlines are kept; a
+    backslash stays as it is. Escaped: what Python does not call printable,
+    format, private-use and unassigned characters, the fillers of
+    :data:`_HIDDEN`, and everything the approval page and the terminal card
+    flag (:func:`toolguard._reveal.scan`: bidi and zero-width characters,
+    letters of another script mixed into a word, a Cyrillic or Greek word that
+    looks Latin, non-ASCII characters in an address or path). What a reviewer
+    reads is then exactly what runs: a right-to-left override or a zero-width
+    space cannot hide or reorder part of the arguments, and ``p\\u0430ypal.com``
+    does not pass for ``paypal.com``.
     """
+    flags = scan(text)  # indexes count code points, a valid surrogate pair being one
     out: list[str] = []
-    for char in text:
-        if char == "\n" or (
-            char.isprintable()
-            and ord(char) not in _HIDDEN
-            and unicodedata.category(char) not in ("Cf", "Co", "Cn", "Cs", "Zl", "Zp")
-        ):
-            out.append(char)
-        else:
-            code = ord(char)
-            out.append(f"\\u{code:04x}" if code <= 0xFFFF else f"\\U{code:08x}")
+    i = point = 0
+    while i < len(text):
+        char = text[i]
+        pair = (
+            "\ud800" <= char <= "\udbff"
+            and i + 1 < len(text)
+            and "\udc00" <= text[i + 1] <= "\udfff"
+        )
+        for unit in text[i : i + 2] if pair else char:
+            if point in flags or _hidden(unit):
+                code = ord(unit)
+                out.append(f"\\u{code:04x}" if code <= 0xFFFF else f"\\U{code:08x}")
+            else:
+                out.append(unit)
+        i += 2 if pair else 1
+        point += 1
     return "".join(out)
 
 
@@ -416,7 +448,7 @@ class MCPProxy:
         if self.toolset.rules:
             decided = self.toolset.rules.decide(name, args)
             if decided.effect == "deny" and decided.rule is not None:
-                return self._error(denied_text(name, decided.rule))
+                return await self._deny(name, args, decided.rule)
             effect = decided.effect
         if effect == "allow" or (effect is None and not self.needs_approval(name)):
             return await self.upstream.call_tool(name, args)
@@ -431,7 +463,10 @@ class MCPProxy:
         if modern and getattr(params, "request_state", None) is not None:
             return await self._retried(params, name, args)
         try:
-            question = approval_message(name, self._shown(name, args), self._description(name))
+            # a worker thread: for large arguments this takes a while, the loop keeps serving
+            question = await anyio.to_thread.run_sync(
+                approval_message, name, self._shown(name, args), self._description(name)
+            )
         except ValueError:
             can_elicit = False  # cannot be shown faithfully: only the page may decide
             question = ""
@@ -457,6 +492,30 @@ class MCPProxy:
                     thread_id, review_id=review_id, reason="the MCP client abandoned the call"
                 )
             raise
+
+    async def _deny(self, name: str, args: dict[str, Any], rule: Rule) -> Any:
+        """Refuse a call a deny rule matches, recorded in the audit trail; nobody is asked.
+
+        The call gets its own thread, like a reviewed one: the chat's runner
+        applies the same rules, refuses it without running or asking anything
+        and audits it as ``denied`` (tool, arguments, the rule's text, time).
+        Should the runner put it up for review instead, the review is
+        cancelled at once: a call the proxy judged denied never waits or runs.
+        """
+        call_id = self.model.open(name, args)
+        turn = await self.chat.send_message(f"{_MESSAGE_PREFIX}{call_id}")
+        text = denied_text(name, rule)
+        if turn.pending_review is not None and turn.review_id is not None:
+            with anyio.CancelScope(shield=True), contextlib.suppress(ToolguardError):
+                await self.chat.cancel_review(
+                    turn.thread_id, review_id=turn.review_id, reason=text.split(". It was")[0]
+                )
+            return self._error(text)
+        state = await self.chat.get_thread(turn.thread_id)
+        if any(event.kind == "denied" for event in state.audit):
+            return self._error(text)  # as the rule says it (the history's text is templated)
+        # refused before the rules were asked (arguments that break the schema): say why
+        return self._error(_tool_text(state, call_id) or text)
 
     async def _open(self, name: str, args: dict[str, Any]) -> tuple[str, str, str] | str:
         """A new thread whose review holds exactly this call, or the error text of a refused one."""
@@ -650,7 +709,46 @@ class MCPProxy:
             version=__version__,
             on_list_tools=list_tools,
             on_call_tool=call_tool,
+            **self._read_only_handlers(),
         )
+
+    def _read_only_handlers(self) -> dict[str, Any]:
+        """Handlers forwarding the upstream's resources and prompts as they are (no review).
+
+        Only for what the upstream declared in its capabilities; an upstream
+        error (an unknown resource, ...) reaches the client as that error.
+        Subscriptions and ``list_changed`` notifications are not forwarded.
+        """
+        capabilities = getattr(self.upstream, "server_capabilities", None)
+        upstream = self.upstream
+        handlers: dict[str, Any] = {}
+        if getattr(capabilities, "resources", None) is not None:
+
+            async def list_resources(ctx: Any, params: Any) -> Any:
+                return await upstream.list_resources(cursor=getattr(params, "cursor", None))
+
+            async def list_templates(ctx: Any, params: Any) -> Any:
+                cursor = getattr(params, "cursor", None)
+                return await upstream.list_resource_templates(cursor=cursor)
+
+            async def read_resource(ctx: Any, params: Any) -> Any:
+                return await upstream.read_resource(str(params.uri))
+
+            handlers |= {
+                "on_list_resources": list_resources,
+                "on_list_resource_templates": list_templates,
+                "on_read_resource": read_resource,
+            }
+        if getattr(capabilities, "prompts", None) is not None:
+
+            async def list_prompts(ctx: Any, params: Any) -> Any:
+                return await upstream.list_prompts(cursor=getattr(params, "cursor", None))
+
+            async def get_prompt(ctx: Any, params: Any) -> Any:
+                return await upstream.get_prompt(params.name, params.arguments)
+
+            handlers |= {"on_list_prompts": list_prompts, "on_get_prompt": get_prompt}
+        return handlers
 
 
 def _last_action(state: ThreadState, call_id: str) -> Action | None:
@@ -689,11 +787,44 @@ def reviews_router(chat: ReviewedChat) -> APIRouter:
     return router
 
 
+def audit_router(chat: ReviewedChat) -> APIRouter:
+    """``GET /hitl/audit``: the audit trail of every call the gateway recorded, as JSON lines.
+
+    One thread per call, so the per-thread ``GET /hitl/threads/{id}/audit``
+    needs an id nobody has for a call that asked no one (a ``denied`` one).
+    This answers :meth:`~toolguard.ReviewedChat.export_audit` of the whole
+    store: oldest thread first, each thread's events in order; a thread that
+    cannot be read back is skipped (logged). It reads every thread.
+    """
+    from fastapi import APIRouter  # noqa: PLC0415
+    from fastapi.responses import PlainTextResponse  # noqa: PLC0415
+
+    router = APIRouter(prefix="/hitl", tags=["hitl"])
+
+    @router.get(
+        "/audit",
+        response_class=PlainTextResponse,
+        responses={
+            200: {
+                "content": {"application/x-ndjson": {}},
+                "description": "One audit event per line (JSON), oldest thread first.",
+            }
+        },
+    )
+    async def get_audit() -> PlainTextResponse:
+        """Every recorded call's audit events: requests, decisions, outcomes, denied calls."""
+        return PlainTextResponse(await chat.export_audit(), media_type="application/x-ndjson")
+
+    return router
+
+
 def build_app(chat: ReviewedChat) -> FastAPI:
-    """Toolguard's HTTP API (``GET /hitl/reviews`` included) and approval page for ``chat``."""
+    """Toolguard's HTTP API (``GET /hitl/reviews`` included), ``GET /hitl/audit`` and the page."""
     from toolguard.http import create_app  # noqa: PLC0415
 
-    return create_app(chat, title="toolguard mcp-proxy")
+    app = create_app(chat, title="toolguard mcp-proxy")
+    app.include_router(audit_router(chat))
+    return app
 
 
 # ---------------------------------------------------------------------------- running

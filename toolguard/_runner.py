@@ -697,14 +697,14 @@ class Runner:
                     "invalid_arguments",
                 )
                 continue
+            verdict, refusal = self._rule(call)  # a deny holds whatever the arguments' shape
+            if refusal is not None:
+                results[call.id] = refusal
+                continue
             try:
                 validated = tool.validate_args(call.args)
             except ToolArgumentsError as exc:
                 results[call.id] = _error(call, str(exc), "invalid_arguments")
-                continue
-            verdict, refusal = self._rule(call)
-            if refusal is not None:
-                results[call.id] = refusal
                 continue
             if verdict == "ask" or (verdict is None and tool.needs_approval(validated)):
                 reviews.append((call, tool, validated, verdict == "ask"))

@@ -67,3 +67,46 @@ def test_known_disguises_are_spelled_out() -> None:
     assert visible("rm -rf /tmp/\u200b") == "rm -rf /tmp/\\u200b"
     assert visible("a\u3164b\ufe0f\U000e0041") == "a\\u3164b\\ufe0f\\U000e0041"
     assert visible("line\r\nnext\tx") == "line\\u000d\nnext\\u0009x"
+
+
+def _escaped(char: str) -> str:
+    code = ord(char)
+    return f"\\u{code:04x}" if code <= 0xFFFF else f"\\U{code:08x}"
+
+
+_SAMPLE = [
+    *range(0x10000),
+    *range(0x1BCA0, 0x1BCA4),
+    *range(0x1D173, 0x1D17B),
+    *range(0xE0000, 0xE1000),
+    *(0x1F600, 0x1F9D1, 0xF0000, 0x10FFFD, 0x10FFFF, 0x30000, 0xEFFFF),
+]
+
+
+def test_visible_escapes_at_least_what_its_own_rules_did() -> None:
+    """Every character the gateway's own rules escaped is still escaped, alone or in a word."""
+    hidden = [chr(code) for code in _SAMPLE if not _shown(chr(code))]
+    assert len(hidden) > 10_000  # controls, format, private use, unassigned, surrogates, fillers
+    # one text ("a" + the character + "b", separated by spaces): no words, no addresses to join
+    assert visible(" ".join(f"a{char}b" for char in hidden)) == " ".join(
+        f"a{_escaped(char)}b" for char in hidden
+    )
+
+
+def test_visible_flags_what_the_page_and_the_card_flag() -> None:
+    """The shared rules of toolguard._reveal: look-alike letters, odd characters in addresses."""
+    assert visible('"to": "bob@p\u0430ypal.com"') == '"to": "bob@p\\u0430ypal.com"'
+    assert visible("\u0430\u0440\u0440\u04cf\u0435.com") == (
+        "\\u0430\\u0440\\u0440\\u04cf\\u0435.com"
+    )
+    assert visible("rm -rf /tmp\u037e ls") == "rm -rf /tmp\\u037e ls"
+    assert visible("/srv/caf\u00e9/menu") == "/srv/caf\\u00e9/menu"
+    # prose in one script is left alone, and so is an emoji with its presentation selector
+    assert visible("Привет, мир ❤ café") == "Привет, мир ❤ café"
+    assert approval_message("send_email", {"to": "ceo@\u0440aypal.com"}).splitlines() == [
+        "Approve the tool call `send_email`?",
+        "Arguments (JSON):",
+        "{",
+        '  "to": "ceo@\\u0440aypal.com"',
+        "}",
+    ]

@@ -20,6 +20,7 @@ import anyio
 from mcp import types
 from mcp.server import Server
 from mcp.server.stdio import stdio_server
+from mcp.shared.exceptions import MCPError
 
 PATH_SCHEMA: dict[str, Any] = {
     "type": "object",
@@ -72,6 +73,20 @@ TOOLS: list[dict[str, Any]] = [
     },
 ]
 
+RESOURCES: list[dict[str, Any]] = [
+    {"uri": "file:///srv/readme.md", "name": "readme", "mimeType": "text/markdown"}
+]
+RESOURCE_TEMPLATES: list[dict[str, Any]] = [
+    {"uriTemplate": "file:///srv/{path}", "name": "a file", "mimeType": "text/plain"}
+]
+PROMPTS: list[dict[str, Any]] = [
+    {
+        "name": "summarise",
+        "description": "Summarise a topic.",
+        "arguments": [{"name": "topic", "description": "What to summarise.", "required": True}],
+    }
+]
+
 
 def build_server(log: Path) -> Server[Any]:
     """The server; each execution is appended to ``log``."""
@@ -109,7 +124,46 @@ def build_server(log: Path) -> Server[Any]:
             }
         )
 
-    return Server("toolguard-proxy-upstream", on_list_tools=list_tools, on_call_tool=call_tool)
+    async def list_resources(ctx: Any, params: Any) -> types.ListResourcesResult:
+        return types.ListResourcesResult.model_validate({"resources": RESOURCES})
+
+    async def list_templates(ctx: Any, params: Any) -> types.ListResourceTemplatesResult:
+        return types.ListResourceTemplatesResult.model_validate(
+            {"resourceTemplates": RESOURCE_TEMPLATES}
+        )
+
+    async def read_resource(ctx: Any, params: types.ReadResourceRequestParams) -> Any:
+        uri = str(params.uri)
+        if uri != "file:///srv/readme.md":
+            raise MCPError(code=-32002, message=f"Resource not found: {uri}")
+        return types.ReadResourceResult.model_validate(
+            {"contents": [{"uri": uri, "mimeType": "text/markdown", "text": "# Read me"}]}
+        )
+
+    async def list_prompts(ctx: Any, params: Any) -> types.ListPromptsResult:
+        return types.ListPromptsResult.model_validate({"prompts": PROMPTS})
+
+    async def get_prompt(ctx: Any, params: types.GetPromptRequestParams) -> Any:
+        topic = (params.arguments or {}).get("topic", "")
+        return types.GetPromptResult.model_validate(
+            {
+                "description": "Summarise a topic.",
+                "messages": [
+                    {"role": "user", "content": {"type": "text", "text": f"Summarise {topic}."}}
+                ],
+            }
+        )
+
+    return Server(
+        "toolguard-proxy-upstream",
+        on_list_tools=list_tools,
+        on_call_tool=call_tool,
+        on_list_resources=list_resources,
+        on_list_resource_templates=list_templates,
+        on_read_resource=read_resource,
+        on_list_prompts=list_prompts,
+        on_get_prompt=get_prompt,
+    )
 
 
 async def _main() -> None:

@@ -16,6 +16,7 @@ import subprocess
 import sys
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
+from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
@@ -490,3 +491,76 @@ async def test_a_busy_port_stops_the_proxy_at_once(setup: Setup) -> None:
         f"error: the approval page cannot listen on 127.0.0.1:{setup.port}"
     )
     assert setup.executions() == []
+
+
+# ---------------------------------------------------------------------------- deny rules
+
+
+DENIED = (
+    'The call to `read_file` is denied by the rule `deny read_file(path="/etc/*")`.'
+    " It was not executed."
+)
+
+
+async def test_a_denied_call_is_in_the_audit_trail_and_sends_no_webhook(
+    setup: Setup,
+    receiver: Receiver,  # noqa: F811 - the fixture
+) -> None:
+    """--rules: a denied call asks nobody, runs nothing, and is audited with its rule and time.
+
+    ``GET /hitl/audit`` (every call) and the thread's own ``/audit`` show the same
+    ``denied`` event; the webhook receiver gets only the reviewed call's events.
+    """
+    rules = setup.tmp / "rules.toml"
+    rules.write_text("[rules]\ndeny = ['read_file(path=\"/etc/*\")']\n", encoding="utf-8")
+    asker = Asker(types.ElicitResult(action="accept", content={"decision": "approve"}))
+    extra = ("--rules", str(rules), "--notify-url", receiver.url, "--notify-secret", SECRET)
+    async with proxied(setup, asker=asker, extra=extra) as client:
+        before = datetime.now(UTC)
+        denied = await client.call_tool("read_file", {"path": "/etc/passwd"})
+        after = datetime.now(UTC)
+        reviewed = await client.call_tool("delete_file", {"path": "d"})
+        with anyio.fail_after(LIMIT):
+            while len(receiver.received) < 2:  # noqa: ASYNC110 - the receiver is a thread
+                await anyio.sleep(0.05)
+        async with httpx.AsyncClient(base_url=setup.url, timeout=LIMIT) as http:
+            everything = await http.get("/hitl/audit")
+            events = [json.loads(line) for line in everything.text.splitlines()]
+            thread_id = events[0]["thread_id"]
+            own = await http.get(f"/hitl/threads/{thread_id}/audit")
+            thread = await http.get(f"/hitl/threads/{thread_id}")
+    assert (text(denied), denied.is_error) == ([DENIED], True)
+    assert reviewed.is_error is False
+    assert asker.asked == [asker.asked[0]]  # only the reviewed call asked anyone
+    assert setup.executions() == [{"tool": "delete_file", "args": {"path": "d"}}]
+    assert (everything.status_code, everything.headers["content-type"]) == (
+        200,
+        "application/x-ndjson",
+    )
+    assert events[0] == {
+        "id": events[0]["id"],
+        "at": events[0]["at"],
+        "kind": "denied",
+        "thread_id": thread_id,
+        "review_id": None,
+        "action_id": None,
+        "tool": "read_file",
+        "args": {"path": "/etc/passwd"},
+        "actor": None,
+        "decision": None,
+        "detail": DENIED,
+        "digest": None,
+    }
+    assert before <= datetime.fromisoformat(events[0]["at"]) <= after
+    assert [(e["kind"], e["tool"]) for e in events[1:]] == [
+        ("requested", "delete_file"),
+        ("decided", "delete_file"),
+        ("executed", "delete_file"),
+    ]
+    assert events[1]["thread_id"] != thread_id
+    assert own.text == everything.text.splitlines(keepends=True)[0]
+    assert (thread.json()["status"], thread.json()["actions"]) == ("idle", [])
+    assert [(r["body"]["event"], r["body"]["thread_id"]) for r in receiver.received] == [
+        ("review.requested", events[1]["thread_id"]),
+        ("review.decided", events[1]["thread_id"]),
+    ]

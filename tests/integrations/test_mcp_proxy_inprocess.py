@@ -20,6 +20,7 @@ mcp = pytest.importorskip("mcp")
 httpx = pytest.importorskip("httpx")
 
 from mcp import Client, types  # noqa: E402
+from mcp.shared.exceptions import MCPError  # noqa: E402
 
 from toolguard import MemoryStore  # noqa: E402
 from toolguard._cli import main as cli_main  # noqa: E402
@@ -30,7 +31,13 @@ from toolguard._mcp_proxy import (  # noqa: E402
     build_app,
 )
 
-from .mcp_proxy_upstream import TOOLS, build_server  # noqa: E402
+from .mcp_proxy_upstream import (  # noqa: E402
+    PROMPTS,
+    RESOURCE_TEMPLATES,
+    RESOURCES,
+    TOOLS,
+    build_server,
+)
 
 LIMIT = 20
 
@@ -247,3 +254,72 @@ async def test_an_edit_on_the_page_runs_the_edited_call_once(tmp_path: Path) -> 
             await proxy.chat.submit_review([edit], threads[0], reviewer="alice")
     assert text(results[0]) == ["delete_file done", '{"path": "e"}']
     assert executions(log) == [{"tool": "delete_file", "args": {"path": "e"}}]
+
+
+async def test_resources_and_prompts_are_forwarded_as_they_are(tmp_path: Path) -> None:
+    """Read-only: listed, read and fetched from the upstream unchanged, with no review."""
+    log = tmp_path / "log.jsonl"
+    store = MemoryStore()
+    events: list[tuple[str, dict[str, Any]]] = []
+    async with gateway(log, store=store, events=events) as (client, _):
+        resources = await client.list_resources()
+        templates = await client.list_resource_templates()
+        read = await client.read_resource("file:///srv/readme.md")
+        with pytest.raises(MCPError) as missing:
+            await client.read_resource("file:///etc/shadow")
+        prompts = await client.list_prompts()
+        prompt = await client.get_prompt("summarise", {"topic": "the budget"})
+        capabilities = client.server_capabilities
+    assert wire(resources, "resources") == {"resources": RESOURCES}
+    assert wire(templates, "resource_templates") == {"resourceTemplates": RESOURCE_TEMPLATES}
+    readme = {"uri": "file:///srv/readme.md", "mimeType": "text/markdown", "text": "# Read me"}
+    assert wire(read, "contents") == {"contents": [readme]}
+    assert (missing.value.error.code, missing.value.error.message) == (
+        -32002,
+        "Resource not found: file:///etc/shadow",
+    )
+    assert wire(prompts, "prompts") == {"prompts": PROMPTS}
+    assert wire(prompt, "description", "messages") == {
+        "description": "Summarise a topic.",
+        "messages": [
+            {"role": "user", "content": {"type": "text", "text": "Summarise the budget."}}
+        ],
+    }
+    assert capabilities is not None
+    assert (capabilities.resources is not None, capabilities.prompts is not None) == (True, True)
+    assert (await store.thread_ids(), events, executions(log)) == ([], [], [])
+
+
+async def test_nothing_but_tools_when_the_upstream_has_only_tools(tmp_path: Path) -> None:
+    with anyio.fail_after(LIMIT):
+        async with Client(build_server(tmp_path / "log.jsonl"), mode="legacy") as upstream:
+            proxy = MCPProxy(upstream, TOOLS, store=MemoryStore(), ttl=60)
+            proxy.upstream = _ToolsOnly(upstream)
+            async with Client(proxy.server(), mode="legacy") as client:
+                capabilities = client.server_capabilities
+                with pytest.raises(MCPError) as refused:
+                    await client.list_resources()
+    assert capabilities is not None
+    assert (capabilities.tools is not None, capabilities.resources, capabilities.prompts) == (
+        True,
+        None,
+        None,
+    )
+    assert refused.value.error.code == -32601  # method not found
+
+
+def wire(result: Any, *fields: str) -> dict[str, Any]:
+    """The payload fields of a result in wire format (not the protocol's cache hints)."""
+    data: dict[str, Any] = result.model_dump(by_alias=True, exclude_none=True, include=set(fields))
+    return data
+
+
+class _ToolsOnly:
+    """The upstream as a tools-only server: its capabilities have no resources or prompts."""
+
+    def __init__(self, client: Client) -> None:
+        self.client = client
+        self.server_capabilities = types.ServerCapabilities(tools=types.ToolsCapability())
+
+    async def call_tool(self, name: str, args: dict[str, Any]) -> Any:
+        return await self.client.call_tool(name, args)
