@@ -81,6 +81,8 @@ from toolguard._store import (
     Store,
     ThreadState,
     is_incremental,
+    mark_stored,
+    stored_count,
 )
 from toolguard._toolset import Tools
 from toolguard._validate import AnyDecision, validate_decisions
@@ -150,30 +152,58 @@ _CACHED_THREADS = 256
 """How many threads' last states a ReviewedChat keeps, to skip re-reading them (LRU)."""
 
 
+_TAIL = 32
+"""How many of the last stored messages / actions a save compares item by item."""
+
+
+def _first_changed(old: list[Any], new: list[Any], stored: int) -> int:
+    """The first index below ``stored`` where ``new`` holds another object than ``old``.
+
+    Only the last :data:`_TAIL` stored items are compared: toolguard changes
+    only the latest turn (a resumed turn's assistant message, its pending
+    actions). When all of those differ (a list rebuilt whole), every item is
+    compared (in C).
+    """
+    shared = min(stored, len(old), len(new))
+    start = max(0, shared - _TAIL)
+    first = next(
+        compress(count(start), map(operator.is_not, old[start:shared], new[start:shared])),
+        shared,
+    )
+    if first == start and start > 0:
+        first = next(compress(count(), map(operator.is_not, old[:shared], new[:shared])), shared)
+    return first
+
+
 def _changes(base: ThreadState, update: dict[str, Any]) -> Changes | None:
     """What ``base.model_copy(update=update)`` changes, or ``None`` when not expressible.
 
-    Lists in ``update`` are new lists sharing their unchanged items with
-    ``base``'s (``[*state.audit, *events]``, ``_merge``, a copy of the
-    messages with its tail rewritten): an item that is not the same object is
-    changed. The scans run in C (``map(operator.is_not, ...)``).
+    Lists in ``update`` share their unchanged items with ``base``'s
+    (``[*state.audit, *events]``, ``_merge``, a copy of the messages with
+    its last assistant message rewritten); an item that is not the same
+    object is changed (see :func:`_first_changed`). ``_loop`` appends to the
+    list it saved, so the stored length of ``base.messages`` is remembered at
+    each save (``stored_counts``) rather than read from the list.
     """
-    keep, tail = len(base.messages), ()
+    stored_messages = stored_count(base)
+    keep, tail = stored_messages, ()
     messages = update.get("messages")
-    if messages is not None and messages is not base.messages:
-        shared = min(keep, len(messages))
-        keep = next(compress(count(), map(operator.is_not, base.messages, messages)), shared)
+    if messages is not None:
+        if messages is not base.messages:
+            keep = _first_changed(base.messages, messages, stored_messages)
         tail = messages[keep:]
-    elif messages is not None:
-        return None  # the stored list itself was changed in place: nothing to compare with
     actions: list[tuple[int, Action]] = []
     new_actions = update.get("actions")
     if new_actions is not None:
         old = base.actions
         if new_actions is old or len(new_actions) < len(old):
             return None
+        first = _first_changed(old, new_actions, len(old))
         actions = [
-            (i, new_actions[i]) for i in compress(count(), map(operator.is_not, old, new_actions))
+            (i, new_actions[i])
+            for i in compress(
+                count(first), map(operator.is_not, old[first:], new_actions[first : len(old)])
+            )
         ]
         actions.extend(enumerate(new_actions[len(old) :], len(old)))
     audit = update.get("audit")
@@ -330,8 +360,19 @@ def _with_reviewer(step: Step, reviewer: str | None) -> Step:
     )
 
 
+_MERGE_WINDOW = 64
+"""How far before the last ``len(updates)`` actions ``_merge`` looks for an updated id."""
+
+
 def _merge(actions: list[Action], updates: Sequence[Action]) -> list[Action]:
-    position = {a.id: i for i, a in enumerate(actions)}
+    """``actions`` with ``updates`` replacing the actions of the same id, new ones appended.
+
+    Only the last ``len(updates) + 64`` actions are looked at: updates always
+    concern the thread's latest turn (its pending actions are the last ones
+    appended), so a thread's cost does not grow with its length.
+    """
+    start = max(0, len(actions) - len(updates) - _MERGE_WINDOW)
+    position = {actions[i].id: i for i in range(start, len(actions))}
     merged = list(actions)
     for action in updates:
         if action.id in position:
@@ -574,6 +615,7 @@ class ReviewedChat:
         except BaseException:
             self._states.pop(state.thread_id, None)
             raise
+        mark_stored(saved)
         self._remember(saved)
         return saved
 

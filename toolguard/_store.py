@@ -16,7 +16,7 @@ from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any, Final, Literal, Protocol, runtime_checkable
 
-from pydantic import BaseModel, ConfigDict, Field, ValidationError
+from pydantic import BaseModel, ConfigDict, Field, PrivateAttr, ValidationError
 from pydantic_core import to_json
 
 from toolguard._audit import AuditEvent
@@ -98,6 +98,9 @@ class ThreadState(BaseModel):
     """When the thread was created."""
     updated_at: datetime = Field(default_factory=utcnow)
     """When it was last saved."""
+
+    _stored_messages: int | None = PrivateAttr(default=None)
+    """How many messages the store holds for this version (set by ReviewedChat's saves)."""
 
     @property
     def review_id(self) -> str | None:
@@ -192,6 +195,17 @@ class IncrementalStore(Store, Protocol):
         ...
 
 
+def mark_stored(state: ThreadState) -> None:
+    """Remember how many messages ``state`` (just saved) has in the store."""
+    state._stored_messages = len(state.messages)  # noqa: SLF001
+
+
+def stored_count(state: ThreadState) -> int:
+    """How many of ``state.messages`` the store holds (more may have been appended since)."""
+    count = state._stored_messages  # noqa: SLF001
+    return len(state.messages) if count is None else count
+
+
 def is_incremental(store: object) -> bool:
     """Whether ``store`` has ``load_version`` and ``save_changes``."""
     return callable(getattr(store, "save_changes", None)) and callable(
@@ -211,7 +225,9 @@ def item_json(item: dict[str, Any] | BaseModel) -> str:
     return to_json(item).decode()
 
 
-def assemble(head: str, messages: Sequence[str], actions: Sequence[str], audit: Sequence[str]) -> str:
+def assemble(
+    head: str, messages: Sequence[str], actions: Sequence[str], audit: Sequence[str]
+) -> str:
     """The whole state's JSON from its head and its lists' items.
 
     The head's keys come last, so a row that still holds a whole state (written
