@@ -148,7 +148,7 @@ AccessOperation: TypeAlias = Literal["read", "audit", "message"]
 AccessHook: TypeAlias = Callable[[str | None, ThreadState, AccessOperation], bool | Awaitable[bool]]
 """Decides whether ``actor`` may do ``operation`` on ``thread`` (``ReviewedChat(access=...)``)."""
 
-_CACHED_THREADS = 256
+_CACHED_THREADS = 128
 """How many threads' last states a ReviewedChat keeps, to skip re-reading them (LRU)."""
 
 
