@@ -174,15 +174,17 @@ class SQLiteStore:
             CorruptThreadError: the stored row cannot be read back as a thread.
         """
 
-        def work(conn: sqlite3.Connection) -> str | None:
+        def work(conn: sqlite3.Connection) -> tuple[str, int] | None:
             conn.execute("BEGIN")  # one snapshot for the head and its lists
             try:
                 row = conn.execute(
-                    "SELECT state, layout FROM toolguard_threads WHERE thread_id = ?",
+                    "SELECT state, layout, version FROM toolguard_threads WHERE thread_id = ?",
                     (thread_id,),
                 ).fetchone()
-                if row is None or row[1] != _SPLIT:
-                    return None if row is None else str(row[0])
+                if row is None:
+                    return None
+                if row[1] != _SPLIT:
+                    return str(row[0]), int(row[2])
                 lists = [
                     [
                         str(r[0])
@@ -193,12 +195,18 @@ class SQLiteStore:
                     ]
                     for table in _LIST_TABLES
                 ]
-                return assemble(str(row[0]), *lists)
+                return assemble(str(row[0]), *lists), int(row[2])
             finally:
                 _rollback(conn)
 
-        text = await self._run(work)
-        return None if text is None else load_state(thread_id, text)
+        found = await self._run(work)
+        if found is None:
+            return None
+        state = load_state(thread_id, found[0])
+        if state.version != found[1]:
+            # The row's version column is what compare-and-set checks: it wins.
+            state = state.model_copy(update={"version": found[1]})
+        return state
 
     async def load_version(self, thread_id: str) -> int | None:
         """The stored version of a thread (``None`` when unknown), without reading the thread."""
