@@ -22,8 +22,8 @@ from toolguard import (
     SQLiteStore,
     ThreadState,
     ToolCall,
+    _sqlite,
 )
-from toolguard import _sqlite
 from toolguard._store import Changes
 
 EMAIL = {"to": "alice@example.com", "body": "Hi"}
@@ -293,8 +293,9 @@ async def test_a_0_1_0_database_is_migrated_on_open(tmp_path: Path) -> None:
         ).fetchone() == (broken,)
         counts = [
             conn.execute(
-                f"SELECT count(*) FROM {t} WHERE thread_id = ?", (paused.thread_id,)
-            ).fetchone()[0]  # noqa: S608
+                f"SELECT count(*) FROM {t} WHERE thread_id = ?",  # noqa: S608 - fixed names
+                (paused.thread_id,),
+            ).fetchone()[0]
             for t in ("toolguard_messages", "toolguard_actions", "toolguard_audit")
         ]
     assert counts == [4, 1, 3]
@@ -318,7 +319,7 @@ def test_two_processes_opening_a_0_1_0_database_at_once_migrate_it_once(tmp_path
 
         try:
             results.append(anyio.run(main))
-        except Exception as exc:  # noqa: BLE001 - reported below
+        except Exception as exc:
             results.append(exc)
 
     threads = [threading.Thread(target=open_and_load) for _ in range(4)]

@@ -255,8 +255,7 @@ async def tamper(store: AnyStore, thread_id: str, name: str, args: dict[str, Any
             # A writer behind toolguard's back still bumps the version: ReviewedChat
             # re-reads a thread whose stored version changed since it last saw it.
             conn.execute(
-                "UPDATE toolguard_threads SET state = ?, version = version + 1"
-                " WHERE thread_id = ?",
+                "UPDATE toolguard_threads SET state = ?, version = version + 1 WHERE thread_id = ?",
                 (json.dumps(data), thread_id),
             )
         conn.close()

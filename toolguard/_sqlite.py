@@ -1,10 +1,21 @@
 """A persistent store in one SQLite file, safe to share between processes.
 
 :class:`SQLiteStore` keeps each thread as one row of the table
-``toolguard_threads`` (``thread_id``, ``version``, the state as JSON text,
-``updated_at``). It uses only the standard library's :mod:`sqlite3`, and
-every database call runs in a worker thread (``anyio.to_thread.run_sync``)
-so the event loop never blocks on disk or on another process's lock.
+``toolguard_threads`` (``thread_id``, ``version``, ``state``,
+``updated_at``, ``layout``) plus one row per message, action and audit
+event in ``toolguard_messages``, ``toolguard_actions`` and
+``toolguard_audit`` (``thread_id``, ``seq``, ``body`` as JSON text). With
+``layout = 2``, ``state`` holds the thread's head (the state without those
+three lists) and a save writes the head and only the new or changed rows,
+all in one transaction; with ``layout = 1`` (a row written by toolguard
+0.1.0 or by a whole-state :meth:`SQLiteStore.save`), ``state`` holds the
+whole thread. It uses only the standard library's :mod:`sqlite3`.
+
+Short statements run on the event loop's thread with a zero busy timeout
+(a worker-thread hop costs more than they do); when another writer holds
+the database's lock, the call runs again in a worker thread
+(``anyio.to_thread.run_sync``), waiting up to ``timeout`` for the lock, so
+the event loop never waits on another process.
 
 Why per-process locks are not enough: an :class:`anyio.Lock` (or a
 :class:`threading.Lock`) only orders the tasks of ONE process. A paused
@@ -34,10 +45,13 @@ Journal mode WAL lets readers go on while one writer writes, and
 commit may be lost on power failure, never corrupted). WAL needs a local
 file system: do not put the database on a network share.
 
-The schema version is kept in ``PRAGMA user_version`` (currently 1). A
-database written by a newer toolguard is refused with
-:class:`SchemaVersionError` rather than misread, so the file should be
-dedicated to toolguard.
+The schema version is kept in ``PRAGMA user_version`` (currently 2). A
+database of toolguard 0.1.0 (schema 1) is migrated when a store first
+opens it, in one transaction under the write lock (so processes opening it
+together migrate it once): the ``layout`` column and the three tables are
+added, and its rows stay whole until their next save. A database written
+by a newer toolguard is refused with :class:`SchemaVersionError` rather
+than misread, so the file should be dedicated to toolguard.
 """
 
 from __future__ import annotations
@@ -430,7 +444,7 @@ class SQLiteStore:
             try:
                 return work(self._connection())
             except sqlite3.OperationalError as exc:
-                if exc.sqlite_errorcode & 0xFF not in _BUSY:
+                if not _is_busy(exc):
                     raise
             finally:
                 self._lock.release()
@@ -512,6 +526,14 @@ def _version_of(conn: sqlite3.Connection, thread_id: str) -> int | None:
         "SELECT version FROM toolguard_threads WHERE thread_id = ?", (thread_id,)
     ).fetchone()
     return None if row is None else int(row[0])
+
+
+def _is_busy(exc: sqlite3.OperationalError) -> bool:
+    """Whether SQLite said the database (or a table) is locked by another connection."""
+    code: object = getattr(exc, "sqlite_errorcode", None)  # Python 3.11+
+    if isinstance(code, int):
+        return code & 0xFF in _BUSY
+    return str(exc).startswith(("database is locked", "database table is locked"))
 
 
 def _has_table(conn: sqlite3.Connection, name: str) -> bool:

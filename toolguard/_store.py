@@ -1,6 +1,7 @@
 """Where conversations live between steps: the store protocol and the in-memory store.
 
-A thread is saved whole after every step. Saves are compare-and-set on a
+A thread is saved after every step (by the stores toolguard ships: only
+what changed, see :class:`IncrementalStore`). Saves are compare-and-set on a
 version number: a save names the version it read, and fails with
 :class:`ConcurrentUpdateError` when somebody else saved in between. That is
 what makes two racing submissions of the same review run the approved tool
@@ -139,7 +140,7 @@ class Store(Protocol):
         ...
 
 
-LISTS: Final = frozenset({"messages", "actions", "audit"})
+LISTS: Final[set[str]] = {"messages", "actions", "audit"}
 """The append-only parts of a :class:`ThreadState`; everything else is its "head"."""
 
 
@@ -197,12 +198,12 @@ class IncrementalStore(Store, Protocol):
 
 def mark_stored(state: ThreadState) -> None:
     """Remember how many messages ``state`` (just saved) has in the store."""
-    state._stored_messages = len(state.messages)  # noqa: SLF001
+    state._stored_messages = len(state.messages)
 
 
 def stored_count(state: ThreadState) -> int:
     """How many of ``state.messages`` the store holds (more may have been appended since)."""
-    count = state._stored_messages  # noqa: SLF001
+    count = state._stored_messages
     return len(state.messages) if count is None else count
 
 
@@ -215,7 +216,7 @@ def is_incremental(store: object) -> bool:
 
 def head_json(state: ThreadState) -> str:
     """The state without its append-only lists, as JSON (every other field, new ones too)."""
-    return state.model_dump_json(exclude=LISTS)  # type: ignore[arg-type]
+    return state.model_dump_json(exclude=LISTS)
 
 
 def item_json(item: dict[str, Any] | BaseModel) -> str:
@@ -356,7 +357,7 @@ class MemoryStore:
     async def save_changes(
         self, state: ThreadState, changes: Changes, *, expected_version: int | None
     ) -> ThreadState:
-        """Compare-and-set save writing only ``changes`` and the head (see :class:`IncrementalStore`)."""
+        """Compare-and-set save of only ``changes`` and the head (see :class:`IncrementalStore`)."""
         return self._write(state, changes, expected_version)
 
     def _write(
