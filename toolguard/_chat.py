@@ -209,7 +209,8 @@ def _changes(base: ThreadState, update: dict[str, Any]) -> Changes | None:
     audit = update.get("audit")
     if audit is not None and (audit is base.audit or len(audit) < len(base.audit)):
         return None
-    return Changes(keep, tail, actions, audit[len(base.audit) :] if audit is not None else ())
+    added = audit[len(base.audit) :] if audit is not None else ()
+    return Changes(keep, tail, actions, added, stored_messages)
 
 
 _REFUSALS_IN_A_ROW = 20

@@ -304,7 +304,7 @@ class PostgresStore:
                     await conn.execute(
                         sql.SQL("DELETE FROM {} WHERE thread_id = %s").format(table), (thread_id,)
                     )
-            else:
+            elif keep >= 0:
                 await conn.execute(
                     sql.SQL("DELETE FROM {} WHERE thread_id = %s AND seq >= %s").format(messages_t),
                     (thread_id, keep),
@@ -368,7 +368,9 @@ class PostgresStore:
                     (stored.version, head, stored.updated_at, thread_id),
                 )
                 if row[1] == _SPLIT:
-                    await write(conn, prepared, changes.keep_messages)
+                    keep = changes.keep_messages
+                    appended_only = changes.stored_messages == keep
+                    await write(conn, prepared, -1 if appended_only else keep)
                 else:
                     await write(conn, rows(Changes.whole(stored)), None)
 

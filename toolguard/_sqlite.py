@@ -273,21 +273,26 @@ class SQLiteStore:
                         raise _conflict(thread_id, None, _version_of(conn, thread_id)) from None
                     _write_lists(conn, thread_id, prepared, 0, fresh=True)
                 else:
-                    row = conn.execute(
-                        "SELECT version, layout FROM toolguard_threads WHERE thread_id = ?",
-                        (thread_id,),
-                    ).fetchone()
-                    found = None if row is None else int(row[0])
-                    if found != expected_version:
-                        raise _conflict(thread_id, expected_version, found)
-                    conn.execute(
-                        "UPDATE toolguard_threads SET version = ?, state = ?, updated_at = ?,"
-                        " layout = 2 WHERE thread_id = ?",
-                        (stored.version, head, updated_at, thread_id),
+                    cursor = conn.execute(
+                        "UPDATE toolguard_threads SET version = ?, state = ?, updated_at = ?"
+                        " WHERE thread_id = ? AND version = ? AND layout = 2",
+                        (stored.version, head, updated_at, thread_id, expected_version),
                     )
-                    if row[1] == _SPLIT:
-                        _write_lists(conn, thread_id, prepared, changes.keep_messages, fresh=False)
+                    if cursor.rowcount == 1:
+                        keep = changes.keep_messages
+                        if changes.stored_messages == keep:
+                            keep = -1  # nothing replaced: no messages to delete
+                        _write_lists(conn, thread_id, prepared, keep, fresh=False)
                     else:
+                        found = _version_of(conn, thread_id)
+                        if found != expected_version:
+                            raise _conflict(thread_id, expected_version, found)
+                        # Stored whole (layout 1): write this state whole, split into rows.
+                        conn.execute(
+                            "UPDATE toolguard_threads SET version = ?, state = ?, updated_at = ?,"
+                            " layout = 2 WHERE thread_id = ?",
+                            (stored.version, head, updated_at, thread_id),
+                        )
                         _write_lists(conn, thread_id, rows(Changes.whole(stored)), 0, fresh=True)
                 conn.execute("COMMIT")
             except BaseException:
@@ -549,11 +554,15 @@ def _write_lists(
     *,
     fresh: bool,
 ) -> None:
-    """Write a thread's new list rows: messages after ``keep_messages``, actions, audit events."""
+    """Write a thread's new list rows: messages after ``keep_messages``, actions, audit events.
+
+    ``fresh``: delete every list row of the thread first; ``keep_messages`` -1:
+    delete no messages (they are only appended).
+    """
     messages, actions, audit = rows
     if fresh:
         _delete_lists(conn, thread_id)
-    else:
+    elif keep_messages >= 0:
         conn.execute(
             "DELETE FROM toolguard_messages WHERE thread_id = ? AND seq >= ?",
             (thread_id, keep_messages),

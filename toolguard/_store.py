@@ -160,12 +160,16 @@ class Changes:
         actions: ``(position, action)`` of every new or changed action; a
             position at the end appends.
         audit: the audit events appended.
+        stored_messages: how many messages the stored state has, when known
+            (``None``: unknown); equal to ``keep_messages``, nothing is
+            replaced and a store need not delete any.
     """
 
     keep_messages: int
     messages: Sequence[dict[str, Any]] = ()
     actions: Sequence[tuple[int, Action]] = ()
     audit: Sequence[AuditEvent] = field(default=())
+    stored_messages: int | None = None
 
     @staticmethod
     def whole(state: ThreadState) -> Changes:
