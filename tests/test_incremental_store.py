@@ -24,7 +24,7 @@ from toolguard import (
     ToolCall,
     _sqlite,
 )
-from toolguard._store import Changes
+from toolguard._store import Changes, is_incremental
 
 EMAIL = {"to": "alice@example.com", "body": "Hi"}
 APPROVE = [{"type": "approve"}]
@@ -430,3 +430,34 @@ async def test_sqlite_waits_in_a_worker_thread_while_another_writer_holds_the_lo
         other.close()
         assert (saved.version, (await store.load("t")) == saved) == (2, True)
     assert released_after >= 10  # the loop ran while the save waited for the lock
+
+
+def test_a_store_subclass_overriding_save_is_used_whole() -> None:
+    """A subclass that overrides save (or load) but not save_changes is never bypassed."""
+
+    class CheckedSaves(MemoryStore):
+        async def save(self, state: ThreadState, *, expected_version: int | None) -> ThreadState:
+            return await super().save(state, expected_version=expected_version)
+
+    class CheckedLoads(SQLiteStore):
+        async def load(self, thread_id: str) -> ThreadState | None:
+            return await super().load(thread_id)
+
+    class CheckedBoth(CheckedSaves):
+        async def save_changes(
+            self, state: ThreadState, changes: Changes, *, expected_version: int | None
+        ) -> ThreadState:
+            return await super().save_changes(state, changes, expected_version=expected_version)
+
+    stores = [
+        MemoryStore(),
+        CheckedSaves(),
+        CheckedLoads(":memory:"),
+        CheckedBoth(),
+        RecordingStore(),
+    ]
+    assert [is_incremental(s) for s in stores] == [True, False, False, True, True]
+    assert [is_incremental(s) for s in (WholeStateStore(), SQLiteStore(":memory:"))] == [
+        False,
+        True,
+    ]

@@ -212,10 +212,33 @@ def stored_count(state: ThreadState) -> int:
 
 
 def is_incremental(store: object) -> bool:
-    """Whether ``store`` has ``load_version`` and ``save_changes``."""
-    return callable(getattr(store, "save_changes", None)) and callable(
-        getattr(store, "load_version", None)
-    )
+    """Whether ``store`` has ``load_version`` and ``save_changes`` (and they fit its ``save``).
+
+    A subclass that overrides ``save`` or ``load`` but not ``save_changes``
+    (say, a MemoryStore that adds a check to every save) is used through its
+    whole-state methods, so its override is never bypassed.
+    """
+    kind = type(store)
+    known = _INCREMENTAL.get(kind)
+    if known is None:
+        known = _INCREMENTAL[kind] = _incremental_type(kind)
+    return known
+
+
+_INCREMENTAL: dict[type, bool] = {}
+
+
+def _incremental_type(kind: type) -> bool:
+    if not (
+        callable(getattr(kind, "save_changes", None))
+        and callable(getattr(kind, "load_version", None))
+    ):
+        return False
+
+    def owner(name: str) -> int:
+        return next(i for i, base in enumerate(kind.__mro__) if name in base.__dict__)
+
+    return owner("save_changes") <= min(owner("save"), owner("load"))
 
 
 def head_json(state: ThreadState) -> str:
