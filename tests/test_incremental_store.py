@@ -429,7 +429,7 @@ async def test_sqlite_waits_in_a_worker_thread_while_another_writer_holds_the_lo
             tg.cancel_scope.cancel()
         other.close()
         assert (saved.version, (await store.load("t")) == saved) == (2, True)
-    assert released_after >= 10  # the loop ran while the save waited for the lock
+    assert released_after >= 5  # the loop ran while the save waited for the lock (~30 ticks)
 
 
 def test_a_store_subclass_overriding_save_is_used_whole() -> None:
