@@ -6,8 +6,8 @@ on one machine or many — can share the database: the guard against a
 review being applied twice lives in the database, where every process sees
 it, not in a per-process lock.
 
-The compare-and-set: a save of a thread read at version ``N`` is one
-statement::
+The compare-and-set: a whole-state save of a thread read at version ``N``
+is one statement::
 
     UPDATE toolguard_threads SET version = N + 1, state = ..., updated_at = ...
         WHERE thread_id = ... AND version = N
@@ -24,9 +24,18 @@ The table::
 
     thread_id  TEXT PRIMARY KEY
     version    BIGINT NOT NULL
-    state      JSON NOT NULL          -- the whole ThreadState
+    state      JSON NOT NULL          -- the head, or the whole ThreadState (layout 1)
     updated_at TIMESTAMPTZ NOT NULL
     seq        BIGINT GENERATED ALWAYS AS IDENTITY   -- creation order
+    layout     SMALLINT NOT NULL DEFAULT 1           -- 2: head here, lists in rows
+
+plus ``<table>_messages``, ``<table>_actions`` and ``<table>_audit``
+(``thread_id TEXT, seq BIGINT, body TEXT``, primary key ``(thread_id,
+seq)``): one row per message, action and audit event of a ``layout = 2``
+thread. ``ReviewedChat`` saves through :meth:`PostgresStore.save_changes`:
+in one transaction, the row is locked (``SELECT ... FOR UPDATE``), its
+version compared, the head written and only the new or changed rows, so a
+save costs the same at turn 1 and turn 1,000.
 
 ``state`` is ``JSON``, not ``JSONB``, on purpose: ``JSON`` keeps the text
 exactly as written, so a thread comes back from PostgreSQL exactly as it
@@ -38,11 +47,14 @@ refuses). Queries can still use ``state->>'status'`` or cast with
 
 The table is created on first use (under an advisory lock, so processes
 starting together do not race) and marked with the comment ``toolguard
-schema version 1``. A table with a newer schema version, or one that exists
+schema version 2``. A table of toolguard 0.1.0 (``toolguard schema version
+1``) is migrated on first use, under the same advisory lock and in one
+transaction: the ``layout`` column and the three tables are added; its rows
+stay whole until their next save. A table with a newer schema version, or one that exists
 without that comment (another application's table of the same name), is
 refused with :class:`~toolguard.SchemaVersionError` rather than misread or
 overwritten. To create the table yourself (e.g. in a migration), use the
-columns above and add that comment.
+columns and tables above and add that comment.
 
 psycopg's async API runs on asyncio: use this store from asyncio (anyio on
 its asyncio backend is fine); trio is not supported. psycopg prepares the
