@@ -3,9 +3,11 @@
 from __future__ import annotations
 
 import contextlib
+import os
 import sqlite3
 import threading
 import time
+import uuid
 from pathlib import Path
 from typing import Any
 
@@ -461,3 +463,69 @@ def test_a_store_subclass_overriding_save_is_used_whole() -> None:
         False,
         True,
     ]
+
+
+@pytest.mark.skipif(
+    not os.environ.get("TOOLGUARD_POSTGRES_DSN"), reason="set TOOLGUARD_POSTGRES_DSN"
+)
+async def test_a_0_1_0_postgres_table_is_migrated_on_first_use() -> None:
+    """A table as 0.1.0 made it (comment 'schema version 1', whole rows) is migrated and used."""
+    import psycopg
+    from psycopg import sql
+
+    from toolguard.postgres import PostgresStore
+
+    dsn = os.environ["TOOLGUARD_POSTGRES_DSN"]
+    table = f"tg_migrate_{uuid.uuid4().hex[:12]}"
+    runs: list[str] = []
+    memory = MemoryStore()
+    paused = await make_chat(memory, runs).send_message("Mail Alice")
+    old = await memory.load(paused.thread_id)
+    assert old is not None
+    old = old.model_copy(update={"version": 3})
+    ident = sql.Identifier(table)
+    async with await psycopg.AsyncConnection.connect(dsn, autocommit=True) as conn:
+        # The 0.1.0 table and comment (git show 9ae5113:toolguard/_postgres.py).
+        await conn.execute(
+            sql.SQL(
+                "CREATE TABLE {} (thread_id TEXT PRIMARY KEY, version BIGINT NOT NULL,"
+                " state JSON NOT NULL, updated_at TIMESTAMPTZ NOT NULL,"
+                " seq BIGINT GENERATED ALWAYS AS IDENTITY)"
+            ).format(ident)
+        )
+        await conn.execute(
+            sql.SQL("COMMENT ON TABLE {} IS 'toolguard schema version 1'").format(ident)
+        )
+        await conn.execute(
+            sql.SQL(
+                "INSERT INTO {} (thread_id, version, state, updated_at) VALUES (%s, 3, %s, %s)"
+            ).format(ident),
+            (paused.thread_id, old.model_dump_json(), old.updated_at),
+        )
+    try:
+        async with PostgresStore(dsn, table=table) as store:
+            assert await store.load(paused.thread_id) == old
+            chat = make_chat(store, runs)
+            done = await chat.submit_review(APPROVE, paused.thread_id, review_id=paused.review_id)
+            assert (done.reply, runs) == ("Done: sent to alice@example.com", ["alice@example.com"])
+            state = await store.load(paused.thread_id)
+        assert state is not None
+        assert (roles(state), state.version) == (["user", "assistant", "tool", "assistant"], 6)
+        async with PostgresStore(dsn, table=table) as store:
+            assert await store.load(paused.thread_id) == state
+        async with await psycopg.AsyncConnection.connect(dsn, autocommit=True) as conn:
+            cursor = await conn.execute(
+                "SELECT obj_description(%s::regclass, 'pg_class')", (table,)
+            )
+            assert await cursor.fetchall() == [("toolguard schema version 2",)]
+            counts = []
+            for suffix in ("_messages", "_actions", "_audit"):
+                cursor = await conn.execute(
+                    sql.SQL("SELECT count(*) FROM {}").format(sql.Identifier(table + suffix))
+                )
+                counts.append((await cursor.fetchone() or (None,))[0])
+            assert counts == [4, 1, 3]
+    finally:
+        async with await psycopg.AsyncConnection.connect(dsn, autocommit=True) as conn:
+            for name in (table, *(table + s for s in ("_messages", "_actions", "_audit"))):
+                await conn.execute(sql.SQL("DROP TABLE IF EXISTS {}").format(sql.Identifier(name)))
