@@ -529,3 +529,13 @@ async def test_a_0_1_0_postgres_table_is_migrated_on_first_use() -> None:
         async with await psycopg.AsyncConnection.connect(dsn, autocommit=True) as conn:
             for name in (table, *(table + s for s in ("_messages", "_actions", "_audit"))):
                 await conn.execute(sql.SQL("DROP TABLE IF EXISTS {}").format(sql.Identifier(name)))
+
+
+async def test_the_stored_message_count_is_not_part_of_equality() -> None:
+    """A state the chat saved (it remembers its stored message count) equals the one read back."""
+    store = MemoryStore()
+    chat = make_chat(store, [])
+    thread_id = await cycle(chat, None)
+    saved = chat._states[thread_id]
+    assert saved == await store.load(thread_id)
+    assert saved != (await store.load(thread_id) or saved).model_copy(update={"status": "running"})

@@ -103,6 +103,18 @@ class ThreadState(BaseModel):
     _stored_messages: int | None = PrivateAttr(default=None)
     """How many messages the store holds for this version (set by ReviewedChat's saves)."""
 
+    def __eq__(self, other: object) -> bool:
+        """Equal fields (and extras); the private bookkeeping above does not count."""
+        if not isinstance(other, ThreadState):
+            return NotImplemented
+        return (
+            type(self) is type(other)
+            and self.__dict__ == other.__dict__
+            and self.__pydantic_extra__ == other.__pydantic_extra__
+        )
+
+    __hash__ = None  # type: ignore[assignment]  # mutable, as before
+
     @property
     def review_id(self) -> str | None:
         """The id of the pending review, if any."""
