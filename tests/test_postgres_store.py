@@ -479,6 +479,7 @@ async def test_schema_comment_and_rows(store: PostgresStore, table: str) -> None
         ("state", "json", "NO", "NO"),
         ("updated_at", "timestamp with time zone", "NO", "NO"),
         ("seq", "bigint", "NO", "YES"),
+        ("layout", "smallint", "NO", "NO"),
     ]
     ident = sql.Identifier(table)
     comment = await admin_execute("SELECT obj_description(%s::regclass, 'pg_class')", (table,))
@@ -491,7 +492,7 @@ async def test_schema_comment_and_rows(store: PostgresStore, table: str) -> None
 
 
 async def test_existing_table_is_reused(table: str) -> None:
-    """A version-1 table made by hand (with its comment) is used as it is."""
+    """A version-1 table (0.1.0's, with its comment) is migrated to 2; its row reads as it was."""
     state = full_state("t").model_copy(update={"version": 4})
     ident = sql.Identifier(table)
     await admin_execute(
@@ -512,6 +513,8 @@ async def test_existing_table_is_reused(table: str) -> None:
         assert await pg_store.load("t") == state
         assert (await pg_store.save(state, expected_version=4)).version == 5
         assert await pg_store.thread_ids() == ["t"]
+    comment = await admin_execute("SELECT obj_description(%s::regclass, 'pg_class')", (table,))
+    assert comment == [("toolguard schema version 2",)]
 
 
 async def test_newer_schema_is_refused(table: str) -> None:
@@ -520,7 +523,7 @@ async def test_newer_schema_is_refused(table: str) -> None:
     await admin_execute(
         sql.SQL(
             "CREATE TABLE {} (thread_id TEXT PRIMARY KEY, other TEXT);"
-            " COMMENT ON TABLE {} IS 'toolguard schema version 2'"
+            " COMMENT ON TABLE {} IS 'toolguard schema version 3'"
         ).format(ident, ident)
     )
     async with PostgresStore(DSN, table=table) as pg_store:
@@ -529,8 +532,8 @@ async def test_newer_schema_is_refused(table: str) -> None:
         with pytest.raises(SchemaVersionError):
             await pg_store.save(ThreadState(thread_id="t"), expected_version=None)
     assert str(info.value) == (
-        f"Table {table!r} has toolguard schema version 2, but this version of"
-        " toolguard supports only version 1: upgrade toolguard to use it"
+        f"Table {table!r} has toolguard schema version 3, but this version of"
+        " toolguard supports only version 2: upgrade toolguard to use it"
     )
     columns = await admin_execute(
         "SELECT column_name FROM information_schema.columns WHERE table_name = %s"
@@ -549,7 +552,7 @@ async def test_foreign_table_of_the_same_name_is_refused(table: str) -> None:
             await pg_store.thread_ids()
     assert str(info.value) == (
         f"Table {table!r} exists but was not created by toolguard (its comment is None,"
-        " not 'toolguard schema version 1'): choose another table"
+        " not 'toolguard schema version 2'): choose another table"
     )
 
 
@@ -597,6 +600,7 @@ async def test_closed_store_refuses_use(table: str) -> None:
 async def test_broken_connection_is_replaced(store: PostgresStore) -> None:
     """When the server ends the store's connection, that call fails and the next one reconnects."""
     created = await store.save(ThreadState(thread_id="t"), expected_version=None)
+    await store.thread_ids()  # the connection's last query names the table (a save ends in COMMIT)
     await admin_execute(
         "SELECT pg_terminate_backend(pid) FROM pg_stat_activity"
         " WHERE datname = current_database() AND pid <> pg_backend_pid()"

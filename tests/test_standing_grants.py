@@ -10,6 +10,7 @@ from typing import Any
 import anyio
 import pytest
 
+import toolguard
 from toolguard import (
     ApproveDecision,
     AuditEvent,
@@ -49,11 +50,14 @@ class Clock:
         return self.now
 
 
-def tools(log: Log) -> Any:
+def tools(log: Log, approvals: int = 1) -> Any:
     def send_email(to: str, subject: str, body: str) -> str:
         """Send an email."""
         log.append(("send_email", {"to": to}))
         return f"sent to {to}"
+
+    if approvals > 1:
+        send_email = toolguard.requires_approval(approvals=approvals)(send_email)
 
     def delete_file(path: str) -> str:
         """Delete a file."""
@@ -95,8 +99,9 @@ def make_chat(
     rules: Rules | None = None,
     authorize: Any = None,
     signing_key: bytes | None = None,
+    approvals: int = 1,
 ) -> ReviewedChat:
-    toolset = guard(tools(log), Classifier(always=["set_volume"]), rules=rules)
+    toolset = guard(tools(log, approvals), Classifier(always=["set_volume"]), rules=rules)
     return ReviewedChat(
         _Model(script),
         toolset,
@@ -522,8 +527,7 @@ async def test_a_grant_on_a_stale_review_id_is_refused() -> None:
 
 async def test_a_tool_that_needs_a_quorum_gets_no_grant() -> None:
     log: Log = []
-    chat = make_chat([turn(call("c1", "send_email", ALICE))], log, Clock())
-    chat.toolset["send_email"].approvals = 2  # type: ignore[attr-defined]  # as quorum sets it
+    chat = make_chat([turn(call("c1", "send_email", ALICE))], log, Clock(), approvals=2)
     first = await chat.send_message("Mail Alice")
     before = await chat.get_thread(first.thread_id)
     with pytest.raises(InvalidReviewDecisionError) as caught:
@@ -536,13 +540,15 @@ async def test_a_tool_that_needs_a_quorum_gets_no_grant() -> None:
 
 
 async def test_a_grant_made_before_a_quorum_was_required_covers_nothing() -> None:
+    """The deployment later requires 2 approvals: the grant stored before covers nothing."""
     log: Log = []
-    chat, thread_id, grant = await granted_thread(
-        [turn(call("c2", "send_email", BOB))], log, Clock()
-    )
-    chat.toolset["send_email"].approvals = 2  # type: ignore[attr-defined]
+    store = MemoryStore()
+    clock = Clock()
+    _, thread_id, grant = await granted_thread([], log, clock, store=store)
+    chat = make_chat([turn(call("c2", "send_email", BOB))], log, clock, store=store, approvals=2)
     assert (await chat.send_message("Mail Bob", thread_id)).pending_review is not None
     assert (await chat.get_thread(thread_id)).grants == [grant]
+    assert log == [("send_email", {"to": ALICE["to"]})]
 
 
 # --------------------------------------------------------------------------- rules

@@ -252,8 +252,10 @@ async def tamper(store: AnyStore, thread_id: str, name: str, args: dict[str, Any
             data = json.loads(text)
             data["pending"]["actions"][0]["name"] = name
             data["pending"]["actions"][0]["args"] = args
+            # A writer behind toolguard's back still bumps the version: ReviewedChat
+            # re-reads a thread whose stored version changed since it last saw it.
             conn.execute(
-                "UPDATE toolguard_threads SET state = ? WHERE thread_id = ?",
+                "UPDATE toolguard_threads SET state = ?, version = version + 1 WHERE thread_id = ?",
                 (json.dumps(data), thread_id),
             )
         conn.close()

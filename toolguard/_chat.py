@@ -16,10 +16,13 @@ import dataclasses
 import functools
 import inspect
 import logging
+import operator
+from collections import OrderedDict
 from collections.abc import Awaitable, Callable, Iterator, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta
+from itertools import compress, count
 from typing import Any, Literal, TypeAlias
 from uuid import UUID
 
@@ -75,11 +78,16 @@ from toolguard._runner import (
 )
 from toolguard._standing import StandingGrant
 from toolguard._store import (
+    Changes,
     ConcurrentUpdateError,
     CorruptThreadError,
+    IncrementalStore,
     MemoryStore,
     Store,
     ThreadState,
+    is_incremental,
+    mark_stored,
+    stored_count,
 )
 from toolguard._toolset import Tools
 from toolguard._validate import AnyDecision, validate_decisions
@@ -144,6 +152,71 @@ AccessOperation: TypeAlias = Literal["read", "audit", "message"]
 
 AccessHook: TypeAlias = Callable[[str | None, ThreadState, AccessOperation], bool | Awaitable[bool]]
 """Decides whether ``actor`` may do ``operation`` on ``thread`` (``ReviewedChat(access=...)``)."""
+
+_CACHED_THREADS = 128
+"""How many threads' last states a ReviewedChat keeps, to skip re-reading them (LRU)."""
+
+
+_TAIL = 32
+"""How many of the last stored messages / actions a save compares item by item."""
+
+
+def _first_changed(old: list[Any], new: list[Any], stored: int) -> int:
+    """The first index below ``stored`` where ``new`` holds another object than ``old``.
+
+    Only the last :data:`_TAIL` stored items are compared: toolguard changes
+    only the latest turn (a resumed turn's assistant message, its pending
+    actions). When all of those differ (a list rebuilt whole), every item is
+    compared (in C).
+    """
+    shared = min(stored, len(old), len(new))
+    start = max(0, shared - _TAIL)
+    first = next(
+        compress(count(start), map(operator.is_not, old[start:shared], new[start:shared])),
+        shared,
+    )
+    if first == start and start > 0:
+        first = next(compress(count(), map(operator.is_not, old[:shared], new[:shared])), shared)
+    return first
+
+
+def _changes(base: ThreadState, update: dict[str, Any]) -> Changes | None:
+    """What ``base.model_copy(update=update)`` changes, or ``None`` when not expressible.
+
+    Lists in ``update`` share their unchanged items with ``base``'s
+    (``[*state.audit, *events]``, ``_merge``, a copy of the messages with
+    its last assistant message rewritten); an item that is not the same
+    object is changed (see :func:`_first_changed`). ``_loop`` appends to the
+    list it saved, so the stored length of ``base.messages`` is remembered at
+    each save (``stored_counts``) rather than read from the list.
+    """
+    stored_messages = stored_count(base)
+    keep, tail = stored_messages, ()
+    messages = update.get("messages")
+    if messages is not None:
+        if messages is not base.messages:
+            keep = _first_changed(base.messages, messages, stored_messages)
+        tail = messages[keep:]
+    actions: list[tuple[int, Action]] = []
+    new_actions = update.get("actions")
+    if new_actions is not None:
+        old = base.actions
+        if new_actions is old or len(new_actions) < len(old):
+            return None
+        first = _first_changed(old, new_actions, len(old))
+        actions = [
+            (i, new_actions[i])
+            for i in compress(
+                count(first), map(operator.is_not, old[first:], new_actions[first : len(old)])
+            )
+        ]
+        actions.extend(enumerate(new_actions[len(old) :], len(old)))
+    audit = update.get("audit")
+    if audit is not None and (audit is base.audit or len(audit) < len(base.audit)):
+        return None
+    added = audit[len(base.audit) :] if audit is not None else ()
+    return Changes(keep, tail, actions, added, stored_messages)
+
 
 _REFUSALS_IN_A_ROW = 20
 """At most this many ``refused`` events in a row are recorded by the access hook's refusals."""
@@ -525,6 +598,9 @@ class ReviewedChat:
         self.clock = clock
         self.notify = notify
         self._outbox_hints: set[str] = set()
+        # The last state this chat saved or read per thread (LRU), checked against the
+        # stored version before use: only with a store that has ``load_version``.
+        self._states: OrderedDict[str, ThreadState] = OrderedDict()
         self._outbox_scanned = False
         self._tool_schemas = self.toolset.openai_tools()
         # store_secrets=False: redacted values are stored as REDACTED, the real ones kept here.
@@ -546,19 +622,73 @@ class ReviewedChat:
             AccessDeniedError: the ``access`` hook refused ``actor``.
             CorruptThreadError: the stored thread cannot be read back.
         """
-        state = await self._load(thread_id)
+        state = await self._load(thread_id, fresh=True)
         await self._check_access(actor, state, "read")
         return state
 
-    async def _load(self, thread_id: str) -> ThreadState:
+    async def _load(self, thread_id: str, *, fresh: bool = False) -> ThreadState:
+        """The stored thread; ``fresh``: a copy of its own for the caller (read from the store).
+
+        Otherwise the chat's cached state of the thread when the store says it
+        is still the stored version (one cheap version read), else the stored
+        one (and it is cached). Cached states are never handed to users.
+        """
         _text_arg(thread_id, "thread_id")
         if clean_text(thread_id) != thread_id:
             # Lone surrogates: no stored thread has such an id (and no database takes it).
             raise UnknownThreadError(thread_id)
-        state = await self.store.load(thread_id)
+        store = self.store
+        incremental = not fresh and is_incremental(store)
+        if incremental:
+            cached = self._states.get(thread_id)
+            if cached is not None:
+                version = await store.load_version(thread_id)  # type: ignore[attr-defined]
+                if version == cached.version:
+                    self._states.move_to_end(thread_id)
+                    return cached
+                self._states.pop(thread_id, None)
+        state = await store.load(thread_id)
         if state is None:
             raise UnknownThreadError(thread_id)
+        if incremental:
+            self._remember(state)
         return state
+
+    def _remember(self, state: ThreadState) -> None:
+        """Cache ``state`` as the thread's latest (bounded, least recently used goes)."""
+        states = self._states
+        states[state.thread_id] = state
+        states.move_to_end(state.thread_id)
+        if len(states) > _CACHED_THREADS:
+            states.popitem(last=False)
+
+    async def _write(
+        self, state: ThreadState, expected: int | None, changes: dict[str, Any]
+    ) -> ThreadState:
+        """One compare-and-set save of ``state`` updated with ``changes``.
+
+        With an incremental store only what changed is written (see
+        :func:`_changes`), and the saved state is cached; otherwise the whole
+        state (the 0.1.0 ``Store`` protocol). A failed save drops the cache
+        entry, so the next read goes to the store.
+        """
+        new = state.model_copy(update=changes)
+        store = self.store
+        try:
+            if not is_incremental(store):
+                return await store.save(new, expected_version=expected)
+            delta = Changes.whole(new) if expected is None else _changes(state, changes)
+            incremental: IncrementalStore = store  # type: ignore[assignment]
+            if delta is None:
+                saved = await incremental.save(new, expected_version=expected)
+            else:
+                saved = await incremental.save_changes(new, delta, expected_version=expected)
+        except BaseException:
+            self._states.pop(state.thread_id, None)
+            raise
+        mark_stored(saved)
+        self._remember(saved)
+        return saved
 
     async def audit_trail(self, thread_id: str, *, actor: str | None = None) -> list[AuditEvent]:
         """Every audit event of a thread, oldest first.
@@ -571,7 +701,7 @@ class ReviewedChat:
             UnknownThreadError: no thread has that id.
             AccessDeniedError: the ``access`` hook refused ``actor``.
         """
-        state = await self._load(thread_id)
+        state = await self._load(thread_id, fresh=True)
         await self._check_access(actor, state, "audit")
         return list(state.audit)
 
@@ -599,7 +729,7 @@ class ReviewedChat:
         events: list[AuditEvent] = []
         for thread_id in thread_ids:
             try:
-                events.extend((await self._load(thread_id)).audit)
+                events.extend((await self._load(thread_id, fresh=True)).audit)
             except CorruptThreadError as exc:  # noqa: PERF203 - one damaged thread, not all
                 if not listed:
                     raise
@@ -1162,9 +1292,7 @@ class ReviewedChat:
             if items:
                 changes = {**changes, "outbox": [*state.outbox, *items]}
             try:
-                saved = await self.store.save(
-                    state.model_copy(update=changes), expected_version=expected
-                )
+                saved = await self._write(state, expected, changes)
             except ConcurrentUpdateError:
                 if expected is None or expected != state.version:
                     raise
@@ -1497,9 +1625,7 @@ class ReviewedChat:
             for i in state.outbox
             if i.id != item_id or replacement is not None
         ]
-        return await self.store.save(
-            state.model_copy(update={"outbox": outbox}), expected_version=state.version
-        )
+        return await self._write(state, state.version, {"outbox": outbox})
 
     async def _outbox_update(
         self, thread_id: str, item_id: str, replacement: OutboxItem | None

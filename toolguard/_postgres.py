@@ -6,8 +6,8 @@ on one machine or many — can share the database: the guard against a
 review being applied twice lives in the database, where every process sees
 it, not in a per-process lock.
 
-The compare-and-set: a save of a thread read at version ``N`` is one
-statement::
+The compare-and-set: a whole-state save of a thread read at version ``N``
+is one statement::
 
     UPDATE toolguard_threads SET version = N + 1, state = ..., updated_at = ...
         WHERE thread_id = ... AND version = N
@@ -24,9 +24,18 @@ The table::
 
     thread_id  TEXT PRIMARY KEY
     version    BIGINT NOT NULL
-    state      JSON NOT NULL          -- the whole ThreadState
+    state      JSON NOT NULL          -- the head, or the whole ThreadState (layout 1)
     updated_at TIMESTAMPTZ NOT NULL
     seq        BIGINT GENERATED ALWAYS AS IDENTITY   -- creation order
+    layout     SMALLINT NOT NULL DEFAULT 1           -- 2: head here, lists in rows
+
+plus ``<table>_messages``, ``<table>_actions`` and ``<table>_audit``
+(``thread_id TEXT, seq BIGINT, body TEXT``, primary key ``(thread_id,
+seq)``): one row per message, action and audit event of a ``layout = 2``
+thread. ``ReviewedChat`` saves through :meth:`PostgresStore.save_changes`:
+in one transaction, the row is locked (``SELECT ... FOR UPDATE``), its
+version compared, the head written and only the new or changed rows, so a
+save costs the same at turn 1 and turn 1,000.
 
 ``state`` is ``JSON``, not ``JSONB``, on purpose: ``JSON`` keeps the text
 exactly as written, so a thread comes back from PostgreSQL exactly as it
@@ -38,11 +47,14 @@ refuses). Queries can still use ``state->>'status'`` or cast with
 
 The table is created on first use (under an advisory lock, so processes
 starting together do not race) and marked with the comment ``toolguard
-schema version 1``. A table with a newer schema version, or one that exists
+schema version 2``. A table of toolguard 0.1.0 (``toolguard schema version
+1``) is migrated on first use, under the same advisory lock and in one
+transaction: the ``layout`` column and the three tables are added; its rows
+stay whole until their next save. A table with a newer schema version, or one that exists
 without that comment (another application's table of the same name), is
 refused with :class:`~toolguard.SchemaVersionError` rather than misread or
 overwritten. To create the table yourself (e.g. in a migration), use the
-columns above and add that comment.
+columns and tables above and add that comment.
 
 psycopg's async API runs on asyncio: use this store from asyncio (anyio on
 its asyncio backend is fine); trio is not supported. psycopg prepares the
@@ -69,16 +81,19 @@ from toolguard._check import kind
 from toolguard._models import utcnow
 from toolguard._sqlite import SchemaVersionError
 from toolguard._store import (
+    Changes,
     ConcurrentUpdateError,
     ThreadState,
     _check_key,
+    head_json,
+    item_json,
     load_state,
     next_state,
 )
 
 __all__ = ["SCHEMA_VERSION", "PostgresStore"]
 
-SCHEMA_VERSION: Final = 1
+SCHEMA_VERSION: Final = 2
 """The schema version this version of toolguard writes and reads (kept in the table's comment)."""
 
 _COMMENT_PREFIX: Final = "toolguard schema version "
@@ -93,9 +108,23 @@ CREATE TABLE {table} (
     version BIGINT NOT NULL,
     state JSON NOT NULL,
     updated_at TIMESTAMPTZ NOT NULL,
-    seq BIGINT GENERATED ALWAYS AS IDENTITY
+    seq BIGINT GENERATED ALWAYS AS IDENTITY,
+    layout SMALLINT NOT NULL DEFAULT 1
 )
 """
+
+_ADD_LAYOUT: Final = "ALTER TABLE {table} ADD COLUMN layout SMALLINT NOT NULL DEFAULT 1"
+
+_CREATE_LIST: Final = """
+CREATE TABLE IF NOT EXISTS {table} (
+    thread_id TEXT NOT NULL,
+    seq BIGINT NOT NULL,
+    body TEXT NOT NULL,
+    PRIMARY KEY (thread_id, seq)
+)
+"""
+_LIST_SUFFIXES: Final = ("_messages", "_actions", "_audit")
+_SPLIT: Final = 2
 
 _CREATE_CLAIMS: Final = """
 CREATE TABLE IF NOT EXISTS {table} (
@@ -188,6 +217,10 @@ class PostgresStore:
         self._claims_table = table[: _MAX_IDENTIFIER - len(_CLAIMS_SUFFIX)] + _CLAIMS_SUFFIX
         self._claims_ident = sql.Identifier(self._claims_table)
         self._claims_ready = False
+        self._lists = [
+            sql.Identifier(table[: _MAX_IDENTIFIER - len(suffix)] + suffix)
+            for suffix in _LIST_SUFFIXES
+        ]
         self._conn: _Connection | None = None
         self._closed = False
         self._lock = anyio.Lock()
@@ -211,15 +244,150 @@ class PostgresStore:
         Raises:
             CorruptThreadError: the stored row cannot be read back as a thread.
         """
-        query = sql.SQL("SELECT state::text FROM {} WHERE thread_id = %s").format(self._ident)
+        # One statement, so one snapshot of the head and its lists.
+        aggregate = "(SELECT string_agg(body, ',' ORDER BY seq) FROM {} WHERE thread_id = %s)"
+        query = sql.SQL(
+            "SELECT state::text, layout, version, "  # noqa: S608 - fixed names
+            + ", ".join([aggregate] * 3)
+            + " FROM {} WHERE thread_id = %s"
+        ).format(*self._lists, self._ident)
 
-        async def work(conn: _Connection) -> str | None:
-            cursor = await conn.execute(query, (thread_id,))
-            row = await cursor.fetchone()
-            return None if row is None else str(row[0])
+        async def work(conn: _Connection) -> tuple[Any, ...] | None:
+            cursor = await conn.execute(query, (thread_id,) * 4)
+            return await cursor.fetchone()
 
-        text = await self._run(work)
-        return None if text is None else load_state(thread_id, text)
+        row = await self._run(work)
+        if row is None:
+            return None
+        text = str(row[0])
+        if row[1] == _SPLIT and any(row[3:]):
+            messages, actions, audit = (part or "" for part in row[3:])
+            text = f'{{"messages":[{messages}],"actions":[{actions}],"audit":[{audit}],{text[1:]}'
+        state = load_state(thread_id, text)
+        if state.version != row[2]:
+            state = state.model_copy(update={"version": int(row[2])})
+        return state
+
+    async def load_version(self, thread_id: str) -> int | None:
+        """The stored version of a thread (``None`` when unknown), without reading the thread."""
+
+        async def work(conn: _Connection) -> int | None:
+            return await self._version_of(conn, thread_id)
+
+        return await self._run(work)
+
+    async def save_changes(
+        self, state: ThreadState, changes: Changes, *, expected_version: int | None
+    ) -> ThreadState:
+        """:meth:`save` writing only what changed: the head of ``state`` and ``changes``.
+
+        In one transaction: the row is locked (``SELECT ... FOR UPDATE``),
+        its version compared, the head (``state`` without its messages,
+        actions and audit events) written, and the new messages (replacing
+        those after ``changes.keep_messages``), new or changed actions (by
+        position) and new audit events written to ``<table>_messages``,
+        ``<table>_actions`` and ``<table>_audit``. A thread stored whole (by
+        0.1.0 or :meth:`save`) is written whole once, split into rows.
+
+        Raises:
+            ConcurrentUpdateError: the stored version differs, or the thread
+                exists when creating; nothing was written.
+        """
+        stored = next_state(state, expected_version)
+        head = head_json(stored)
+        thread_id = stored.thread_id
+        messages_t, actions_t, audit_t = self._lists
+
+        def rows(whole: Changes) -> tuple[list[tuple[str, int, str]], ...]:
+            keep = whole.keep_messages
+            return (
+                [(thread_id, keep + i, item_json(m)) for i, m in enumerate(whole.messages)],
+                [(thread_id, i, item_json(a)) for i, a in whole.actions],
+                [(thread_id, 0, item_json(e)) for e in whole.audit],
+            )
+
+        async def write(
+            conn: _Connection, lists: tuple[list[tuple[str, int, str]], ...], keep: int | None
+        ) -> None:
+            messages, actions, audit = lists
+            cursor = conn.cursor()
+            if keep is None:
+                for table in self._lists:
+                    await conn.execute(
+                        sql.SQL("DELETE FROM {} WHERE thread_id = %s").format(table), (thread_id,)
+                    )
+            elif keep >= 0:
+                await conn.execute(
+                    sql.SQL("DELETE FROM {} WHERE thread_id = %s AND seq >= %s").format(messages_t),
+                    (thread_id, keep),
+                )
+            if messages:
+                await cursor.executemany(
+                    sql.SQL("INSERT INTO {} (thread_id, seq, body) VALUES (%s, %s, %s)").format(
+                        messages_t
+                    ),
+                    messages,
+                )
+            if actions:
+                await cursor.executemany(
+                    sql.SQL(
+                        "INSERT INTO {} (thread_id, seq, body) VALUES (%s, %s, %s)"
+                        " ON CONFLICT (thread_id, seq) DO UPDATE SET body = excluded.body"
+                    ).format(actions_t),
+                    actions,
+                )
+            if audit:
+                await cursor.executemany(
+                    sql.SQL(
+                        "INSERT INTO {} (thread_id, seq, body) VALUES (%s,"
+                        " (SELECT coalesce(max(seq) + 1, 0) FROM {} WHERE thread_id = %s), %s)"
+                    ).format(audit_t, audit_t),
+                    [(tid, tid, body) for tid, _, body in audit],
+                )
+
+        prepared = rows(changes if expected_version is not None else Changes.whole(stored))
+
+        async def work(conn: _Connection) -> None:
+            async with conn.transaction():
+                if expected_version is None:
+                    cursor = await conn.execute(
+                        sql.SQL(
+                            "INSERT INTO {} (thread_id, version, state, updated_at, layout)"
+                            " VALUES (%s, %s, %s::json, %s, 2) ON CONFLICT (thread_id) DO NOTHING"
+                        ).format(self._ident),
+                        (thread_id, stored.version, head, stored.updated_at),
+                    )
+                    if cursor.rowcount != 1:
+                        found = await self._version_of(conn, thread_id)
+                        raise _conflict(thread_id, None, found)
+                    await write(conn, prepared, None)
+                    return
+                cursor = await conn.execute(
+                    sql.SQL(
+                        "SELECT version, layout FROM {} WHERE thread_id = %s FOR UPDATE"
+                    ).format(self._ident),
+                    (thread_id,),
+                )
+                row = await cursor.fetchone()
+                found = None if row is None else int(row[0])
+                if row is None or found != expected_version:
+                    raise _conflict(thread_id, expected_version, found)
+                await conn.execute(
+                    sql.SQL(
+                        "UPDATE {} SET version = %s, state = %s::json, updated_at = %s, layout = 2"
+                        " WHERE thread_id = %s"
+                    ).format(self._ident),
+                    (stored.version, head, stored.updated_at, thread_id),
+                )
+                if row[1] == _SPLIT:
+                    keep = changes.keep_messages
+                    appended_only = changes.stored_messages == keep
+                    await write(conn, prepared, -1 if appended_only else keep)
+                else:
+                    await write(conn, rows(Changes.whole(stored)), None)
+
+        await self._run(work)
+        return stored
 
     async def save(self, state: ThreadState, *, expected_version: int | None) -> ThreadState:
         """Store ``state`` if the stored version is still ``expected_version`` (compare-and-set).
@@ -248,16 +416,23 @@ class PostgresStore:
             params: tuple[Any, ...] = (thread_id, stored.version, text, stored.updated_at)
         else:
             query = sql.SQL(
-                "UPDATE {} SET version = %s, state = %s::json, updated_at = %s"
+                "UPDATE {} SET version = %s, state = %s::json, updated_at = %s, layout = 1"
                 " WHERE thread_id = %s AND version = %s"
             ).format(self._ident)
             params = (stored.version, text, stored.updated_at, thread_id, expected_version)
 
         async def work(conn: _Connection) -> None:
-            cursor = await conn.execute(query, params)
-            if cursor.rowcount != 1:
-                found = await self._version_of(conn, thread_id)
-                raise _conflict(thread_id, expected_version, found)
+            async with conn.transaction():
+                cursor = await conn.execute(query, params)
+                if cursor.rowcount != 1:
+                    found = await self._version_of(conn, thread_id)
+                    raise _conflict(thread_id, expected_version, found)
+                if expected_version is not None:
+                    for table in self._lists:  # the whole state is in the row now
+                        await conn.execute(
+                            sql.SQL("DELETE FROM {} WHERE thread_id = %s").format(table),
+                            (thread_id,),
+                        )
 
         await self._run(work)
         return stored
@@ -388,8 +563,15 @@ class PostgresStore:
         key = (_LOCK_CLASS, self._table)
         await conn.execute("SELECT pg_advisory_lock(%s, hashtext(%s))", key)
         async with conn.transaction():
-            if await self._schema_version(conn) is None:
-                await conn.execute(sql.SQL(_CREATE_TABLE).format(table=self._ident))
+            version = await self._schema_version(conn)
+            if version != SCHEMA_VERSION:
+                if version is None:
+                    await conn.execute(sql.SQL(_CREATE_TABLE).format(table=self._ident))
+                else:
+                    # toolguard 0.1.0 (schema 1): its rows stay whole until their next save.
+                    await conn.execute(sql.SQL(_ADD_LAYOUT).format(table=self._ident))
+                for table in self._lists:
+                    await conn.execute(sql.SQL(_CREATE_LIST).format(table=table))
                 await conn.execute(
                     sql.SQL("COMMENT ON TABLE {} IS {}").format(
                         self._ident, sql.Literal(f"{_COMMENT_PREFIX}{SCHEMA_VERSION}")

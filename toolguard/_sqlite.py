@@ -1,10 +1,21 @@
 """A persistent store in one SQLite file, safe to share between processes.
 
 :class:`SQLiteStore` keeps each thread as one row of the table
-``toolguard_threads`` (``thread_id``, ``version``, the state as JSON text,
-``updated_at``). It uses only the standard library's :mod:`sqlite3`, and
-every database call runs in a worker thread (``anyio.to_thread.run_sync``)
-so the event loop never blocks on disk or on another process's lock.
+``toolguard_threads`` (``thread_id``, ``version``, ``state``,
+``updated_at``, ``layout``) plus one row per message, action and audit
+event in ``toolguard_messages``, ``toolguard_actions`` and
+``toolguard_audit`` (``thread_id``, ``seq``, ``body`` as JSON text). With
+``layout = 2``, ``state`` holds the thread's head (the state without those
+three lists) and a save writes the head and only the new or changed rows,
+all in one transaction; with ``layout = 1`` (a row written by toolguard
+0.1.0 or by a whole-state :meth:`SQLiteStore.save`), ``state`` holds the
+whole thread. It uses only the standard library's :mod:`sqlite3`.
+
+Short statements run on the event loop's thread with a zero busy timeout
+(a worker-thread hop costs more than they do); when another writer holds
+the database's lock, the call runs again in a worker thread
+(``anyio.to_thread.run_sync``), waiting up to ``timeout`` for the lock, so
+the event loop never waits on another process.
 
 Why per-process locks are not enough: an :class:`anyio.Lock` (or a
 :class:`threading.Lock`) only orders the tasks of ONE process. A paused
@@ -34,10 +45,13 @@ Journal mode WAL lets readers go on while one writer writes, and
 commit may be lost on power failure, never corrupted). WAL needs a local
 file system: do not put the database on a network share.
 
-The schema version is kept in ``PRAGMA user_version`` (currently 1). A
-database written by a newer toolguard is refused with
-:class:`SchemaVersionError` rather than misread, so the file should be
-dedicated to toolguard.
+The schema version is kept in ``PRAGMA user_version`` (currently 2). A
+database of toolguard 0.1.0 (schema 1) is migrated when a store first
+opens it, in one transaction under the write lock (so processes opening it
+together migrate it once): the ``layout`` column and the three tables are
+added, and its rows stay whole until their next save. A database written
+by a newer toolguard is refused with :class:`SchemaVersionError` rather
+than misread, so the file should be dedicated to toolguard.
 """
 
 from __future__ import annotations
@@ -55,16 +69,20 @@ from toolguard._check import kind, positive_seconds
 from toolguard._errors import ToolguardError
 from toolguard._models import utcnow
 from toolguard._store import (
+    Changes,
     ConcurrentUpdateError,
     ThreadState,
     _check_key,
+    assemble,
+    head_json,
+    item_json,
     load_state,
     next_state,
 )
 
 __all__ = ["SCHEMA_VERSION", "SQLiteStore", "SchemaVersionError"]
 
-SCHEMA_VERSION: Final = 1
+SCHEMA_VERSION: Final = 2
 """The ``PRAGMA user_version`` this version of toolguard writes and reads."""
 
 _CREATE_TABLE: Final = """
@@ -72,9 +90,27 @@ CREATE TABLE IF NOT EXISTS toolguard_threads (
     thread_id TEXT PRIMARY KEY,
     version INTEGER NOT NULL,
     state TEXT NOT NULL,
-    updated_at TEXT NOT NULL
+    updated_at TEXT NOT NULL,
+    layout INTEGER NOT NULL DEFAULT 1
 )
 """
+
+_ADD_LAYOUT: Final = "ALTER TABLE toolguard_threads ADD COLUMN layout INTEGER NOT NULL DEFAULT 1"
+
+_LIST_TABLES: Final = ("toolguard_messages", "toolguard_actions", "toolguard_audit")
+"""One row per message, action and audit event of a thread (``layout = 2``)."""
+
+_CREATE_LISTS: Final = tuple(
+    f"CREATE TABLE IF NOT EXISTS {table} (thread_id TEXT NOT NULL, seq INTEGER NOT NULL,"
+    " body TEXT NOT NULL, PRIMARY KEY (thread_id, seq)) WITHOUT ROWID"
+    for table in _LIST_TABLES
+)
+
+_SPLIT: Final = 2
+"""``layout`` of a thread whose ``state`` is its head and whose lists are rows."""
+
+_BUSY: Final = (5, 6)
+"""SQLITE_BUSY and SQLITE_LOCKED (primary result codes)."""
 
 _CREATE_CLAIMS: Final = """
 CREATE TABLE IF NOT EXISTS toolguard_claims (
@@ -152,14 +188,119 @@ class SQLiteStore:
             CorruptThreadError: the stored row cannot be read back as a thread.
         """
 
-        def work(conn: sqlite3.Connection) -> str | None:
-            row = conn.execute(
-                "SELECT state FROM toolguard_threads WHERE thread_id = ?", (thread_id,)
-            ).fetchone()
-            return None if row is None else str(row[0])
+        def work(conn: sqlite3.Connection) -> tuple[str, int] | None:
+            conn.execute("BEGIN")  # one snapshot for the head and its lists
+            try:
+                row = conn.execute(
+                    "SELECT state, layout, version FROM toolguard_threads WHERE thread_id = ?",
+                    (thread_id,),
+                ).fetchone()
+                if row is None:
+                    return None
+                if row[1] != _SPLIT:
+                    return str(row[0]), int(row[2])
+                lists = [
+                    [
+                        str(r[0])
+                        for r in conn.execute(
+                            f"SELECT body FROM {table} WHERE thread_id = ? ORDER BY seq",  # noqa: S608 - fixed names
+                            (thread_id,),
+                        )
+                    ]
+                    for table in _LIST_TABLES
+                ]
+                return assemble(str(row[0]), *lists), int(row[2])
+            finally:
+                _rollback(conn)
 
-        text = await self._run(work)
-        return None if text is None else load_state(thread_id, text)
+        found = await self._run(work)
+        if found is None:
+            return None
+        state = load_state(thread_id, found[0])
+        if state.version != found[1]:
+            # The row's version column is what compare-and-set checks: it wins.
+            state = state.model_copy(update={"version": found[1]})
+        return state
+
+    async def load_version(self, thread_id: str) -> int | None:
+        """The stored version of a thread (``None`` when unknown), without reading the thread."""
+        return await self._run(lambda conn: _version_of(conn, thread_id))
+
+    async def save_changes(
+        self, state: ThreadState, changes: Changes, *, expected_version: int | None
+    ) -> ThreadState:
+        """:meth:`save` writing only what changed: the head of ``state`` and ``changes``.
+
+        In one transaction: the compare-and-set on ``version`` and the head
+        (``state`` without its messages, actions and audit events), the new
+        messages (replacing those after ``changes.keep_messages``), the new or
+        changed actions (by position) and the new audit events. A crash
+        leaves the old version or the new one, never a mix. A thread stored
+        whole (by toolguard 0.1.0 or by :meth:`save`) is written whole once,
+        split into rows.
+
+        Raises:
+            ConcurrentUpdateError: the stored version differs, or the thread
+                exists when creating; nothing was written.
+        """
+        stored = next_state(state, expected_version)
+        head = head_json(stored)
+        updated_at = stored.updated_at.isoformat()
+        thread_id = stored.thread_id
+
+        def rows(whole: Changes) -> tuple[list[tuple[str, int, str]], ...]:
+            keep = whole.keep_messages
+            return (
+                [(thread_id, keep + i, item_json(m)) for i, m in enumerate(whole.messages)],
+                [(thread_id, i, item_json(a)) for i, a in whole.actions],
+                [(thread_id, 0, item_json(e)) for e in whole.audit],
+            )
+
+        prepared = rows(changes if expected_version is not None else Changes.whole(stored))
+
+        def work(conn: sqlite3.Connection) -> None:
+            conn.execute("BEGIN IMMEDIATE")
+            try:
+                if expected_version is None:
+                    try:
+                        conn.execute(
+                            "INSERT INTO toolguard_threads"
+                            " (thread_id, version, state, updated_at, layout)"
+                            " VALUES (?, ?, ?, ?, 2)",
+                            (thread_id, stored.version, head, updated_at),
+                        )
+                    except sqlite3.IntegrityError:
+                        raise _conflict(thread_id, None, _version_of(conn, thread_id)) from None
+                    _write_lists(conn, thread_id, prepared, 0, fresh=True)
+                else:
+                    cursor = conn.execute(
+                        "UPDATE toolguard_threads SET version = ?, state = ?, updated_at = ?"
+                        " WHERE thread_id = ? AND version = ? AND layout = 2",
+                        (stored.version, head, updated_at, thread_id, expected_version),
+                    )
+                    if cursor.rowcount == 1:
+                        keep = changes.keep_messages
+                        if changes.stored_messages == keep:
+                            keep = -1  # nothing replaced: no messages to delete
+                        _write_lists(conn, thread_id, prepared, keep, fresh=False)
+                    else:
+                        found = _version_of(conn, thread_id)
+                        if found != expected_version:
+                            raise _conflict(thread_id, expected_version, found)
+                        # Stored whole (layout 1): write this state whole, split into rows.
+                        conn.execute(
+                            "UPDATE toolguard_threads SET version = ?, state = ?, updated_at = ?,"
+                            " layout = 2 WHERE thread_id = ?",
+                            (stored.version, head, updated_at, thread_id),
+                        )
+                        _write_lists(conn, thread_id, rows(Changes.whole(stored)), 0, fresh=True)
+                conn.execute("COMMIT")
+            except BaseException:
+                _rollback(conn)
+                raise
+
+        await self._run(work)
+        return stored
 
     async def save(self, state: ThreadState, *, expected_version: int | None) -> ThreadState:
         """Store ``state`` if the stored version is still ``expected_version`` (compare-and-set).
@@ -196,13 +337,14 @@ class SQLiteStore:
                         raise _conflict(thread_id, None, _version_of(conn, thread_id)) from None
                 else:
                     cursor = conn.execute(
-                        "UPDATE toolguard_threads SET version = ?, state = ?, updated_at = ?"
-                        " WHERE thread_id = ? AND version = ?",
+                        "UPDATE toolguard_threads SET version = ?, state = ?, updated_at = ?,"
+                        " layout = 1 WHERE thread_id = ? AND version = ?",
                         (stored.version, text, updated_at, thread_id, expected_version),
                     )
                     if cursor.rowcount != 1:
                         found = _version_of(conn, thread_id)
                         raise _conflict(thread_id, expected_version, found)
+                    _delete_lists(conn, thread_id)
                 conn.execute("COMMIT")
             except BaseException:
                 _rollback(conn)
@@ -294,11 +436,33 @@ class SQLiteStore:
     # ------------------------------------------------------------------ internals
 
     async def _run(self, work: Callable[[sqlite3.Connection], _T]) -> _T:
-        """Run ``work`` with the connection in a worker thread, one call at a time."""
+        """Run ``work`` with the connection, one call at a time.
+
+        Short statements run right here on the event loop's thread, with a
+        zero busy timeout: a worker-thread hop costs more than they do. When
+        the database is locked by another writer (or the connection is busy
+        in another thread, or not opened yet), ``work`` runs again in a
+        worker thread, waiting up to ``timeout`` for the lock. ``work`` rolls
+        back what it began when it fails, so running it again is safe.
+        """
+        if self._conn is not None and self._lock.acquire(blocking=False):
+            try:
+                return work(self._connection())
+            except sqlite3.OperationalError as exc:
+                if not _is_busy(exc):
+                    raise
+            finally:
+                self._lock.release()
 
         def call() -> _T:
             with self._lock:
-                return work(self._connection())
+                conn = self._connection()
+                conn.execute(f"PRAGMA busy_timeout = {int(self._timeout * 1000)}")
+                try:
+                    return work(conn)
+                finally:
+                    if self._conn is conn:
+                        conn.execute("PRAGMA busy_timeout = 0")
 
         return await anyio.to_thread.run_sync(call)
 
@@ -316,6 +480,7 @@ class SQLiteStore:
             )
             try:
                 self._prepare(conn)
+                conn.execute("PRAGMA busy_timeout = 0")  # see _run
             except BaseException:
                 conn.close()
                 raise
@@ -331,8 +496,17 @@ class SQLiteStore:
         conn.execute("BEGIN IMMEDIATE")
         try:
             version = self._schema_version(conn)  # again, now that we hold the write lock
-            if version != SCHEMA_VERSION:
+            if version == 1:
+                # toolguard 0.1.0: its rows stay whole (layout 1) until their next save.
+                if _has_table(conn, "toolguard_threads"):
+                    conn.execute(_ADD_LAYOUT)
+                else:
+                    conn.execute(_CREATE_TABLE)
+            elif version != SCHEMA_VERSION:
                 conn.execute(_CREATE_TABLE)
+            if version != SCHEMA_VERSION:
+                for create in _CREATE_LISTS:
+                    conn.execute(create)
                 conn.execute(f"PRAGMA user_version = {SCHEMA_VERSION}")
             conn.execute("COMMIT")
         except BaseException:
@@ -357,6 +531,62 @@ def _version_of(conn: sqlite3.Connection, thread_id: str) -> int | None:
         "SELECT version FROM toolguard_threads WHERE thread_id = ?", (thread_id,)
     ).fetchone()
     return None if row is None else int(row[0])
+
+
+def _is_busy(exc: sqlite3.OperationalError) -> bool:
+    """Whether SQLite said the database (or a table) is locked by another connection."""
+    code: object = getattr(exc, "sqlite_errorcode", None)  # Python 3.11+
+    if isinstance(code, int):
+        return code & 0xFF in _BUSY
+    return str(exc).startswith(("database is locked", "database table is locked"))
+
+
+def _has_table(conn: sqlite3.Connection, name: str) -> bool:
+    row = conn.execute("SELECT 1 FROM sqlite_master WHERE type = 'table' AND name = ?", (name,))
+    return row.fetchone() is not None
+
+
+def _write_lists(
+    conn: sqlite3.Connection,
+    thread_id: str,
+    rows: tuple[list[tuple[str, int, str]], ...],
+    keep_messages: int,
+    *,
+    fresh: bool,
+) -> None:
+    """Write a thread's new list rows: messages after ``keep_messages``, actions, audit events.
+
+    ``fresh``: delete every list row of the thread first; ``keep_messages`` -1:
+    delete no messages (they are only appended).
+    """
+    messages, actions, audit = rows
+    if fresh:
+        _delete_lists(conn, thread_id)
+    elif keep_messages >= 0:
+        conn.execute(
+            "DELETE FROM toolguard_messages WHERE thread_id = ? AND seq >= ?",
+            (thread_id, keep_messages),
+        )
+    if messages:
+        conn.executemany(
+            "INSERT INTO toolguard_messages (thread_id, seq, body) VALUES (?, ?, ?)", messages
+        )
+    if actions:
+        conn.executemany(
+            "INSERT OR REPLACE INTO toolguard_actions (thread_id, seq, body) VALUES (?, ?, ?)",
+            actions,
+        )
+    if audit:
+        conn.executemany(
+            "INSERT INTO toolguard_audit (thread_id, seq, body) VALUES (?,"
+            " (SELECT coalesce(max(seq) + 1, 0) FROM toolguard_audit WHERE thread_id = ?), ?)",
+            [(tid, tid, body) for tid, _, body in audit],
+        )
+
+
+def _delete_lists(conn: sqlite3.Connection, thread_id: str) -> None:
+    for table in _LIST_TABLES:
+        conn.execute(f"DELETE FROM {table} WHERE thread_id = ?", (thread_id,))  # noqa: S608
 
 
 def _rollback(conn: sqlite3.Connection) -> None:

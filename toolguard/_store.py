@@ -1,6 +1,7 @@
 """Where conversations live between steps: the store protocol and the in-memory store.
 
-A thread is saved whole after every step. Saves are compare-and-set on a
+A thread is saved after every step (by the stores toolguard ships: only
+what changed, see :class:`IncrementalStore`). Saves are compare-and-set on a
 version number: a save names the version it read, and fails with
 :class:`ConcurrentUpdateError` when somebody else saved in between. That is
 what makes two racing submissions of the same review run the approved tool
@@ -11,10 +12,13 @@ from __future__ import annotations
 
 import json
 import threading
+from collections.abc import Sequence
+from dataclasses import dataclass, field
 from datetime import datetime
-from typing import Any, Literal, Protocol, runtime_checkable
+from typing import Any, Final, Literal, Protocol, runtime_checkable
 
-from pydantic import BaseModel, ConfigDict, Field, ValidationError
+from pydantic import BaseModel, ConfigDict, Field, PrivateAttr, ValidationError
+from pydantic_core import to_json
 
 from toolguard._audit import AuditEvent
 from toolguard._errors import ToolguardError
@@ -99,6 +103,21 @@ class ThreadState(BaseModel):
     updated_at: datetime = Field(default_factory=utcnow)
     """When it was last saved."""
 
+    _stored_messages: int | None = PrivateAttr(default=None)
+    """How many messages the store holds for this version (set by ReviewedChat's saves)."""
+
+    def __eq__(self, other: object) -> bool:
+        """Equal fields (and extras); the private bookkeeping above does not count."""
+        if not isinstance(other, ThreadState):
+            return NotImplemented
+        return (
+            type(self) is type(other)
+            and self.__dict__ == other.__dict__
+            and self.__pydantic_extra__ == other.__pydantic_extra__
+        )
+
+    __hash__ = None  # type: ignore[assignment]  # mutable, as before
+
     @property
     def review_id(self) -> str | None:
         """The id of the pending review, if any."""
@@ -136,6 +155,163 @@ class Store(Protocol):
         ...
 
 
+LISTS: Final[set[str]] = {"messages", "actions", "audit"}
+"""The append-only parts of a :class:`ThreadState`; everything else is its "head"."""
+
+
+@dataclass(frozen=True, slots=True)
+class Changes:
+    """What a save changes, relative to the state at the version it expects.
+
+    Built by :class:`~toolguard.ReviewedChat` for stores with
+    ``save_changes``: the store writes these and the head (the state without
+    its messages, actions and audit events), never the whole history.
+
+    Attributes:
+        keep_messages: how many of the stored messages stay; the rest are
+            replaced by ``messages`` (a resumed turn rewrites its assistant
+            message).
+        messages: the messages after the first ``keep_messages``.
+        actions: ``(position, action)`` of every new or changed action; a
+            position at the end appends.
+        audit: the audit events appended.
+        stored_messages: how many messages the stored state has, when known
+            (``None``: unknown); equal to ``keep_messages``, nothing is
+            replaced and a store need not delete any.
+    """
+
+    keep_messages: int
+    messages: Sequence[dict[str, Any]] = ()
+    actions: Sequence[tuple[int, Action]] = ()
+    audit: Sequence[AuditEvent] = field(default=())
+    stored_messages: int | None = None
+
+    @staticmethod
+    def whole(state: ThreadState) -> Changes:
+        """Everything of ``state``: the changes that create it."""
+        return Changes(0, state.messages, list(enumerate(state.actions)), state.audit)
+
+
+class IncrementalStore(Store, Protocol):
+    """A :class:`Store` that also writes only what changed (the stores toolguard ships).
+
+    ``ReviewedChat`` uses these methods when a store has them, and the
+    whole-state ``load``/``save`` otherwise.
+    """
+
+    async def load_version(self, thread_id: str) -> int | None:
+        """The stored version of a thread (``None`` when unknown), without reading it."""
+        ...
+
+    async def save_changes(
+        self, state: ThreadState, changes: Changes, *, expected_version: int | None
+    ) -> ThreadState:
+        """Like ``save``, writing only ``changes`` and the head of ``state``.
+
+        ``state`` is the whole new state; ``changes`` say how it differs from
+        the stored one at ``expected_version`` (for a new thread,
+        ``Changes.whole(state)``). Compare-and-set exactly like ``save``.
+        """
+        ...
+
+
+def mark_stored(state: ThreadState) -> None:
+    """Remember how many messages ``state`` (just saved) has in the store."""
+    state._stored_messages = len(state.messages)
+
+
+def stored_count(state: ThreadState) -> int:
+    """How many of ``state.messages`` the store holds (more may have been appended since)."""
+    count = state._stored_messages
+    return len(state.messages) if count is None else count
+
+
+def is_incremental(store: object) -> bool:
+    """Whether ``store`` has ``load_version`` and ``save_changes`` (and they fit its ``save``).
+
+    A subclass that overrides ``save`` or ``load`` but not ``save_changes``
+    (say, a MemoryStore that adds a check to every save) is used through its
+    whole-state methods, so its override is never bypassed.
+    """
+    kind = type(store)
+    known = _INCREMENTAL.get(kind)
+    if known is None:
+        known = _INCREMENTAL[kind] = _incremental_type(kind)
+    return known
+
+
+_INCREMENTAL: dict[type, bool] = {}
+
+
+def _incremental_type(kind: type) -> bool:
+    if not (
+        callable(getattr(kind, "save_changes", None))
+        and callable(getattr(kind, "load_version", None))
+    ):
+        return False
+
+    def owner(name: str) -> int:
+        return next(i for i, base in enumerate(kind.__mro__) if name in base.__dict__)
+
+    return owner("save_changes") <= min(owner("save"), owner("load"))
+
+
+def head_json(state: ThreadState) -> str:
+    """The state without its append-only lists, as JSON (every other field, new ones too)."""
+    return state.model_dump_json(exclude=LISTS)
+
+
+def item_json(item: dict[str, Any] | BaseModel) -> str:
+    """One message, action or audit event as JSON, as ``model_dump_json`` writes it in a state."""
+    if isinstance(item, BaseModel):
+        return item.model_dump_json()
+    return to_json(item).decode()
+
+
+def assemble(
+    head: str, messages: Sequence[str], actions: Sequence[str], audit: Sequence[str]
+) -> str:
+    """The whole state's JSON from its head and its lists' items.
+
+    The head's keys come last, so a row that still holds a whole state (written
+    by toolguard 0.1.0 or by a whole-state ``save``) wins over empty lists, and
+    a damaged one stays damaged (``CorruptThreadError``, never silently empty).
+    """
+    if not (messages or actions or audit):
+        return head
+    return (
+        f'{{"messages":[{",".join(messages)}],"actions":[{",".join(actions)}],'
+        f'"audit":[{",".join(audit)}],{head[1:]}'
+    )
+
+
+def item_bytes(item: dict[str, Any] | BaseModel) -> bytes:
+    """:func:`item_json` as UTF-8 bytes (smaller in memory than text)."""
+    if isinstance(item, BaseModel):
+        return item.__pydantic_serializer__.to_json(item)
+    return to_json(item)
+
+
+def assemble_bytes(
+    head: bytes, messages: Sequence[bytes], actions: Sequence[bytes], audit: Sequence[bytes]
+) -> bytes:
+    """:func:`assemble` for bytes."""
+    if not (messages or actions or audit):
+        return head
+    return b"".join(
+        (
+            b'{"messages":[',
+            b",".join(messages),
+            b'],"actions":[',
+            b",".join(actions),
+            b'],"audit":[',
+            b",".join(audit),
+            b"],",
+            head[1:],
+        )
+    )
+
+
 def load_state(thread_id: str, text: str | bytes) -> ThreadState:
     """Read a stored state back, or raise :class:`CorruptThreadError`.
 
@@ -167,15 +343,30 @@ def next_state(state: ThreadState, expected_version: int | None) -> ThreadState:
     return state.model_copy(update={"version": (expected_version or 0) + 1, "updated_at": utcnow()})
 
 
+class _Lists:
+    """A thread's append-only parts in a MemoryStore, one JSON text per item."""
+
+    __slots__ = ("actions", "audit", "messages")
+
+    def __init__(self) -> None:
+        self.messages: list[bytes] = []
+        self.actions: list[bytes] = []
+        self.audit: list[bytes] = []
+
+
 class MemoryStore:
     """Keeps threads in this process's memory: for demos and tests.
 
     States are stored as JSON text, so what comes back is a copy that
-    behaves exactly like a state read from a database.
+    behaves exactly like a state read from a database. A save writes what
+    changed: the head of the state and each new message, action or audit
+    event, never the whole history again.
     """
 
     def __init__(self) -> None:
-        self._threads: dict[str, tuple[int, str]] = {}
+        # thread id -> (version, head JSON); a thread without _lists holds its whole state.
+        self._threads: dict[str, tuple[int, str | bytes]] = {}
+        self._lists: dict[str, _Lists] = {}
         self._claims: set[str] = set()
         # A plain lock: the critical section never awaits, and it also holds when
         # several event loops (threads) share one store.
@@ -183,22 +374,76 @@ class MemoryStore:
 
     async def load(self, thread_id: str) -> ThreadState | None:
         """The stored state, or ``None`` (``CorruptThreadError`` when it cannot be read back)."""
+        with self._lock:
+            entry = self._threads.get(thread_id)
+            if entry is None:
+                return None
+            lists = self._lists.get(thread_id)
+            head = entry[1]
+            text = (
+                head
+                if lists is None or isinstance(head, str)
+                else assemble_bytes(head, lists.messages, lists.actions, lists.audit)
+            )
+        return load_state(thread_id, text)
+
+    async def load_version(self, thread_id: str) -> int | None:
+        """The stored version of a thread, or ``None``."""
         entry = self._threads.get(thread_id)
-        return load_state(thread_id, entry[1]) if entry is not None else None
+        return entry[0] if entry is not None else None
 
     async def save(self, state: ThreadState, *, expected_version: int | None) -> ThreadState:
-        """Compare-and-set save (see :class:`Store`)."""
+        """Compare-and-set save of the whole state (see :class:`Store`)."""
+        return self._write(state, None, expected_version)
+
+    async def save_changes(
+        self, state: ThreadState, changes: Changes, *, expected_version: int | None
+    ) -> ThreadState:
+        """Compare-and-set save of only ``changes`` and the head (see :class:`IncrementalStore`)."""
+        return self._write(state, changes, expected_version)
+
+    def _write(
+        self, state: ThreadState, changes: Changes | None, expected_version: int | None
+    ) -> ThreadState:
+        stored = next_state(state, expected_version)
+        head = stored.__pydantic_serializer__.to_json(stored, exclude=LISTS)
+        thread_id = state.thread_id
+        entry = self._threads.get(thread_id)
+        if changes is not None and entry is not None and isinstance(entry[1], str):
+            changes = None  # a whole stored state (written by hand): write this one whole
+        whole = changes if changes is not None else Changes.whole(stored)
+        messages = [item_bytes(m) for m in whole.messages]
+        actions = [(i, item_bytes(a)) for i, a in whole.actions]
+        audit = [item_bytes(e) for e in whole.audit]
         with self._lock:
-            entry = self._threads.get(state.thread_id)
+            entry = self._threads.get(thread_id)
             current = entry[0] if entry is not None else None
             if current != expected_version:
                 msg = (
-                    f"Thread {state.thread_id!r} was changed by someone else"
+                    f"Thread {thread_id!r} was changed by someone else"
                     f" (expected version {expected_version}, found {current})"
                 )
                 raise ConcurrentUpdateError(msg)
-            stored = next_state(state, expected_version)
-            self._threads[state.thread_id] = (stored.version, stored.model_dump_json())
+            lists = self._lists.get(thread_id)
+            if changes is not None and entry is not None and isinstance(entry[1], str):
+                # Written whole by hand meanwhile: store this state whole (rare, under the lock).
+                changes, whole = None, Changes.whole(stored)
+                messages = [item_bytes(m) for m in whole.messages]
+                actions = [(i, item_bytes(a)) for i, a in whole.actions]
+                audit = [item_bytes(e) for e in whole.audit]
+            if changes is None or lists is None:
+                lists = _Lists()
+            else:
+                del lists.messages[whole.keep_messages :]
+            lists.messages.extend(messages)
+            for position, text in actions:
+                if position < len(lists.actions):
+                    lists.actions[position] = text
+                else:
+                    lists.actions.append(text)
+            lists.audit.extend(audit)
+            self._lists[thread_id] = lists
+            self._threads[thread_id] = (stored.version, head)
             return stored
 
     async def thread_ids(self) -> list[str]:

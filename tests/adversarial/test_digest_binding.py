@@ -263,15 +263,15 @@ async def test_a_review_stored_by_0_1_0_loads_but_its_approval_runs_nothing(
     async with SQLiteStore(db) as sqlite_store:
         chat = make_chat(sqlite_store, [proposes(ALICE), echo, echo], log)
         paused = await chat.send_message("Mail Alice")
+        stored = await sqlite_store.load(paused.thread_id)
+    assert stored is not None
     with sqlite3.connect(db) as conn:
-        (text,) = conn.execute(
-            "SELECT state FROM toolguard_threads WHERE thread_id = ?", (paused.thread_id,)
-        ).fetchone()
-        data = json.loads(text)
+        # The thread as 0.1.0 stored it: the whole state in one row (layout 1).
+        data = json.loads(stored.model_dump_json())
         for action in [*data["pending"]["actions"], *data["actions"]]:
             action["digest"] = old_digest("send_email", ALICE)
         conn.execute(
-            "UPDATE toolguard_threads SET state = ? WHERE thread_id = ?",
+            "UPDATE toolguard_threads SET state = ?, layout = 1 WHERE thread_id = ?",
             (json.dumps(data), paused.thread_id),
         )
     conn.close()

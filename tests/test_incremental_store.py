@@ -1,0 +1,541 @@
+"""Issue 10: stores write what changed; ReviewedChat caches threads; 0.1.0 databases migrate."""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import sqlite3
+import threading
+import time
+import uuid
+from pathlib import Path
+from typing import Any
+
+import anyio
+import pytest
+
+import toolguard
+from toolguard import (
+    ConcurrentUpdateError,
+    CorruptThreadError,
+    MemoryStore,
+    ModelResponse,
+    ReviewedChat,
+    SQLiteStore,
+    ThreadState,
+    ToolCall,
+    _sqlite,
+)
+from toolguard._store import Changes, is_incremental
+
+EMAIL = {"to": "alice@example.com", "body": "Hi"}
+APPROVE = [{"type": "approve"}]
+
+# The 0.1.0 schema, exactly as toolguard 0.1.0 created it (git show 9ae5113:toolguard/_sqlite.py).
+SCHEMA_1 = """
+CREATE TABLE IF NOT EXISTS toolguard_threads (
+    thread_id TEXT PRIMARY KEY,
+    version INTEGER NOT NULL,
+    state TEXT NOT NULL,
+    updated_at TEXT NOT NULL
+)
+"""
+
+
+class Model:
+    """Proposes send_email to a user message; answers a tool result with text."""
+
+    def __init__(self) -> None:
+        self.calls = 0
+
+    async def complete(self, messages: Any, tools: Any) -> ModelResponse:
+        self.calls += 1
+        last = messages[-1]
+        if last["role"] == "tool":
+            return ModelResponse(text=f"Done: {last['content']}")
+        return ModelResponse(
+            tool_calls=[ToolCall(id=f"c{self.calls}", name="send_email", args=EMAIL)]
+        )
+
+
+def make_chat(store: Any, runs: list[str]) -> ReviewedChat:
+    @toolguard.requires_approval
+    async def send_email(to: str, body: str) -> str:
+        """Send an email.
+
+        Args:
+            to: the recipient.
+            body: the text.
+        """
+        runs.append(to)
+        return f"sent to {to}"
+
+    return ReviewedChat(Model(), [send_email], store=store)
+
+
+async def cycle(chat: ReviewedChat, thread_id: str | None) -> str:
+    paused = await chat.send_message("Mail Alice", thread_id)
+    done = await chat.submit_review(APPROVE, paused.thread_id, review_id=paused.review_id)
+    assert done.reply == "Done: sent to alice@example.com"
+    return paused.thread_id
+
+
+def roles(state: ThreadState) -> list[str]:
+    return [m["role"] for m in state.messages]
+
+
+class RecordingStore(MemoryStore):
+    """A MemoryStore that records what each incremental save wrote."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.written: list[tuple[int | None, int, list[str], list[int], list[str]]] = []
+
+    async def save_changes(
+        self, state: ThreadState, changes: Changes, *, expected_version: int | None
+    ) -> ThreadState:
+        self.written.append(
+            (
+                expected_version,
+                changes.keep_messages,
+                [m["role"] for m in changes.messages],
+                [position for position, _ in changes.actions],
+                [e.kind for e in changes.audit],
+            )
+        )
+        return await super().save_changes(state, changes, expected_version=expected_version)
+
+
+async def test_a_cycle_writes_only_what_changed() -> None:
+    """Each save names the messages, actions and audit events it adds; nothing is rewritten."""
+    store = RecordingStore()
+    runs: list[str] = []
+    chat = make_chat(store, runs)
+    thread_id = await cycle(chat, None)
+    await cycle(chat, thread_id)
+    assert store.written == [
+        (None, 0, ["user", "assistant"], [0], ["requested"]),  # pause: a new thread
+        (1, 2, [], [0], ["decided"]),  # the claim
+        (2, 1, ["assistant", "tool"], [0], ["executed"]),  # the run; the paused message rewritten
+        (3, 3, ["assistant"], [], []),  # the reply
+        (4, 4, ["user", "assistant"], [1], ["requested"]),
+        (5, 6, [], [1], ["decided"]),
+        (6, 5, ["assistant", "tool"], [1], ["executed"]),
+        (7, 7, ["assistant"], [], []),
+    ]
+    state = await store.load(thread_id)
+    assert state is not None
+    assert roles(state) == ["user", "assistant", "tool", "assistant"] * 2
+    assert [(a.status, a.call_id) for a in state.actions] == [
+        ("executed", "c1"),
+        ("executed", "c3"),
+    ]
+    assert [e.kind for e in state.audit] == ["requested", "decided", "executed"] * 2
+    assert (state.version, runs) == (8, ["alice@example.com"] * 2)
+
+
+class WholeStateStore:
+    """A custom store written to the 0.1.0 protocol: whole-state load and save only."""
+
+    def __init__(self) -> None:
+        self.rows: dict[str, str] = {}
+        self.saves = 0
+
+    async def load(self, thread_id: str) -> ThreadState | None:
+        text = self.rows.get(thread_id)
+        return None if text is None else ThreadState.model_validate_json(text)
+
+    async def save(self, state: ThreadState, *, expected_version: int | None) -> ThreadState:
+        text = self.rows.get(state.thread_id)
+        found = None if text is None else ThreadState.model_validate_json(text).version
+        if found != expected_version:
+            raise ConcurrentUpdateError("changed")
+        stored = state.model_copy(update={"version": (expected_version or 0) + 1})
+        self.rows[state.thread_id] = stored.model_dump_json()
+        self.saves += 1
+        return stored
+
+
+async def test_a_custom_store_of_the_0_1_0_protocol_keeps_working() -> None:
+    """Without load_version/save_changes, ReviewedChat saves and loads whole states."""
+    store = WholeStateStore()
+    runs: list[str] = []
+    chat = make_chat(store, runs)
+    thread_id = await cycle(chat, None)
+    await cycle(chat, thread_id)
+    state = await store.load(thread_id)
+    assert state is not None
+    assert (state.version, store.saves, runs) == (8, 8, ["alice@example.com"] * 2)
+    assert roles(state) == ["user", "assistant", "tool", "assistant"] * 2
+    assert await chat.get_thread(thread_id) == state
+
+
+@pytest.mark.parametrize("kind", ["memory", "sqlite"])
+async def test_a_thread_changed_by_another_chat_is_read_again(tmp_path: Path, kind: str) -> None:
+    """Chat A caches the thread; chat B (another process's store) goes on; A sees B's turn."""
+    path = tmp_path / "t.db"
+    memory = MemoryStore()
+    store_a: Any = memory if kind == "memory" else SQLiteStore(path)
+    store_b: Any = memory if kind == "memory" else SQLiteStore(path)
+    runs: list[str] = []
+    chat_a, chat_b = make_chat(store_a, runs), make_chat(store_b, runs)
+    thread_id = await cycle(chat_a, None)
+    await cycle(chat_b, thread_id)  # A's cached state is now two turns behind
+    paused = await chat_a.send_message("Mail Alice", thread_id)
+    state = await chat_a.get_thread(thread_id)
+    assert roles(state) == ["user", "assistant", "tool", "assistant"] * 2 + ["user", "assistant"]
+    assert (state.version, state.review_id) == (9, paused.review_id)
+    # And the other way round: B approves what A paused, exactly once.
+    await chat_b.submit_review(APPROVE, thread_id, review_id=paused.review_id)
+    with pytest.raises(toolguard.NoPendingReviewError):
+        await chat_a.submit_review(APPROVE, thread_id, review_id=paused.review_id)
+    assert runs == ["alice@example.com"] * 3
+    for store in {id(store_a): store_a, id(store_b): store_b}.values():
+        if isinstance(store, SQLiteStore):
+            await store.aclose()
+
+
+async def test_mutating_a_returned_thread_changes_nothing() -> None:
+    """get_thread hands out a copy: changing it changes neither the cache nor the store."""
+    store = MemoryStore()
+    runs: list[str] = []
+    chat = make_chat(store, runs)
+    thread_id = await cycle(chat, None)
+    mine = await chat.get_thread(thread_id)
+    mine.messages.clear()
+    mine.audit.clear()
+    mine.status = "running"
+    trail = await chat.audit_trail(thread_id)
+    trail.clear()
+    await cycle(chat, thread_id)
+    state = await store.load(thread_id)
+    assert state is not None
+    assert roles(state) == ["user", "assistant", "tool", "assistant"] * 2
+    assert [e.kind for e in state.audit] == ["requested", "decided", "executed"] * 2
+    assert state.status == "idle"
+
+
+async def test_memory_store_reads_back_copies() -> None:
+    """A state read back from a MemoryStore is a copy, as if read from a database."""
+    store = MemoryStore()
+    state = ThreadState(thread_id="t", messages=[{"role": "user", "content": "hi"}])
+    stored = await store.save_changes(state, Changes.whole(state), expected_version=None)
+    loaded = await store.load("t")
+    assert loaded == stored
+    assert loaded is not None
+    loaded.messages[0]["content"] = "changed"
+    loaded.messages.append({"role": "user", "content": "more"})
+    assert await store.load("t") == stored
+
+
+def write_schema_1(path: Path, states: dict[str, str]) -> None:
+    """A database exactly as toolguard 0.1.0 wrote it: one JSON row per thread, user_version 1."""
+    with contextlib.closing(sqlite3.connect(path, isolation_level=None)) as conn:
+        conn.execute("PRAGMA journal_mode = WAL")
+        conn.execute("BEGIN IMMEDIATE")
+        conn.execute(SCHEMA_1)
+        conn.execute("PRAGMA user_version = 1")
+        for thread_id, text in states.items():
+            conn.execute(
+                "INSERT INTO toolguard_threads (thread_id, version, state, updated_at)"
+                " VALUES (?, ?, ?, ?)",
+                (thread_id, 3, text, "2026-01-01T00:00:00+00:00"),
+            )
+        conn.execute("COMMIT")
+
+
+def tables_and_version(path: Path) -> tuple[list[str], int, list[tuple[str, int, int]]]:
+    with contextlib.closing(sqlite3.connect(path)) as conn:
+        tables = [
+            str(r[0])
+            for r in conn.execute("SELECT name FROM sqlite_master WHERE type = 'table' ORDER BY 1")
+        ]
+        version = int(conn.execute("PRAGMA user_version").fetchone()[0])
+        rows = conn.execute(
+            "SELECT thread_id, version, layout FROM toolguard_threads ORDER BY 1"
+        ).fetchall()
+    return tables, version, rows
+
+
+async def test_a_0_1_0_database_is_migrated_on_open(tmp_path: Path) -> None:
+    """Schema 1 -> 2 on open: rows stay whole until saved, then are split; a corrupt row stays."""
+    path = tmp_path / "old.db"
+    # A thread paused by 0.1.0, made here with a MemoryStore and stored whole (version 3).
+    runs: list[str] = []
+    memory = MemoryStore()
+    paused = await make_chat(memory, runs).send_message("Mail Alice")
+    old = await memory.load(paused.thread_id)
+    assert old is not None
+    old = old.model_copy(update={"version": 3})
+    broken = '{"thread_id": "broken", "status": '
+    write_schema_1(path, {paused.thread_id: old.model_dump_json(), "broken": broken})
+
+    async with SQLiteStore(path) as store:
+        assert await store.load(paused.thread_id) == old
+        assert tables_and_version(path) == (
+            ["toolguard_actions", "toolguard_audit", "toolguard_messages", "toolguard_threads"],
+            2,
+            sorted([("broken", 3, 1), (paused.thread_id, 3, 1)]),
+        )
+        chat = make_chat(store, runs)
+        done = await chat.submit_review(APPROVE, paused.thread_id, review_id=paused.review_id)
+        assert (done.reply, runs) == ("Done: sent to alice@example.com", ["alice@example.com"])
+        state = await store.load(paused.thread_id)
+        assert state is not None
+        assert roles(state) == ["user", "assistant", "tool", "assistant"]
+        assert [e.kind for e in state.audit] == ["requested", "decided", "executed"]
+        assert state.version == 6
+        with pytest.raises(CorruptThreadError) as info:
+            await store.load("broken")
+    assert info.value.reason == "Invalid JSON: EOF while parsing a value at line 1 column 34"
+    assert tables_and_version(path)[2] == sorted([("broken", 3, 1), (paused.thread_id, 6, 2)])
+    with contextlib.closing(sqlite3.connect(path)) as conn:
+        assert conn.execute(
+            "SELECT state FROM toolguard_threads WHERE thread_id = 'broken'"
+        ).fetchone() == (broken,)
+        counts = [
+            conn.execute(
+                f"SELECT count(*) FROM {t} WHERE thread_id = ?",  # noqa: S608 - fixed names
+                (paused.thread_id,),
+            ).fetchone()[0]
+            for t in ("toolguard_messages", "toolguard_actions", "toolguard_audit")
+        ]
+    assert counts == [4, 1, 3]
+    async with SQLiteStore(path) as store:  # read back by a new store, from the rows
+        assert await store.load(paused.thread_id) == state
+
+
+def test_two_processes_opening_a_0_1_0_database_at_once_migrate_it_once(tmp_path: Path) -> None:
+    """Stores opening together queue on the write lock; the second sees schema 2 and goes on."""
+    path = tmp_path / "old.db"
+    write_schema_1(path, {"t": ThreadState(thread_id="t", version=3).model_dump_json()})
+    barrier = threading.Barrier(4)
+    results: list[Any] = []
+
+    def open_and_load() -> None:
+        async def main() -> Any:
+            async with SQLiteStore(path) as store:
+                barrier.wait()
+                state = await store.load("t")
+                return None if state is None else state.version
+
+        try:
+            results.append(anyio.run(main))
+        except Exception as exc:
+            results.append(exc)
+
+    threads = [threading.Thread(target=open_and_load) for _ in range(4)]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join()
+    assert results == [3, 3, 3, 3]
+    assert tables_and_version(path) == (
+        ["toolguard_actions", "toolguard_audit", "toolguard_messages", "toolguard_threads"],
+        2,
+        [("t", 3, 1)],
+    )
+
+
+async def test_a_failed_save_leaves_the_thread_as_it_was(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A crash after the messages were written and before the rest: one transaction, no mix."""
+    path = tmp_path / "t.db"
+    runs: list[str] = []
+    async with SQLiteStore(path) as store:
+        chat = make_chat(store, runs)
+        thread_id = await cycle(chat, None)
+        before = await store.load(thread_id)
+        real = _sqlite._write_lists
+
+        def crash(conn: sqlite3.Connection, *args: Any, **kwargs: Any) -> None:
+            real(conn, *args, **kwargs)  # the messages, actions and events are written...
+            raise OSError("power cut")  # ...and the transaction never commits
+
+        monkeypatch.setattr(_sqlite, "_write_lists", crash)
+        with pytest.raises(OSError, match="power cut"):
+            await chat.send_message("Mail Alice", thread_id)
+        monkeypatch.setattr(_sqlite, "_write_lists", real)
+        assert await store.load(thread_id) == before
+        await cycle(chat, thread_id)  # the chat goes on from the stored state
+        state = await store.load(thread_id)
+    assert state is not None
+    assert roles(state) == ["user", "assistant", "tool", "assistant"] * 2
+    assert (state.version, runs) == (8, ["alice@example.com"] * 2)
+
+
+async def test_a_corrupt_message_row_gives_corrupt_thread_error(tmp_path: Path) -> None:
+    """A damaged row of a split thread raises CorruptThreadError; the rows are left as they are."""
+    path = tmp_path / "t.db"
+    async with SQLiteStore(path) as store:
+        thread_id = await cycle(make_chat(store, []), None)
+        with contextlib.closing(sqlite3.connect(path)) as conn:
+            conn.execute("UPDATE toolguard_messages SET body = '{\"role\": ' WHERE seq = 1")
+            conn.commit()
+        with pytest.raises(CorruptThreadError) as info:
+            await store.load(thread_id)
+    assert info.value.reason == "Invalid JSON: expected value at line 1 column 62"
+    with contextlib.closing(sqlite3.connect(path)) as conn:
+        assert conn.execute("SELECT body FROM toolguard_messages WHERE seq = 1").fetchone() == (
+            '{"role": ',
+        )
+
+
+async def test_sqlite_runs_short_statements_on_the_loop_thread(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Once open, loads and saves make no worker-thread hop while nobody else holds the lock."""
+    hops: list[str] = []
+    real = anyio.to_thread.run_sync
+
+    async def counted(func: Any, *args: Any, **kwargs: Any) -> Any:
+        hops.append(getattr(func, "__name__", "?"))
+        return await real(func, *args, **kwargs)
+
+    async with SQLiteStore(tmp_path / "t.db") as store:
+        await store.thread_ids()  # opens the database (in a worker thread)
+        monkeypatch.setattr(anyio.to_thread, "run_sync", counted)
+        await cycle(make_chat(store, []), None)
+        assert hops == []
+        monkeypatch.setattr(anyio.to_thread, "run_sync", real)
+
+
+async def test_sqlite_waits_in_a_worker_thread_while_another_writer_holds_the_lock(
+    tmp_path: Path,
+) -> None:
+    """Locked by another connection: the save waits (the loop keeps running) and then succeeds."""
+    path = tmp_path / "t.db"
+    async with SQLiteStore(path, timeout=10) as store:
+        created = await store.save(ThreadState(thread_id="t"), expected_version=None)
+        other = sqlite3.connect(path, isolation_level=None, check_same_thread=False)
+        other.execute("BEGIN IMMEDIATE")  # the write lock, held by "another process"
+        ticks = 0
+        released_after = 0
+
+        def release() -> None:
+            time.sleep(0.3)
+            other.execute("COMMIT")
+
+        async def ticker() -> None:
+            nonlocal ticks
+            while True:
+                ticks += 1
+                await anyio.sleep(0.01)
+
+        threading.Thread(target=release).start()
+        async with anyio.create_task_group() as tg:
+            tg.start_soon(ticker)
+            saved = await store.save(created, expected_version=1)
+            released_after = ticks
+            tg.cancel_scope.cancel()
+        other.close()
+        assert (saved.version, (await store.load("t")) == saved) == (2, True)
+    assert released_after >= 5  # the loop ran while the save waited for the lock (~30 ticks)
+
+
+def test_a_store_subclass_overriding_save_is_used_whole() -> None:
+    """A subclass that overrides save (or load) but not save_changes is never bypassed."""
+
+    class CheckedSaves(MemoryStore):
+        async def save(self, state: ThreadState, *, expected_version: int | None) -> ThreadState:
+            return await super().save(state, expected_version=expected_version)
+
+    class CheckedLoads(SQLiteStore):
+        async def load(self, thread_id: str) -> ThreadState | None:
+            return await super().load(thread_id)
+
+    class CheckedBoth(CheckedSaves):
+        async def save_changes(
+            self, state: ThreadState, changes: Changes, *, expected_version: int | None
+        ) -> ThreadState:
+            return await super().save_changes(state, changes, expected_version=expected_version)
+
+    stores = [
+        MemoryStore(),
+        CheckedSaves(),
+        CheckedLoads(":memory:"),
+        CheckedBoth(),
+        RecordingStore(),
+    ]
+    assert [is_incremental(s) for s in stores] == [True, False, False, True, True]
+    assert [is_incremental(s) for s in (WholeStateStore(), SQLiteStore(":memory:"))] == [
+        False,
+        True,
+    ]
+
+
+@pytest.mark.skipif(
+    not os.environ.get("TOOLGUARD_POSTGRES_DSN"), reason="set TOOLGUARD_POSTGRES_DSN"
+)
+async def test_a_0_1_0_postgres_table_is_migrated_on_first_use() -> None:
+    """A table as 0.1.0 made it (comment 'schema version 1', whole rows) is migrated and used."""
+    import psycopg
+    from psycopg import sql
+
+    from toolguard.postgres import PostgresStore
+
+    dsn = os.environ["TOOLGUARD_POSTGRES_DSN"]
+    table = f"tg_migrate_{uuid.uuid4().hex[:12]}"
+    runs: list[str] = []
+    memory = MemoryStore()
+    paused = await make_chat(memory, runs).send_message("Mail Alice")
+    old = await memory.load(paused.thread_id)
+    assert old is not None
+    old = old.model_copy(update={"version": 3})
+    ident = sql.Identifier(table)
+    async with await psycopg.AsyncConnection.connect(dsn, autocommit=True) as conn:
+        # The 0.1.0 table and comment (git show 9ae5113:toolguard/_postgres.py).
+        await conn.execute(
+            sql.SQL(
+                "CREATE TABLE {} (thread_id TEXT PRIMARY KEY, version BIGINT NOT NULL,"
+                " state JSON NOT NULL, updated_at TIMESTAMPTZ NOT NULL,"
+                " seq BIGINT GENERATED ALWAYS AS IDENTITY)"
+            ).format(ident)
+        )
+        await conn.execute(
+            sql.SQL("COMMENT ON TABLE {} IS 'toolguard schema version 1'").format(ident)
+        )
+        await conn.execute(
+            sql.SQL(
+                "INSERT INTO {} (thread_id, version, state, updated_at) VALUES (%s, 3, %s, %s)"
+            ).format(ident),
+            (paused.thread_id, old.model_dump_json(), old.updated_at),
+        )
+    try:
+        async with PostgresStore(dsn, table=table) as store:
+            assert await store.load(paused.thread_id) == old
+            chat = make_chat(store, runs)
+            done = await chat.submit_review(APPROVE, paused.thread_id, review_id=paused.review_id)
+            assert (done.reply, runs) == ("Done: sent to alice@example.com", ["alice@example.com"])
+            state = await store.load(paused.thread_id)
+        assert state is not None
+        assert (roles(state), state.version) == (["user", "assistant", "tool", "assistant"], 6)
+        async with PostgresStore(dsn, table=table) as store:
+            assert await store.load(paused.thread_id) == state
+        async with await psycopg.AsyncConnection.connect(dsn, autocommit=True) as conn:
+            cursor = await conn.execute(
+                "SELECT obj_description(%s::regclass, 'pg_class')", (table,)
+            )
+            assert await cursor.fetchall() == [("toolguard schema version 2",)]
+            counts = []
+            for suffix in ("_messages", "_actions", "_audit"):
+                cursor = await conn.execute(
+                    sql.SQL("SELECT count(*) FROM {}").format(sql.Identifier(table + suffix))
+                )
+                counts.append((await cursor.fetchone() or (None,))[0])
+            assert counts == [4, 1, 3]
+    finally:
+        async with await psycopg.AsyncConnection.connect(dsn, autocommit=True) as conn:
+            for name in (table, *(table + s for s in ("_messages", "_actions", "_audit"))):
+                await conn.execute(sql.SQL("DROP TABLE IF EXISTS {}").format(sql.Identifier(name)))
+
+
+async def test_the_stored_message_count_is_not_part_of_equality() -> None:
+    """A state the chat saved (it remembers its stored message count) equals the one read back."""
+    store = MemoryStore()
+    chat = make_chat(store, [])
+    thread_id = await cycle(chat, None)
+    saved = chat._states[thread_id]
+    assert saved == await store.load(thread_id)
+    assert saved != (await store.load(thread_id) or saved).model_copy(update={"status": "running"})
