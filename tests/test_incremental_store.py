@@ -116,11 +116,11 @@ async def test_a_cycle_writes_only_what_changed() -> None:
     assert store.written == [
         (None, 0, ["user", "assistant"], [0], ["requested"]),  # pause: a new thread
         (1, 2, [], [0], ["decided"]),  # the claim
-        (2, 1, ["assistant", "tool"], [0], ["executed"]),  # the run; the paused message rewritten
+        (2, 2, ["tool"], [0], ["executed"]),  # the run: an unedited paused message stays
         (3, 3, ["assistant"], [], []),  # the reply
         (4, 4, ["user", "assistant"], [1], ["requested"]),
         (5, 6, [], [1], ["decided"]),
-        (6, 5, ["assistant", "tool"], [1], ["executed"]),
+        (6, 6, ["tool"], [1], ["executed"]),
         (7, 7, ["assistant"], [], []),
     ]
     state = await store.load(thread_id)
@@ -154,6 +154,30 @@ class WholeStateStore:
         self.rows[state.thread_id] = stored.model_dump_json()
         self.saves += 1
         return stored
+
+
+async def test_an_edit_rewrites_only_the_paused_assistant_message() -> None:
+    """An edit replaces the paused assistant message in place (keep 1) and appends the result."""
+    store = RecordingStore()
+    runs: list[str] = []
+    chat = make_chat(store, runs)
+    paused = await chat.send_message("Mail Alice")
+    edit = {
+        "type": "edit",
+        "edited_action": {"name": "send_email", "args": {"to": "bob@example.com", "body": "Hi"}},
+    }
+    done = await chat.submit_review([edit], paused.thread_id, review_id=paused.review_id)
+    assert (done.reply, runs) == ("Done: sent to bob@example.com", ["bob@example.com"])
+    assert store.written == [
+        (None, 0, ["user", "assistant"], [0], ["requested"]),
+        (1, 2, [], [0], ["decided"]),
+        (2, 1, ["assistant", "tool"], [0], ["executed"]),  # the paused message, as edited
+        (3, 3, ["assistant"], [], []),
+    ]
+    state = await chat.get_thread(paused.thread_id)
+    assert [c["function"]["arguments"] for c in state.messages[1]["tool_calls"]] == [
+        '{"to": "bob@example.com", "body": "Hi"}'
+    ]
 
 
 async def test_a_custom_store_of_the_0_1_0_protocol_keeps_working() -> None:
