@@ -110,15 +110,7 @@ def reviewer_id(reviewer: object, name: str = "reviewer") -> str | None:
     Raises:
         TypeError: any other type (``bool`` included), naming the argument.
     """
-    if reviewer is None:
-        return None
-    if isinstance(reviewer, str):
-        text: str = clean_text(reviewer)
-        return text
-    if isinstance(reviewer, UUID) or (isinstance(reviewer, int) and not isinstance(reviewer, bool)):
-        return str(reviewer)
-    msg = f"{name} must be text, an int, a UUID or None, got {type(reviewer).__name__}"
-    raise TypeError(msg)
+    return quorum.reviewer_text(reviewer, name)
 
 
 def _text_arg(value: object, name: str, *, optional: bool = False) -> None:
@@ -1000,6 +992,19 @@ class ReviewedChat:
         deadline = state.pending.expires_at if state.pending is not None else None
         return deadline is not None and self.clock() >= deadline
 
+    async def _authorized(
+        self, reviewer: str | None, state: ThreadState, actions: list[Action]
+    ) -> bool:
+        """The ``authorize`` hook's verdict (awaited if async); ``TypeError`` unless a bool."""
+        assert self.authorize is not None  # noqa: S101 - callers check
+        verdict: object = self.authorize(reviewer, state, actions)
+        if inspect.isawaitable(verdict):
+            verdict = await verdict
+        if verdict is True or verdict is False:
+            return verdict
+        msg = f"the authorize hook must return True or False, got {type(verdict).__name__}"
+        raise TypeError(msg)
+
     async def _check_reviewer(self, state: ThreadState, reviewer: str | None) -> None:
         """Ask the ``authorize`` hook; record and raise a refusal. Fails closed.
 
@@ -1010,14 +1015,8 @@ class ReviewedChat:
         if self.authorize is None or state.pending is None:
             return
         waiting = [a for a in state.pending.actions if a.status == "requested"]
-        verdict: object = self.authorize(reviewer, state, waiting)
-        if inspect.isawaitable(verdict):
-            verdict = await verdict
-        if verdict is True:
+        if await self._authorized(reviewer, state, waiting):
             return
-        if verdict is not False:
-            msg = f"the authorize hook must return True or False, got {type(verdict).__name__}"
-            raise TypeError(msg)
         event = AuditEvent(
             at=self.clock(),
             kind="refused",
@@ -1502,14 +1501,8 @@ class ReviewedChat:
         if self.authorize is None:
             return
         actions = [a for a in state.actions if a.id == grant.action_id]
-        verdict: object = self.authorize(reviewer, state, actions)
-        if inspect.isawaitable(verdict):
-            verdict = await verdict
-        if verdict is True:
+        if await self._authorized(reviewer, state, actions):
             return
-        if verdict is not False:
-            msg = f"the authorize hook must return True or False, got {type(verdict).__name__}"
-            raise TypeError(msg)
         event = AuditEvent(
             at=self.clock(),
             kind="refused",

@@ -44,7 +44,7 @@ if TYPE_CHECKING:
 _SPACES = re.compile(r"\s+")
 
 
-def reviewer_text(reviewer: object) -> str | None:
+def reviewer_text(reviewer: object, name: str = "reviewer") -> str | None:
     """A reviewer identity as text (``int`` and ``UUID`` with ``str()``); ``None`` stays ``None``.
 
     Raises:
@@ -57,7 +57,7 @@ def reviewer_text(reviewer: object) -> str | None:
         return text
     if isinstance(reviewer, UUID) or (isinstance(reviewer, int) and not isinstance(reviewer, bool)):
         return str(reviewer)
-    msg = f"reviewer must be text, an int, a UUID or None, got {type(reviewer).__name__}"
+    msg = f"{name} must be text, an int, a UUID or None, got {type(reviewer).__name__}"
     raise TypeError(msg)
 
 
