@@ -563,3 +563,25 @@ async def test_the_stored_message_count_is_not_part_of_equality() -> None:
     saved = chat._states[thread_id]
     assert saved == await store.load(thread_id)
     assert saved != (await store.load(thread_id) or saved).model_copy(update={"status": "running"})
+
+
+async def test_spending_a_standing_grant_writes_only_what_changed() -> None:
+    """The uses and the ``granted`` event of a grant are an incremental save, not a rewrite.
+
+    Every save of the turn is in ``written`` (versions 4, 5, 6 -> 7): none went the whole-state way.
+    """
+    store = RecordingStore()
+    runs: list[str] = []
+    chat = make_chat(store, runs)
+    paused = await chat.send_message("Mail Alice")
+    grant = {"type": "approve", "grant": {"scope": "thread", "match": "tool", "uses": 2}}
+    await chat.submit_review([grant], paused.thread_id, review_id=paused.review_id)
+    store.written.clear()
+    done = await chat.send_message("Mail Alice again", paused.thread_id)
+    assert (done.reply, runs) == ("Done: sent to alice@example.com", ["alice@example.com"] * 2)
+    assert (await chat.get_thread(paused.thread_id)).version == 7
+    assert store.written == [
+        (4, 4, [], [], ["granted"]),  # the use, before the call runs
+        (5, 4, ["user", "assistant", "tool"], [], []),
+        (6, 7, ["assistant"], [], []),
+    ]

@@ -453,9 +453,8 @@ class _Spender:
             if not events:
                 return covered
             try:
-                saved = await chat.store.save(
-                    state.model_copy(update={"grants": grants, "audit": [*state.audit, *events]}),
-                    expected_version=self.expected,
+                saved = await chat._write(
+                    state, self.expected, {"grants": grants, "audit": [*state.audit, *events]}
                 )
             except ConcurrentUpdateError:
                 fresh = await chat.store.load(state.thread_id)
