@@ -371,15 +371,24 @@ class ThreadResponse(BaseModel):
     """The thread's standing grants, active or ended, oldest first, with their status."""
 
     @classmethod
-    def from_state(cls, state: ThreadState, now: datetime | None = None) -> "ThreadResponse":
-        """The response for a stored thread (grant statuses at ``now``; default: the UTC time)."""
+    def from_state(
+        cls,
+        state: ThreadState,
+        now: datetime | None = None,
+        *,
+        messages: list[dict[str, Any]] | None = None,
+    ) -> "ThreadResponse":
+        """The response for a stored thread (grant statuses at ``now``; default: the UTC time).
+
+        ``messages``: the history to show instead of the stored one (secrets redacted).
+        """
         pending = state.pending if state.status == "awaiting_review" else None
         moment = now if now is not None else datetime.now(timezone.utc)
         return cls(
             grants=[GrantResponse.from_grant(g, moment) for g in state.grants],
             thread_id=state.thread_id,
             status=state.status,
-            messages=state.messages,
+            messages=state.messages if messages is None else messages,
             pending_review=pending.pending_review if pending is not None else None,
             review_id=pending.review_id if pending is not None else None,
             expires_at=pending.expires_at if pending is not None else None,
@@ -1180,9 +1189,9 @@ def create_router(
     ) -> ThreadResponse:
         """The stored history, the pending review and the status of every action."""
         state = await _answer(reviewed_chat.get_thread(thread_id, actor=who), prefix)
-        shown = ThreadResponse.from_state(state, reviewed_chat.clock())
         # The stored history holds the real values of redacted arguments: not shown here.
-        return shown.model_copy(update={"messages": shown_messages(reviewed_chat, state.messages)})
+        shown = shown_messages(reviewed_chat, state.messages)
+        return ThreadResponse.from_state(state, reviewed_chat.clock(), messages=shown)
 
     @router.delete(
         "/threads/{thread_id}/grants/{grant_id}",
