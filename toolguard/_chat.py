@@ -63,6 +63,7 @@ from toolguard._models import (
     ToolResult,
     args_json,
     new_id,
+    with_fields,
     utcnow,
 )
 from toolguard._notify import OutboxItem, Webhook, review_items
@@ -304,8 +305,8 @@ def _decided_action(
         "reject": "rejected",
         "respond": "responded",
     }[decision.type]
-    return action.model_copy(
-        update={"status": status, "decision": decision, "reviewer": reviewer, "decided_at": now}
+    return with_fields(
+        action, {"status": status, "decision": decision, "reviewer": reviewer, "decided_at": now}
     )
 
 
@@ -350,7 +351,7 @@ def _with_reviewer(step: Step, reviewer: str | None) -> Step:
     return dataclasses.replace(
         step,
         actions=[
-            a.model_copy(update={"reviewer": reviewer})
+            with_fields(a, {"reviewer": reviewer})
             if a.decided_at is not None and a.reviewer is None
             else a
             for a in step.actions
@@ -663,7 +664,7 @@ class ReviewedChat:
         state (the 0.1.0 ``Store`` protocol). A failed save drops the cache
         entry, so the next read goes to the store.
         """
-        new = state.model_copy(update=changes)
+        new = with_fields(state, changes)
         store = self.store
         try:
             if not is_incremental(store):

@@ -55,6 +55,7 @@ from toolguard._models import (
     args_json,
     call_digest,
     new_id,
+    with_fields,
     utcnow,
 )
 from toolguard._override import get_stand_in
@@ -990,7 +991,7 @@ class Runner:
                     finished_at=finished_at,
                 )
         actions = [
-            action.model_copy(update={**changes, "decided_at": action.decided_at or now})
+            with_fields(action, {**changes, "decided_at": action.decided_at or now})
             for action, changes in decided
         ]
         if again:

@@ -42,7 +42,14 @@ at the start of the transaction, so concurrent writers queue up (for at most
 
 Journal mode WAL lets readers go on while one writer writes, and
 ``synchronous=NORMAL`` is the usual, durable-enough companion of WAL (a
-commit may be lost on power failure, never corrupted). WAL needs a local
+commit may be lost on power failure, never corrupted). SQLite's automatic
+checkpoint (copying the WAL back into the database file, with an
+``fsync``) would run inside a commit every thousand pages or so, blocking
+the event loop for milliseconds: the store's connection turns it off and
+runs the same passive checkpoint in a background thread after every 64
+write transactions instead, holding the connection meanwhile (a write that
+comes then waits in a worker thread, not on the loop); other connections to
+the file keep SQLite's default. WAL needs a local
 file system: do not put the database on a network share.
 
 The schema version is kept in ``PRAGMA user_version`` (currently 2). A
@@ -56,6 +63,7 @@ than misread, so the file should be dedicated to toolguard.
 
 from __future__ import annotations
 
+import logging
 import os
 import sqlite3
 import threading
@@ -121,6 +129,11 @@ CREATE TABLE IF NOT EXISTS toolguard_claims (
 
 _T = TypeVar("_T")
 
+_CHECKPOINT_EVERY: Final = 64
+"""Write transactions between two background WAL checkpoints (about 300 pages of toolguard's)."""
+
+_log = logging.getLogger("toolguard")
+
 
 class SchemaVersionError(ToolguardError, RuntimeError):
     """The database was written by a newer toolguard (its schema version is unknown)."""
@@ -167,6 +180,8 @@ class SQLiteStore:
         self._conn: sqlite3.Connection | None = None
         self._closed = False
         self._lock = threading.Lock()
+        self._writes = 0  # write transactions since the last background checkpoint
+        self._checkpointer: threading.Thread | None = None
 
     @property
     def path(self) -> str:
@@ -299,7 +314,7 @@ class SQLiteStore:
                 _rollback(conn)
                 raise
 
-        await self._run(work)
+        await self._run(work, write=True)
         return stored
 
     async def save(self, state: ThreadState, *, expected_version: int | None) -> ThreadState:
@@ -350,7 +365,7 @@ class SQLiteStore:
                 _rollback(conn)
                 raise
 
-        await self._run(work)
+        await self._run(work, write=True)
         return stored
 
     async def thread_ids(self) -> list[str]:
@@ -401,14 +416,21 @@ class SQLiteStore:
                 raise
             return cursor.rowcount == 1
 
-        return await self._run(work)
+        return await self._run(work, write=True)
 
     # ------------------------------------------------------------------ lifecycle
 
     def close(self) -> None:
-        """Close the connection; the store cannot be used afterwards (closing twice is fine)."""
+        """Close the connection; the store cannot be used afterwards (closing twice is fine).
+
+        Waits for a background checkpoint still running (see the module's notes).
+        """
         with self._lock:
             self._closed = True
+            checkpointer = self._checkpointer
+        if checkpointer is not None:
+            checkpointer.join()
+        with self._lock:
             if self._conn is not None:
                 self._conn.close()
                 self._conn = None
@@ -435,7 +457,46 @@ class SQLiteStore:
 
     # ------------------------------------------------------------------ internals
 
-    async def _run(self, work: Callable[[sqlite3.Connection], _T]) -> _T:
+    async def _run(self, work: Callable[[sqlite3.Connection], _T], *, write: bool = False) -> _T:
+        """Run ``work`` (see :meth:`_run_work`); after a write, maybe start a checkpoint."""
+        done = await self._run_work(work)
+        if write and self._path != ":memory:":
+            self._writes += 1
+            if self._writes >= _CHECKPOINT_EVERY:
+                self._start_checkpoint()
+        return done
+
+    def _start_checkpoint(self) -> None:
+        """Checkpoint the WAL in a background thread, unless one still runs."""
+        with self._lock:
+            running = self._checkpointer
+            if self._closed or (running is not None and running.is_alive()):
+                return
+            self._writes = 0
+            thread = threading.Thread(
+                target=self._checkpoint, name="toolguard-sqlite-checkpoint", daemon=True
+            )
+            self._checkpointer = thread
+        thread.start()
+
+    def _checkpoint(self) -> None:
+        """A passive checkpoint on the store's connection, from a background thread.
+
+        It holds the connection's lock, as SQLite's own automatic checkpoint
+        holds the connection: no write of this store lands in the middle, so
+        the checkpoint completes and the next write starts the WAL again from
+        its beginning. A call that finds the lock taken meanwhile runs in a
+        worker thread (see :meth:`_run_work`), so the event loop never waits.
+        """
+        try:
+            with self._lock:
+                if self._closed or self._conn is None:
+                    return
+                self._conn.execute("PRAGMA wal_checkpoint(PASSIVE)")
+        except sqlite3.Error as exc:  # the next one will try again
+            _log.debug("toolguard: background checkpoint of %r failed: %s", self._path, exc)
+
+    async def _run_work(self, work: Callable[[sqlite3.Connection], _T]) -> _T:
         """Run ``work`` with the connection, one call at a time.
 
         Short statements run right here on the event loop's thread, with a
@@ -481,6 +542,7 @@ class SQLiteStore:
             try:
                 self._prepare(conn)
                 conn.execute("PRAGMA busy_timeout = 0")  # see _run
+                conn.execute("PRAGMA wal_autocheckpoint = 0")  # in the background instead
             except BaseException:
                 conn.close()
                 raise

@@ -29,6 +29,7 @@ from toolguard._models import (
     PendingTurn,
     RejectDecision,
     RespondDecision,
+    with_fields,
     utcnow,
 )
 from toolguard._notify import OutboxItem
@@ -217,12 +218,17 @@ class IncrementalStore(Store, Protocol):
 
 def mark_stored(state: ThreadState) -> None:
     """Remember how many messages ``state`` (just saved) has in the store."""
-    state._stored_messages = len(state.messages)
+    private = state.__pydantic_private__  # read directly: pydantic's __getattr__ costs more
+    if private is None:
+        state._stored_messages = len(state.messages)
+    else:
+        private["_stored_messages"] = len(state.messages)
 
 
 def stored_count(state: ThreadState) -> int:
     """How many of ``state.messages`` the store holds (more may have been appended since)."""
-    count = state._stored_messages
+    private = state.__pydantic_private__
+    count = private.get("_stored_messages") if private is not None else None
     return len(state.messages) if count is None else count
 
 
@@ -340,7 +346,7 @@ def _reason(error: ValidationError) -> str:
 
 def next_state(state: ThreadState, expected_version: int | None) -> ThreadState:
     """The state to write for a save that expects ``expected_version``."""
-    return state.model_copy(update={"version": (expected_version or 0) + 1, "updated_at": utcnow()})
+    return with_fields(state, {"version": (expected_version or 0) + 1, "updated_at": utcnow()})
 
 
 class _Lists:

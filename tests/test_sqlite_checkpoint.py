@@ -1,0 +1,159 @@
+"""SQLiteStore checkpoints its WAL in a background thread, never inside a commit on the loop.
+
+SQLite's automatic checkpoint copies the WAL back into the database file
+(with an ``fsync``) inside whichever commit crosses a thousand pages: on
+the event loop's thread, that is a stall of milliseconds. The store turns
+it off on its own connection and starts a passive checkpoint in a
+background thread after every ``_CHECKPOINT_EVERY`` write transactions.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import logging
+import sqlite3
+import threading
+from pathlib import Path
+
+import anyio
+import pytest
+
+from toolguard._sqlite import _CHECKPOINT_EVERY, SQLiteStore
+from toolguard._store import ThreadState
+
+
+def _db_pages(path: Path) -> int:
+    """Pages in the database file itself (what checkpoints have copied there), WAL aside."""
+    with path.open("rb") as file:
+        header = file.read(100)
+    if len(header) < 100:
+        return 0
+    page_size = int.from_bytes(header[16:18], "big")
+    return path.stat().st_size // (65536 if page_size == 1 else page_size)
+
+
+async def _write(store: SQLiteStore, count: int, *, prefix: str = "t") -> None:
+    for i in range(count):
+        state = ThreadState(
+            thread_id=f"{prefix}{i}", messages=[{"role": "user", "content": "x" * 3000}]
+        )
+        await store.save(state, expected_version=None)
+
+
+async def test_the_store_connection_does_not_checkpoint_inside_commits(tmp_path: Path) -> None:
+    async with SQLiteStore(tmp_path / "t.db") as store:
+        await _write(store, 1)
+        assert store._conn is not None
+        assert store._conn.execute("PRAGMA wal_autocheckpoint").fetchone() == (0,)
+        # Another connection to the file keeps SQLite's default.
+        with contextlib.closing(sqlite3.connect(tmp_path / "t.db")) as other:
+            assert other.execute("PRAGMA wal_autocheckpoint").fetchone() == (1000,)
+
+
+async def test_a_background_thread_checkpoints_after_enough_writes(tmp_path: Path) -> None:
+    path = tmp_path / "t.db"
+    async with SQLiteStore(path) as store:
+        await _write(store, _CHECKPOINT_EVERY - 1)
+        assert store._checkpointer is None
+        pages_before = _db_pages(path)
+        await _write(store, 1, prefix="last")
+        thread = store._checkpointer
+        assert thread is not None
+        assert thread.name == "toolguard-sqlite-checkpoint"
+        assert thread is not threading.current_thread()
+        thread.join(timeout=10)
+        assert not thread.is_alive()
+        # The checkpoint copied the WAL's pages into the database file: 64 threads of
+        # about 3 KB each cannot fit in the few pages the file had before.
+        assert pages_before < 10
+        assert _db_pages(path) > pages_before + _CHECKPOINT_EVERY // 2
+        assert store._writes == 0
+        # Everything is still there, read back through the store.
+        loaded = await store.load("last0")
+        assert loaded is not None
+        assert loaded.messages == [{"role": "user", "content": "x" * 3000}]
+        assert len(await store.thread_ids()) == _CHECKPOINT_EVERY
+
+
+async def test_the_wal_stays_bounded_over_many_writes(tmp_path: Path) -> None:
+    path = tmp_path / "t.db"
+    async with SQLiteStore(path) as store:
+        await _write(store, 8 * _CHECKPOINT_EVERY)
+        if store._checkpointer is not None:
+            store._checkpointer.join(timeout=10)
+        wal = Path(f"{path}-wal").stat().st_size
+        # 512 new threads of ~3 KB: about 8.4 MB of pages went through the WAL, and
+        # without checkpoints it would hold all of them. With one every 64 writes it is
+        # reused from its start: it holds about 64 writes' pages (~1 MB here).
+        assert wal < 3_000_000, wal
+        assert len(await store.thread_ids()) == 8 * _CHECKPOINT_EVERY
+
+
+async def test_close_waits_for_a_running_checkpoint(tmp_path: Path) -> None:
+    path = tmp_path / "t.db"
+    store = SQLiteStore(path)
+    await _write(store, _CHECKPOINT_EVERY)
+    thread = store._checkpointer
+    assert thread is not None
+    store.close()
+    assert not thread.is_alive()
+    assert store._conn is None
+    # Closed: no checkpoint is started any more, and the data is all in the file.
+    store._start_checkpoint()
+    assert store._checkpointer is thread
+    async with SQLiteStore(path) as again:
+        assert len(await again.thread_ids()) == _CHECKPOINT_EVERY
+
+
+async def test_a_failing_checkpoint_is_logged_and_harmless(
+    tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    """A checkpoint that fails only logs (debug): the store goes on; the next one tries again."""
+    path = tmp_path / "t.db"
+    async with SQLiteStore(path) as store:
+        await _write(store, 1)
+        conn = store._conn
+        assert conn is not None
+        broken = sqlite3.connect(":memory:", check_same_thread=False)
+        broken.close()
+        store._conn = broken  # the checkpoint's execute raises sqlite3.ProgrammingError
+        with caplog.at_level(logging.DEBUG, logger="toolguard"):
+            store._start_checkpoint()
+            assert store._checkpointer is not None
+            store._checkpointer.join(timeout=10)
+        store._conn = conn
+        assert [(r.name, r.levelno) for r in caplog.records] == [("toolguard", logging.DEBUG)]
+        assert caplog.records[0].getMessage() == (
+            f"toolguard: background checkpoint of {str(path)!r} failed:"
+            " Cannot operate on a closed database."
+        )
+        assert (await store.load("t0")) is not None
+        await _write(store, 1, prefix="after")
+        assert (await store.load("after0")) is not None
+
+
+async def test_a_write_during_a_checkpoint_waits_in_a_worker_thread(tmp_path: Path) -> None:
+    """While the checkpoint holds the connection, a save waits off the loop, then lands."""
+    path = tmp_path / "t.db"
+    async with SQLiteStore(path) as store:
+        await _write(store, 1)
+        landed: list[str] = []
+
+        async def save() -> None:
+            await _write(store, 1, prefix="during")
+            landed.append("during0")
+
+        store._lock.acquire()  # stands for a checkpoint holding the connection
+        waited: list[str] = []
+        with anyio.fail_after(10):
+            async with anyio.create_task_group() as tg:
+                tg.start_soon(save)
+                try:
+                    for _ in range(5):
+                        await anyio.sleep(0.01)  # the loop runs on meanwhile
+                    waited.extend(landed)
+                finally:
+                    store._lock.release()
+        assert waited == []
+        assert landed == ["during0"]
+        assert (await store.load("during0")) is not None
