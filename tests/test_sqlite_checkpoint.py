@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import contextlib
 import logging
+import os
 import sqlite3
 import threading
 from pathlib import Path
@@ -20,6 +21,10 @@ import pytest
 
 from toolguard._sqlite import _CHECKPOINT_EVERY, SQLiteStore
 from toolguard._store import ThreadState
+
+
+def _wal_bytes(path: Path) -> int:
+    return os.path.getsize(f"{path}-wal")
 
 
 def _db_pages(path: Path) -> int:
@@ -81,7 +86,7 @@ async def test_the_wal_stays_bounded_over_many_writes(tmp_path: Path) -> None:
         await _write(store, 8 * _CHECKPOINT_EVERY)
         if store._checkpointer is not None:
             store._checkpointer.join(timeout=10)
-        wal = Path(f"{path}-wal").stat().st_size
+        wal = _wal_bytes(path)
         # 512 new threads of ~3 KB: about 8.4 MB of pages went through the WAL, and
         # without checkpoints it would hold all of them. With one every 64 writes it is
         # reused from its start: it holds about 64 writes' pages (~1 MB here).
@@ -157,3 +162,52 @@ async def test_a_write_during_a_checkpoint_waits_in_a_worker_thread(tmp_path: Pa
         assert waited == []
         assert landed == ["during0"]
         assert (await store.load("during0")) is not None
+
+
+# ----------------------------------------------------------------------------- creating a thread
+
+
+async def test_creating_a_thread_checks_for_leftover_rows_in_one_statement(tmp_path: Path) -> None:
+    """A new thread's save: the insert, one look for leftover list rows, the rows, commit."""
+    from toolguard._store import Changes
+
+    async with SQLiteStore(tmp_path / "t.db") as store:
+        await _write(store, 1)  # opens the connection and creates the schema
+        assert store._conn is not None
+        statements: list[str] = []
+        store._conn.set_trace_callback(statements.append)
+        state = ThreadState(thread_id="new", messages=[{"role": "user", "content": "hi"}])
+        await store.save_changes(state, Changes.whole(state), expected_version=None)
+        store._conn.set_trace_callback(None)
+        assert [s.split(" ")[0] for s in statements] == [
+            "BEGIN",
+            "INSERT",
+            "SELECT",
+            "INSERT",
+            "COMMIT",
+        ]
+        assert statements[2].startswith("SELECT 1 FROM toolguard_messages WHERE thread_id = 'new'")
+
+
+async def test_rows_left_by_a_thread_removed_by_hand_are_not_inherited(tmp_path: Path) -> None:
+    """A thread row deleted by hand leaves its list rows; a new thread of that id drops them."""
+    from toolguard._store import Changes
+
+    path = tmp_path / "t.db"
+    async with SQLiteStore(path) as store:
+        first = ThreadState(thread_id="t", messages=[{"role": "user", "content": "old"}] * 3)
+        await store.save_changes(first, Changes.whole(first), expected_version=None)
+        with contextlib.closing(sqlite3.connect(path)) as conn:
+            conn.execute("DELETE FROM toolguard_threads WHERE thread_id = 't'")
+            conn.commit()
+        assert await store.load("t") is None
+        again = ThreadState(thread_id="t", messages=[{"role": "user", "content": "new"}])
+        await store.save_changes(again, Changes.whole(again), expected_version=None)
+        loaded = await store.load("t")
+        assert loaded is not None
+        assert loaded.messages == [{"role": "user", "content": "new"}]
+        with contextlib.closing(sqlite3.connect(path)) as conn:
+            rows = conn.execute(
+                "SELECT seq, body FROM toolguard_messages WHERE thread_id = 't'"
+            ).fetchall()
+        assert rows == [(0, '{"role":"user","content":"new"}')]

@@ -63,8 +63,8 @@ from toolguard._models import (
     ToolResult,
     args_json,
     new_id,
-    with_fields,
     utcnow,
+    with_fields,
 )
 from toolguard._notify import OutboxItem, Webhook, review_items
 from toolguard._redact import SecretVault, shown_call_args, shown_decision

@@ -55,8 +55,8 @@ from toolguard._models import (
     args_json,
     call_digest,
     new_id,
-    with_fields,
     utcnow,
+    with_fields,
 )
 from toolguard._override import get_stand_in
 from toolguard._redact import (

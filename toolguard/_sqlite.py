@@ -618,12 +618,13 @@ def _write_lists(
 ) -> None:
     """Write a thread's new list rows: messages after ``keep_messages``, actions, audit events.
 
-    ``fresh``: delete every list row of the thread first; ``keep_messages`` -1:
+    ``fresh``: delete every list row of the thread first (when it has any); ``keep_messages`` -1:
     delete no messages (they are only appended).
     """
     messages, actions, audit = rows
     if fresh:
-        _delete_lists(conn, thread_id)
+        if _has_list_rows(conn, thread_id):  # only rows left behind by a thread removed by hand
+            _delete_lists(conn, thread_id)
     elif keep_messages >= 0:
         conn.execute(
             "DELETE FROM toolguard_messages WHERE thread_id = ? AND seq >= ?",
@@ -644,6 +645,20 @@ def _write_lists(
             " (SELECT coalesce(max(seq) + 1, 0) FROM toolguard_audit WHERE thread_id = ?), ?)",
             [(tid, tid, body) for tid, _, body in audit],
         )
+
+
+def _has_list_rows(conn: sqlite3.Connection, thread_id: str) -> bool:
+    """Whether any list table has rows of ``thread_id`` (one statement, not three deletes)."""
+    row = conn.execute(_ANY_LIST_ROW, (thread_id, thread_id, thread_id)).fetchone()
+    return row is not None
+
+
+_ANY_LIST_ROW: Final = (
+    "SELECT 1 FROM toolguard_messages WHERE thread_id = ?"
+    " UNION ALL SELECT 1 FROM toolguard_actions WHERE thread_id = ?"
+    " UNION ALL SELECT 1 FROM toolguard_audit WHERE thread_id = ?"
+    " LIMIT 1"
+)
 
 
 def _delete_lists(conn: sqlite3.Connection, thread_id: str) -> None:

@@ -29,8 +29,8 @@ from toolguard._models import (
     PendingTurn,
     RejectDecision,
     RespondDecision,
-    with_fields,
     utcnow,
+    with_fields,
 )
 from toolguard._notify import OutboxItem
 from toolguard._standing import StandingGrant
@@ -264,14 +264,13 @@ def _incremental_type(kind: type) -> bool:
 
 def head_json(state: ThreadState) -> str:
     """The state without its append-only lists, as JSON (every other field, new ones too)."""
-    return state.model_dump_json(exclude=LISTS)
+    # model_dump_json(exclude=LISTS), straight from the serializer (the same text, cheaper).
+    return state.__pydantic_serializer__.to_json(state, exclude=LISTS).decode()
 
 
 def item_json(item: dict[str, Any] | BaseModel) -> str:
     """One message, action or audit event as JSON, as ``model_dump_json`` writes it in a state."""
-    if isinstance(item, BaseModel):
-        return item.model_dump_json()
-    return to_json(item).decode()
+    return item_bytes(item).decode()
 
 
 def assemble(
