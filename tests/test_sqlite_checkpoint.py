@@ -68,6 +68,7 @@ async def test_a_background_thread_checkpoints_after_enough_writes(tmp_path: Pat
         assert thread is not threading.current_thread()
         thread.join(timeout=10)
         assert not thread.is_alive()
+        assert store._wal_full is False  # nothing was written meanwhile: the WAL restarts
         # The checkpoint copied the WAL's pages into the database file: 64 threads of
         # about 3 KB each cannot fit in the few pages the file had before.
         assert pages_before < 10
@@ -81,17 +82,36 @@ async def test_a_background_thread_checkpoints_after_enough_writes(tmp_path: Pat
 
 
 async def test_the_wal_stays_bounded_over_many_writes(tmp_path: Path) -> None:
+    """Back-to-back writes never let a background checkpoint restart the WAL; the store does."""
     path = tmp_path / "t.db"
     async with SQLiteStore(path) as store:
-        await _write(store, 8 * _CHECKPOINT_EVERY)
+        await _write(store, 24 * _CHECKPOINT_EVERY)
         if store._checkpointer is not None:
             store._checkpointer.join(timeout=10)
+        # 1,536 new threads of ~3 KB: about 25 MB of pages went through the WAL, and
+        # without checkpoints that restart it the file would hold all of them. The
+        # store's own checkpoint, after a background one found 1,000 pages or more
+        # left, lets the next write start the WAL again: it stays near 1,000 pages.
         wal = _wal_bytes(path)
-        # 512 new threads of ~3 KB: about 8.4 MB of pages went through the WAL, and
-        # without checkpoints it would hold all of them. With one every 64 writes it is
-        # reused from its start: it holds about 64 writes' pages (~1 MB here).
-        assert wal < 3_000_000, wal
-        assert len(await store.thread_ids()) == 8 * _CHECKPOINT_EVERY
+        assert wal < 10_000_000, wal
+        assert len(await store.thread_ids()) == 24 * _CHECKPOINT_EVERY
+
+
+async def test_a_wal_left_full_is_checkpointed_by_the_next_write(tmp_path: Path) -> None:
+    """After a background checkpoint that left the WAL full, the next write checkpoints too."""
+    async with SQLiteStore(tmp_path / "t.db") as store:
+        await _write(store, 1)
+        assert store._conn is not None
+        statements: list[str] = []
+        store._conn.set_trace_callback(statements.append)
+        store._wal_full = True
+        await _write(store, 1, prefix="next")
+        await _write(store, 1, prefix="after")
+        store._conn.set_trace_callback(None)
+        checkpoints = [s for s in statements if "wal_checkpoint" in s]
+        assert checkpoints == ["PRAGMA wal_checkpoint(PASSIVE)"]
+        assert statements.index(checkpoints[0]) == statements.index("COMMIT") + 1
+        assert store._wal_full is False
 
 
 async def test_close_waits_for_a_running_checkpoint(tmp_path: Path) -> None:
@@ -113,55 +133,25 @@ async def test_close_waits_for_a_running_checkpoint(tmp_path: Path) -> None:
 async def test_a_failing_checkpoint_is_logged_and_harmless(
     tmp_path: Path, caplog: pytest.LogCaptureFixture
 ) -> None:
-    """A checkpoint that fails only logs (debug): the store goes on; the next one tries again."""
+    """A checkpoint that cannot open the file only logs (debug); the next one tries again."""
     path = tmp_path / "t.db"
     async with SQLiteStore(path) as store:
         await _write(store, 1)
-        conn = store._conn
-        assert conn is not None
-        broken = sqlite3.connect(":memory:", check_same_thread=False)
-        broken.close()
-        store._conn = broken  # the checkpoint's execute raises sqlite3.ProgrammingError
+        missing = str(tmp_path / "missing-dir" / "t.db")
+        store._path = missing  # the background thread cannot open this
         with caplog.at_level(logging.DEBUG, logger="toolguard"):
             store._start_checkpoint()
             assert store._checkpointer is not None
             store._checkpointer.join(timeout=10)
-        store._conn = conn
+        store._path = str(path)
         assert [(r.name, r.levelno) for r in caplog.records] == [("toolguard", logging.DEBUG)]
         assert caplog.records[0].getMessage() == (
-            f"toolguard: background checkpoint of {str(path)!r} failed:"
-            " Cannot operate on a closed database."
+            f"toolguard: background checkpoint of {missing!r} failed: unable to open database file"
         )
+        assert store._wal_full is False
         assert (await store.load("t0")) is not None
         await _write(store, 1, prefix="after")
         assert (await store.load("after0")) is not None
-
-
-async def test_a_write_during_a_checkpoint_waits_in_a_worker_thread(tmp_path: Path) -> None:
-    """While the checkpoint holds the connection, a save waits off the loop, then lands."""
-    path = tmp_path / "t.db"
-    async with SQLiteStore(path) as store:
-        await _write(store, 1)
-        landed: list[str] = []
-
-        async def save() -> None:
-            await _write(store, 1, prefix="during")
-            landed.append("during0")
-
-        store._lock.acquire()  # stands for a checkpoint holding the connection
-        waited: list[str] = []
-        with anyio.fail_after(10):
-            async with anyio.create_task_group() as tg:
-                tg.start_soon(save)
-                try:
-                    for _ in range(5):
-                        await anyio.sleep(0.01)  # the loop runs on meanwhile
-                    waited.extend(landed)
-                finally:
-                    store._lock.release()
-        assert waited == []
-        assert landed == ["during0"]
-        assert (await store.load("during0")) is not None
 
 
 # ----------------------------------------------------------------------------- creating a thread

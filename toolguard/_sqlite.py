@@ -44,13 +44,17 @@ Journal mode WAL lets readers go on while one writer writes, and
 ``synchronous=NORMAL`` is the usual, durable-enough companion of WAL (a
 commit may be lost on power failure, never corrupted). SQLite's automatic
 checkpoint (copying the WAL back into the database file, with an
-``fsync``) would run inside a commit every thousand pages or so, blocking
+``fsync``) would run inside a commit every thousand pages or so, stalling
 the event loop for milliseconds: the store's connection turns it off and
-runs the same passive checkpoint in a background thread after every 64
-write transactions instead, holding the connection meanwhile (a write that
-comes then waits in a worker thread, not on the loop); other connections to
-the file keep SQLite's default. WAL needs a local
-file system: do not put the database on a network share.
+runs a passive checkpoint on a short-lived connection of its own in a
+background thread after every 64 write transactions instead (other
+connections to the file keep SQLite's default). Such a checkpoint never
+blocks a writer, so the WAL can only start again from its beginning when
+no write came while it ran; when it reports a thousand pages or more still
+in the WAL, the store's next write checkpoints once more on its own
+connection (quick: the pages are already copied), which bounds the WAL as
+SQLite's default does. WAL needs a local file system: do not put the
+database on a network share.
 
 The schema version is kept in ``PRAGMA user_version`` (currently 2). A
 database of toolguard 0.1.0 (schema 1) is migrated when a store first
@@ -132,6 +136,9 @@ _T = TypeVar("_T")
 _CHECKPOINT_EVERY: Final = 64
 """Write transactions between two background WAL checkpoints (about 300 pages of toolguard's)."""
 
+_WAL_PAGES: Final = 1000
+"""Pages left in the WAL after a background checkpoint that make the next write checkpoint too."""
+
 _log = logging.getLogger("toolguard")
 
 
@@ -182,6 +189,7 @@ class SQLiteStore:
         self._lock = threading.Lock()
         self._writes = 0  # write transactions since the last background checkpoint
         self._checkpointer: threading.Thread | None = None
+        self._wal_full = False  # a background checkpoint left _WAL_PAGES or more in the WAL
 
     @property
     def path(self) -> str:
@@ -458,9 +466,12 @@ class SQLiteStore:
     # ------------------------------------------------------------------ internals
 
     async def _run(self, work: Callable[[sqlite3.Connection], _T], *, write: bool = False) -> _T:
-        """Run ``work`` (see :meth:`_run_work`); after a write, maybe start a checkpoint."""
+        """Run ``work`` (see :meth:`_run_work`); after a write, see to the WAL's checkpoints."""
         done = await self._run_work(work)
         if write and self._path != ":memory:":
+            if self._wal_full:
+                self._wal_full = False
+                await self._run_work(_checkpoint_here)
             self._writes += 1
             if self._writes >= _CHECKPOINT_EVERY:
                 self._start_checkpoint()
@@ -480,21 +491,18 @@ class SQLiteStore:
         thread.start()
 
     def _checkpoint(self) -> None:
-        """A passive checkpoint on the store's connection, from a background thread.
-
-        It holds the connection's lock, as SQLite's own automatic checkpoint
-        holds the connection: no write of this store lands in the middle, so
-        the checkpoint completes and the next write starts the WAL again from
-        its beginning. A call that finds the lock taken meanwhile runs in a
-        worker thread (see :meth:`_run_work`), so the event loop never waits.
-        """
+        """A passive checkpoint on a connection of its own: it never waits for a lock."""
         try:
-            with self._lock:
-                if self._closed or self._conn is None:
-                    return
-                self._conn.execute("PRAGMA wal_checkpoint(PASSIVE)")
+            conn = sqlite3.connect(self._path, timeout=0, isolation_level=None)
+            try:
+                row = conn.execute("PRAGMA wal_checkpoint(PASSIVE)").fetchone()
+            finally:
+                conn.close()
         except sqlite3.Error as exc:  # the next one will try again
             _log.debug("toolguard: background checkpoint of %r failed: %s", self._path, exc)
+            return
+        if row is not None and int(row[1]) >= _WAL_PAGES:
+            self._wal_full = True  # writes kept coming meanwhile: the WAL never started again
 
     async def _run_work(self, work: Callable[[sqlite3.Connection], _T]) -> _T:
         """Run ``work`` with the connection, one call at a time.
@@ -586,6 +594,11 @@ class SQLiteStore:
             )
             raise SchemaVersionError(msg)
         return version
+
+
+def _checkpoint_here(conn: sqlite3.Connection) -> None:
+    """A passive checkpoint on the store's own connection (the next write restarts the WAL)."""
+    conn.execute("PRAGMA wal_checkpoint(PASSIVE)")
 
 
 def _version_of(conn: sqlite3.Connection, thread_id: str) -> int | None:
