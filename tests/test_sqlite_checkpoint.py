@@ -16,7 +16,6 @@ import sqlite3
 import threading
 from pathlib import Path
 
-import anyio
 import pytest
 
 from toolguard._sqlite import _CHECKPOINT_EVERY, SQLiteStore
