@@ -24,7 +24,9 @@ Subjects:
   network): a hand-written loop on the bare client ("bare openai loop",
   state in a dict), and ``ReviewedChat`` + ``OpenAIChatModel`` in memory
   and with SQLite, on the very same transport. Their ratio is toolguard's
-  whole cost next to the model call.
+  whole cost next to the model call; its verdict is the median of the
+  per-round ratios of the adjacent batches (steadier on a shared machine
+  than the ratio of the two medians, which is printed too).
 * peers on that same transport (when installed; ``--no-peers`` leaves them
   out): Pydantic AI deferred tools (``Agent(..., output_type=[str,
   DeferredToolRequests])``, a tool with ``requires_approval=True``, approved
@@ -832,6 +834,17 @@ def peer_ratios(rows: list[dict[str, Any]]) -> list[dict[str, Any]]:
     ]
 
 
+def paired_ratio(ours: list[float], theirs: list[float]) -> float:
+    """The median of the per-round ratios of two rows' batches (the verdict of a ratio).
+
+    The batches of one round run one right after the other, so a slow spell
+    of a shared machine hits both batches of a pair alike; the median of the
+    pairs' ratios is far steadier than the ratio of two medians taken over
+    the whole run (which is printed too).
+    """
+    return statistics.median(a / b for a, b in zip(ours, theirs, strict=True))
+
+
 def openai_ratios(rows: list[dict[str, Any]]) -> list[dict[str, Any]]:
     """toolguard + OpenAIChatModel over the bare openai loop, per toolguard store."""
     bare = next((r for r in rows if r["framework"] == "bare openai loop"), None)
@@ -842,6 +855,7 @@ def openai_ratios(rows: list[dict[str, Any]]) -> list[dict[str, Any]]:
         if row["framework"] != "toolguard+openai":
             continue
         ratio = row["median_us"] / bare["median_us"]
+        paired = paired_ratio(row["batches_us"], bare["batches_us"])
         target = OPENAI_TARGETS[row["store"]]
         result.append(
             {
@@ -851,8 +865,9 @@ def openai_ratios(rows: list[dict[str, Any]]) -> list[dict[str, Any]]:
                 "extra_us": round(row["median_us"] - bare["median_us"], 1),
                 "ratio": round(ratio, 3),
                 "ratio_of_min": round(row["min_us"] / bare["min_us"], 3),
+                "paired_ratio": round(paired, 3),
                 "target": target,
-                "status": "PASS" if ratio <= target else "MISS",
+                "status": "PASS" if paired <= target else "MISS",
             }
         )
     return result
@@ -1314,12 +1329,14 @@ def report(data: dict[str, Any]) -> str:
     if data.get("openai_ratios"):
         lines.append(
             "Through the openai client, on one mock transport: toolguard + OpenAIChatModel over"
-            " the bare-client loop:"
+            " the bare-client loop (the verdict: the median of the per-round ratios of"
+            " adjacent batches):"
         )
         lines += [
-            f"  {STORE_NAMES[r['store']]}: {r['toolguard_us']:,.0f} µs vs {r['bare_us']:,.0f} µs"
-            f" = {r['ratio']:.2f}x (+{r['extra_us']:,.0f} µs; of best batches"
-            f" {r['ratio_of_min']:.2f}x) (target <= {r['target']:.2f}x): {r['status']}"
+            f"  {STORE_NAMES[r['store']]}: {r['paired_ratio']:.2f}x per round (medians"
+            f" {r['toolguard_us']:,.0f} µs vs {r['bare_us']:,.0f} µs = {r['ratio']:.2f}x,"
+            f" +{r['extra_us']:,.0f} µs; of best batches {r['ratio_of_min']:.2f}x)"
+            f" (target <= {r['target']:.2f}x): {r['status']}"
             for r in data["openai_ratios"]
         ]
         lines.append("")
