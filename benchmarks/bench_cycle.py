@@ -57,7 +57,7 @@ Run from the repository root::
     .venv/bin/python benchmarks/bench_cycle.py --no-openai     # without the openai rows
     .venv/bin/python benchmarks/bench_cycle.py --no-peers      # without Pydantic AI, Agents SDK
 
-Each number is the median over several batches of the time per cycle in a
+Each number is the median over 41 short batches of the time per cycle in a
 batch; the batches of all rows are interleaved so that drift of the machine
 hits every row alike. Like :mod:`timeit`, the garbage collector is disabled
 while a batch is timed.
@@ -126,7 +126,9 @@ class Settings:
     """Untimed cycles at the start of every batch."""
 
 
-FULL = Settings(batches=11, toolguard_cycles=200, langchain_cycles=30, peer_cycles=40, warmup=3)
+# Many short batches rather than a few long ones: on a shared machine the median of 41
+# batches (and the per-round ratios of adjacent ones) shrugs off slow spells far better.
+FULL = Settings(batches=41, toolguard_cycles=50, langchain_cycles=8, peer_cycles=10, warmup=3)
 QUICK = Settings(batches=2, toolguard_cycles=10, langchain_cycles=3, peer_cycles=3, warmup=1)
 
 # ----------------------------------------------------------------------------- results

@@ -1,0 +1,235 @@
+"""Before and after: toolguard at another commit against this checkout, interleaved in ONE process.
+
+On a shared machine the speed of the CPU drifts by tens of percent from one
+minute to the next, so two runs of a benchmark taken one after the other
+cannot show a change of 10%. This script loads both versions into one
+process: the other commit's ``toolguard`` package is extracted with
+``git archive`` into a temporary folder and renamed ``toolguard_base``
+(its own imports rewritten), next to this checkout's ``toolguard``. Then
+short batches of the same approval cycle alternate between the two (base,
+new, base, new, ...), and the verdict is the median of the per-round ratios
+new / base: a slow spell hits both batches of a round alike.
+
+The cycle is ``bench_cycle.py``'s: a user message, the scripted model
+proposes ``send_email``, the run pauses, an approve, the tool runs, the
+model answers. Every cycle is checked (paused first, ran once, right reply).
+
+Run from the repository root::
+
+    .venv/bin/python benchmarks/bench_versus.py 703f996            # memory and SQLite
+    .venv/bin/python benchmarks/bench_versus.py HEAD~3 --stores memory --rounds 201
+    .venv/bin/python benchmarks/bench_versus.py 703f996 --json
+
+The commit must contain the package as ``toolguard/`` (every commit of this
+repository does).
+"""
+
+from __future__ import annotations
+
+import argparse
+import datetime as dt
+import gc
+import importlib
+import io
+import itertools
+import json
+import platform
+import re
+import statistics
+import subprocess
+import sys
+import tarfile
+import tempfile
+import time
+from collections.abc import Awaitable, Callable
+from pathlib import Path
+from typing import Any
+
+import anyio
+
+ROOT = Path(__file__).resolve().parents[1]
+BASE_PACKAGE = "toolguard_base"
+USER_TEXT = "Mail Alice that the meeting is at 10."
+EMAIL_ARGS = {"to": "alice@example.com", "subject": "Meeting", "body": "The meeting is at 10."}
+REPLY = "Done: sent to alice@example.com"
+STORES = ("memory", "sqlite")
+
+_IMPORTS = (
+    (re.compile(r"\bfrom toolguard\b"), f"from {BASE_PACKAGE}"),
+    (re.compile(r"\bimport toolguard\b"), f"import {BASE_PACKAGE}"),
+    (re.compile(r"([\"'])toolguard\."), rf"\1{BASE_PACKAGE}."),
+)
+
+
+def extract_base(revision: str, folder: Path) -> str:
+    """Put ``revision``'s package into ``folder`` as ``toolguard_base``; return its full commit."""
+    commit = subprocess.run(
+        ["git", "rev-parse", "--verify", f"{revision}^{{commit}}"],
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        check=True,
+    ).stdout.strip()
+    archive = subprocess.run(
+        ["git", "archive", "--format=tar", commit, "toolguard"],
+        cwd=ROOT,
+        capture_output=True,
+        check=True,
+    ).stdout
+    with tarfile.open(fileobj=io.BytesIO(archive)) as tar:
+        tar.extractall(folder, filter="data")
+    package = folder / BASE_PACKAGE
+    (folder / "toolguard").rename(package)
+    for source in package.rglob("*.py"):
+        text = source.read_text(encoding="utf-8")
+        for pattern, replacement in _IMPORTS:
+            text = pattern.sub(replacement, text)
+        source.write_text(text, encoding="utf-8")
+    return commit
+
+
+def make_cycle(package: str, store_kind: str, folder: Path) -> Callable[[], Awaitable[None]]:
+    """One verified approval cycle through ``package`` (``toolguard`` or ``toolguard_base``)."""
+    tg: Any = importlib.import_module(package)
+    runs = [0]
+
+    class Model:
+        def __init__(self) -> None:
+            self.ids = itertools.count()
+
+        async def complete(self, messages: Any, tools: Any) -> Any:
+            last = messages[-1]
+            if last["role"] == "tool":
+                return tg.ModelResponse(text=f"Done: {last['content']}")
+            call = tg.ToolCall(
+                id=f"call_{next(self.ids)}", name="send_email", args=dict(EMAIL_ARGS)
+            )
+            return tg.ModelResponse(tool_calls=[call])
+
+    @tg.requires_approval
+    async def send_email(to: str, subject: str, body: str) -> str:
+        """Send an email.
+
+        Args:
+            to: the recipient's address.
+            subject: the subject line.
+            body: the text.
+        """
+        runs[0] += 1
+        return f"sent to {to}"
+
+    store = tg.SQLiteStore(folder / f"{package}.db") if store_kind == "sqlite" else tg.MemoryStore()
+    chat = tg.ReviewedChat(Model(), {"send_email": send_email}, store=store)
+
+    async def cycle() -> None:
+        before = runs[0]
+        turn = await chat.send_message(USER_TEXT)
+        if turn.pending_review is None or runs[0] != before:
+            msg = f"{package}/{store_kind}: the cycle did not pause before the tool ran"
+            raise RuntimeError(msg)
+        done = await chat.submit_review([{"type": "approve"}], turn.thread_id)
+        if done.reply != REPLY or runs[0] != before + 1:
+            msg = f"{package}/{store_kind}: the approved tool did not run once with the reply"
+            raise RuntimeError(msg)
+
+    return cycle
+
+
+async def measure(stores: list[str], cycles: int, rounds: int, folder: Path) -> dict[str, Any]:
+    """Alternate batches of base and new per store; per-round ratios new / base."""
+    subjects = {
+        (store, package): make_cycle(package, store, folder)
+        for store in stores
+        for package in (BASE_PACKAGE, "toolguard")
+    }
+    for cycle in subjects.values():
+        for _ in range(10):
+            await cycle()
+    times: dict[tuple[str, str], list[float]] = {key: [] for key in subjects}
+    for _ in range(rounds):
+        for key, cycle in subjects.items():
+            gc.collect()
+            gc.disable()
+            try:
+                start = time.perf_counter_ns()
+                for _ in range(cycles):
+                    await cycle()
+                times[key].append((time.perf_counter_ns() - start) / cycles / 1_000)
+            finally:
+                gc.enable()
+    rows = []
+    for store in stores:
+        base, new = times[(store, BASE_PACKAGE)], times[(store, "toolguard")]
+        rows.append(
+            {
+                "store": store,
+                "base_median_us": round(statistics.median(base), 1),
+                "base_min_us": round(min(base), 1),
+                "new_median_us": round(statistics.median(new), 1),
+                "new_min_us": round(min(new), 1),
+                "ratio": round(statistics.median(n / b for n, b in zip(new, base, strict=True)), 3),
+            }
+        )
+    return {"rows": rows}
+
+
+def report(data: dict[str, Any]) -> str:
+    """The result as text."""
+    lines = [
+        (
+            f"toolguard at {data['base_commit'][:12]} (base) against this checkout (new),"
+            f" interleaved in one process: {data['rounds']} rounds of {data['cycles']} cycles"
+        ),
+        data["environment"],
+        "",
+        "store   base median µs  base min µs  new median µs  new min µs  new/base (rounds)",
+        "------  --------------  -----------  -------------  ----------  -----------------",
+    ]
+    lines += [
+        f"{r['store']:6}  {r['base_median_us']:14,.0f}  {r['base_min_us']:11,.0f}"
+        f"  {r['new_median_us']:13,.0f}  {r['new_min_us']:10,.0f}  {r['ratio']:.3f}"
+        for r in data["rows"]
+    ]
+    return "\n".join(lines)
+
+
+def main(argv: list[str] | None = None) -> int:
+    """Command-line entry point."""
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("revision", help="the commit to compare with (any git revision)")
+    parser.add_argument("--stores", default=",".join(STORES), help="memory,sqlite (default both)")
+    parser.add_argument("--cycles", type=int, default=50, help="cycles per batch (default 50)")
+    parser.add_argument("--rounds", type=int, default=101, help="rounds (default 101)")
+    parser.add_argument("--json", action="store_true", help="print JSON instead of the table")
+    args = parser.parse_args(argv)
+    stores = [s for s in args.stores.split(",") if s]
+    if not stores or any(s not in STORES for s in stores):
+        parser.error(f"--stores takes a comma-separated list of {', '.join(STORES)}")
+    if args.cycles < 1 or args.rounds < 1:
+        parser.error("--cycles and --rounds must be at least 1")
+    with tempfile.TemporaryDirectory(prefix="bench_versus_") as temp:
+        folder = Path(temp)
+        try:
+            commit = extract_base(args.revision, folder)
+        except subprocess.CalledProcessError as exc:
+            detail = (exc.stderr or b"").decode() if isinstance(exc.stderr, bytes) else exc.stderr
+            parser.error(f"cannot read toolguard at {args.revision!r}: {(detail or '').strip()}")
+        sys.path.insert(0, str(folder))
+        data = anyio.run(measure, stores, args.cycles, args.rounds, folder)
+    data.update(
+        benchmark="bench_versus",
+        date=dt.datetime.now(dt.timezone.utc).isoformat(timespec="seconds"),
+        base_commit=commit,
+        cycles=args.cycles,
+        rounds=args.rounds,
+        environment=(
+            f"Python {platform.python_version()}, {platform.platform()},"
+            f" sqlite {__import__('sqlite3').sqlite_version}"
+        ),
+    )
+    print(json.dumps(data, indent=2) if args.json else report(data))
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

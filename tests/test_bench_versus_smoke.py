@@ -1,0 +1,108 @@
+"""Smoke test of benchmarks/bench_versus.py: another commit's toolguard against this one."""
+
+from __future__ import annotations
+
+import json
+import re
+import subprocess
+import sys
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+ROOT = Path(__file__).resolve().parents[1]
+SCRIPT = ROOT / "benchmarks" / "bench_versus.py"
+
+sys.path.insert(0, str(ROOT / "benchmarks"))
+import bench_versus  # noqa: E402
+
+
+def _git_available() -> bool:
+    done = subprocess.run(
+        ["git", "rev-parse", "HEAD"], cwd=ROOT, capture_output=True, check=False, text=True
+    )
+    return done.returncode == 0
+
+
+pytestmark = pytest.mark.skipif(not _git_available(), reason="needs the git repository")
+
+
+def test_the_base_package_is_the_commit_s_own_renamed(tmp_path: Path) -> None:
+    commit = bench_versus.extract_base("HEAD", tmp_path)
+    head = subprocess.run(
+        ["git", "rev-parse", "HEAD"], cwd=ROOT, capture_output=True, text=True, check=True
+    ).stdout.strip()
+    assert commit == head
+    package = tmp_path / "toolguard_base"
+    assert not (tmp_path / "toolguard").exists()
+    committed = subprocess.run(
+        ["git", "ls-tree", "-r", "--name-only", "HEAD", "toolguard"],
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        check=True,
+    ).stdout.split()
+    assert sorted(
+        str(p.relative_to(tmp_path)) for p in package.rglob("*") if p.is_file()
+    ) == sorted(name.replace("toolguard/", "toolguard_base/", 1) for name in committed)
+    leftovers = [
+        f"{source.name}: {line}"
+        for source in package.rglob("*.py")
+        for line in source.read_text(encoding="utf-8").splitlines()
+        if re.search(r"\b(from|import) toolguard\b(?!_base)", line)
+    ]
+    assert leftovers == []
+
+
+def test_quick_run_compares_both_stores() -> None:
+    done = subprocess.run(
+        [sys.executable, str(SCRIPT), "HEAD", "--cycles", "2", "--rounds", "2", "--json"],
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        encoding="utf-8",
+        timeout=300,
+        check=False,
+    )
+    assert (done.returncode, done.stderr) == (0, "")
+    report: dict[str, Any] = json.loads(done.stdout)
+    assert sorted(report) == [
+        "base_commit",
+        "benchmark",
+        "cycles",
+        "date",
+        "environment",
+        "rounds",
+        "rows",
+    ]
+    assert (report["benchmark"], report["cycles"], report["rounds"]) == ("bench_versus", 2, 2)
+    assert [row["store"] for row in report["rows"]] == ["memory", "sqlite"]
+    for row in report["rows"]:
+        assert row["base_min_us"] <= row["base_median_us"]
+        assert row["new_min_us"] <= row["new_median_us"]
+        assert row["ratio"] > 0
+
+
+def test_an_unknown_revision_fails_with_git_s_message() -> None:
+    done = subprocess.run(
+        [sys.executable, str(SCRIPT), "no-such-revision-xyz", "--cycles", "1", "--rounds", "1"],
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        encoding="utf-8",
+        timeout=120,
+        check=False,
+    )
+    assert done.returncode == 2
+    assert done.stdout == ""
+    assert done.stderr.splitlines()[-1] == (
+        "bench_versus.py: error: cannot read toolguard at 'no-such-revision-xyz':"
+        " fatal: Needed a single revision"
+    )
+
+
+def test_bad_stores_are_refused() -> None:
+    with pytest.raises(SystemExit) as exc:
+        bench_versus.main(["HEAD", "--stores", "memory,redis"])
+    assert exc.value.code == 2
