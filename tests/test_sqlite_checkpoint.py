@@ -200,3 +200,20 @@ async def test_rows_left_by_a_thread_removed_by_hand_are_not_inherited(tmp_path:
                 "SELECT seq, body FROM toolguard_messages WHERE thread_id = 't'"
             ).fetchall()
         assert rows == [(0, '{"role":"user","content":"new"}')]
+
+
+async def test_starting_a_checkpoint_never_waits_for_the_connection(tmp_path: Path) -> None:
+    """The loop starts checkpoints even while a worker thread holds the connection's lock."""
+    async with SQLiteStore(tmp_path / "t.db") as store:
+        await _write(store, 1)
+        store._lock.acquire()  # a long statement in a worker thread, waiting for a writer
+        try:
+            starter = threading.Thread(target=store._start_checkpoint)
+            starter.start()
+            starter.join(timeout=5)
+            assert not starter.is_alive()
+            assert store._checkpointer is not None
+            store._checkpointer.join(timeout=10)
+            assert not store._checkpointer.is_alive()
+        finally:
+            store._lock.release()

@@ -189,6 +189,8 @@ class SQLiteStore:
         self._lock = threading.Lock()
         self._writes = 0  # write transactions since the last background checkpoint
         self._checkpointer: threading.Thread | None = None
+        # Guards _checkpointer only; never held during a statement, so the loop never waits on it.
+        self._checkpoint_lock = threading.Lock()
         self._wal_full = False  # a background checkpoint left _WAL_PAGES or more in the WAL
 
     @property
@@ -433,7 +435,7 @@ class SQLiteStore:
 
         Waits for a background checkpoint still running (see the module's notes).
         """
-        with self._lock:
+        with self._checkpoint_lock:
             self._closed = True
             checkpointer = self._checkpointer
         if checkpointer is not None:
@@ -479,7 +481,7 @@ class SQLiteStore:
 
     def _start_checkpoint(self) -> None:
         """Checkpoint the WAL in a background thread, unless one still runs."""
-        with self._lock:
+        with self._checkpoint_lock:
             running = self._checkpointer
             if self._closed or (running is not None and running.is_alive()):
                 return
@@ -487,8 +489,8 @@ class SQLiteStore:
             thread = threading.Thread(
                 target=self._checkpoint, name="toolguard-sqlite-checkpoint", daemon=True
             )
+            thread.start()  # under the lock: close() never joins a thread not started yet
             self._checkpointer = thread
-        thread.start()
 
     def _checkpoint(self) -> None:
         """A passive checkpoint on a connection of its own: it never waits for a lock."""
