@@ -853,7 +853,13 @@ class ReviewedChat:
             self._vault.drop(pending.review_id)
         waiting = [a for a in pending.actions if a.status == "requested"]
         step = await self.runner._resume_checked(
-            pending, waiting, parsed, claimed.thread_id, reviewer
+            pending,
+            waiting,
+            parsed,
+            claimed.thread_id,
+            reviewer,
+            # Planned above on the same review; with secrets restored, planned again.
+            plan=plan if self._vault is None else None,
         )
         step = _with_reviewer(step, reviewer)
         return await self._loop(claimed, claimed.version, list(claimed.messages), step)

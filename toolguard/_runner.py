@@ -829,6 +829,7 @@ class Runner:
         parsed: Sequence[AnyDecision],
         thread_id: str,
         reviewer: str | int | UUID | None = None,
+        plan: quorum.QuorumPlan | None = None,
     ) -> Step:
         """:meth:`resume` with decisions already parsed and checked against ``waiting``.
 
@@ -839,9 +840,13 @@ class Runner:
         waiting action, each one its action allows. Applies a quorum's
         progress (nothing runs or is claimed while it is incomplete), then
         claims the turn (once only) and runs what the decisions allow, as
-        :meth:`resume` does.
+        :meth:`resume` does. ``plan``: the caller's :func:`quorum.plan` of this very
+        submission, when it settles every action without a quorum (not planned again).
         """
-        plan = quorum.plan(self, pending, list(parsed), quorum.reviewer_text(reviewer), thread_id)
+        if plan is None or plan.pending is not None or plan.votes:
+            plan = quorum.plan(
+                self, pending, list(parsed), quorum.reviewer_text(reviewer), thread_id
+            )
         if plan.pending is not None:
             # A quorum is still incomplete: nothing runs, nothing is claimed.
             if _FINISHED.done(pending.review_id):
