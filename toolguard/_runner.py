@@ -829,6 +829,7 @@ class Runner:
         parsed: Sequence[AnyDecision],
         thread_id: str,
         reviewer: str | int | UUID | None = None,
+        *,
         plan: quorum.QuorumPlan | None = None,
     ) -> Step:
         """:meth:`resume` with decisions already parsed and checked against ``waiting``.
