@@ -9,6 +9,7 @@ from __future__ import annotations
 import json
 from typing import Any
 
+import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
@@ -181,3 +182,41 @@ def test_the_stored_count_survives_a_state_without_private_storage() -> None:
     assert "_stored_messages" not in state.__dict__  # never a field of the stored JSON
     state.messages.append({"role": "user", "content": "more"})
     assert stored_count(state) == 2
+
+
+async def test_a_submission_without_a_quorum_is_planned_once(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """The chat plans a submission; the runner takes that plan unless a quorum or secrets differ."""
+    from toolguard import _quorum, requires_approval
+
+    planned: list[str] = []
+    real_plan = _quorum.plan
+
+    def counting_plan(*args: Any, **kwargs: Any) -> Any:
+        planned.append("plan")
+        return real_plan(*args, **kwargs)
+
+    monkeypatch.setattr(_quorum, "plan", counting_plan)
+
+    def send_email(to: str) -> str:
+        """Send an email."""
+        return f"sent to {to}"
+
+    async def cycle(tool: Any, *, store_secrets: bool = True, reviewers: int = 1) -> int:
+        planned.clear()
+        call = ToolCall(id="c1", name="send_email", args={"to": "a@x"})
+        model = ScriptedModel([ModelResponse(tool_calls=[call]), "Done."])
+        chat = ReviewedChat(model, [tool], store_secrets=store_secrets)
+        turn = await chat.send_message("Mail a@x")
+        for who in ["alice", "bob"][:reviewers]:
+            done = await chat.submit_review([{"type": "approve"}], turn.thread_id, reviewer=who)
+        assert done.reply == "Done."
+        return len(planned)
+
+    assert await cycle(requires_approval(send_email)) == 1
+    # With secrets kept in memory only, the runner plans on the restored review itself.
+    assert await cycle(requires_approval(send_email), store_secrets=False) == 2
+    # A quorum of two: the first approval is planned once (it only records a vote); the
+    # second is planned by the chat and again by the runner, which settles it.
+    assert await cycle(requires_approval(approvals=2)(send_email), reviewers=2) == 3
