@@ -109,7 +109,30 @@ async def test_a_wal_left_full_is_checkpointed_by_the_next_write(tmp_path: Path)
         store._conn.set_trace_callback(None)
         checkpoints = [s for s in statements if "wal_checkpoint" in s]
         assert checkpoints == ["PRAGMA wal_checkpoint(PASSIVE)"]
-        assert statements.index(checkpoints[0]) == statements.index("COMMIT") + 1
+        assert statements[0] == checkpoints[0]  # before the write, which restarts the WAL
+        assert statements[1] == "BEGIN IMMEDIATE"
+        assert store._wal_full is False
+
+
+async def test_a_failing_checkpoint_before_a_write_never_fails_the_write(
+    tmp_path: Path, caplog: pytest.LogCaptureFixture, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The store's own checkpoint only logs its failure; the write itself lands."""
+    import toolguard._sqlite as sqlite_module
+
+    def broken(conn: sqlite3.Connection) -> None:
+        raise sqlite3.OperationalError("disk I/O error")
+
+    async with SQLiteStore(tmp_path / "t.db") as store:
+        await _write(store, 1)
+        store._wal_full = True
+        monkeypatch.setattr(sqlite_module, "_checkpoint_here", broken)
+        with caplog.at_level(logging.DEBUG, logger="toolguard"):
+            await _write(store, 1, prefix="next")
+        assert [r.getMessage() for r in caplog.records] == [
+            f"toolguard: checkpoint of {str(tmp_path / 't.db')!r} failed: disk I/O error"
+        ]
+        assert (await store.load("next0")) is not None
         assert store._wal_full is False
 
 

@@ -51,9 +51,9 @@ background thread after every 64 write transactions instead (other
 connections to the file keep SQLite's default). Such a checkpoint never
 blocks a writer, so the WAL can only start again from its beginning when
 no write came while it ran; when it reports a thousand pages or more still
-in the WAL, the store's next write checkpoints once more on its own
-connection (quick: the pages are already copied), which bounds the WAL as
-SQLite's default does. WAL needs a local file system: do not put the
+in the WAL, the store checkpoints once more on its own connection right
+before its next write (quick: the pages are already copied; a failure is
+only logged), which bounds the WAL as SQLite's default does. WAL needs a local file system: do not put the
 database on a network share.
 
 The schema version is kept in ``PRAGMA user_version`` (currently 2). A
@@ -468,12 +468,20 @@ class SQLiteStore:
     # ------------------------------------------------------------------ internals
 
     async def _run(self, work: Callable[[sqlite3.Connection], _T], *, write: bool = False) -> _T:
-        """Run ``work`` (see :meth:`_run_work`); after a write, see to the WAL's checkpoints."""
+        """Run ``work`` (see :meth:`_run_work`); around a write, see to the WAL's checkpoints.
+
+        The store's own checkpoint comes BEFORE the write (which then starts
+        the WAL again) and never fails it: once a write has committed, its
+        caller hears of nothing but its outcome.
+        """
+        if write and self._wal_full:
+            self._wal_full = False
+            try:
+                await self._run_work(_checkpoint_here)
+            except sqlite3.Error as exc:  # the write goes on; a later checkpoint tries again
+                _log.debug("toolguard: checkpoint of %r failed: %s", self._path, exc)
         done = await self._run_work(work)
         if write and self._path != ":memory:":
-            if self._wal_full:
-                self._wal_full = False
-                await self._run_work(_checkpoint_here)
             self._writes += 1
             if self._writes >= _CHECKPOINT_EVERY:
                 self._start_checkpoint()
