@@ -53,8 +53,8 @@ blocks a writer, so the WAL can only start again from its beginning when
 no write came while it ran; when it reports a thousand pages or more still
 in the WAL, the store checkpoints once more on its own connection right
 before its next write (quick: the pages are already copied; a failure is
-only logged), which bounds the WAL as SQLite's default does. WAL needs a local file system: do not put the
-database on a network share.
+only logged), which bounds the WAL as SQLite's default does. WAL needs a
+local file system: do not put the database on a network share.
 
 The schema version is kept in ``PRAGMA user_version`` (currently 2). A
 database of toolguard 0.1.0 (schema 1) is migrated when a store first
