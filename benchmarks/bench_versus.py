@@ -33,6 +33,7 @@ import importlib
 import io
 import itertools
 import json
+import os
 import platform
 import re
 import statistics
@@ -52,7 +53,8 @@ BASE_PACKAGE = "toolguard_base"
 USER_TEXT = "Mail Alice that the meeting is at 10."
 EMAIL_ARGS = {"to": "alice@example.com", "subject": "Meeting", "body": "The meeting is at 10."}
 REPLY = "Done: sent to alice@example.com"
-STORES = ("memory", "sqlite")
+STORES = ("memory", "sqlite", "postgres")
+"""``postgres`` needs ``TOOLGUARD_POSTGRES_DSN`` (tables of their own, dropped at the end)."""
 
 _IMPORTS = (
     (re.compile(r"\bfrom toolguard\b"), f"from {BASE_PACKAGE}"),
@@ -88,7 +90,41 @@ def extract_base(revision: str, folder: Path) -> str:
     return commit
 
 
-def make_cycle(package: str, store_kind: str, folder: Path) -> Callable[[], Awaitable[None]]:
+def make_store(package: str, store_kind: str, folder: Path) -> Any:
+    """A fresh store of ``package`` (PostgreSQL: in tables named after the package and process)."""
+    tg: Any = importlib.import_module(package)
+    if store_kind == "sqlite":
+        return tg.SQLiteStore(folder / f"{package}.db")
+    if store_kind == "postgres":
+        postgres: Any = importlib.import_module(f"{package}.postgres")
+        dsn = os.environ["TOOLGUARD_POSTGRES_DSN"]
+        return postgres.PostgresStore(dsn, table=f"bench_versus_{package}_{os.getpid()}")
+    return tg.MemoryStore()
+
+
+async def drop_tables(store: Any) -> None:
+    """Close ``store`` and, for PostgreSQL, drop the tables it made."""
+    closer = getattr(store, "aclose", None)
+    if closer is not None:
+        await closer()
+    if type(store).__name__ != "PostgresStore":
+        return
+    import psycopg
+    import psycopg.sql
+
+    module: Any = sys.modules[type(store).__module__]
+    table: str = store._table
+    names = [table, store._claims_table] + [
+        table[: module._MAX_IDENTIFIER - len(suffix)] + suffix for suffix in module._LIST_SUFFIXES
+    ]
+    async with await psycopg.AsyncConnection.connect(store._dsn, autocommit=True) as conn:
+        for name in names:
+            await conn.execute(
+                psycopg.sql.SQL("DROP TABLE IF EXISTS {}").format(psycopg.sql.Identifier(name))
+            )
+
+
+def make_cycle(package: str, store: Any) -> Callable[[], Awaitable[None]]:
     """One verified approval cycle through ``package`` (``toolguard`` or ``toolguard_base``)."""
     tg: Any = importlib.import_module(package)
     runs = [0]
@@ -118,18 +154,17 @@ def make_cycle(package: str, store_kind: str, folder: Path) -> Callable[[], Awai
         runs[0] += 1
         return f"sent to {to}"
 
-    store = tg.SQLiteStore(folder / f"{package}.db") if store_kind == "sqlite" else tg.MemoryStore()
     chat = tg.ReviewedChat(Model(), {"send_email": send_email}, store=store)
 
     async def cycle() -> None:
         before = runs[0]
         turn = await chat.send_message(USER_TEXT)
         if turn.pending_review is None or runs[0] != before:
-            msg = f"{package}/{store_kind}: the cycle did not pause before the tool ran"
+            msg = f"{package}: the cycle did not pause before the tool ran"
             raise RuntimeError(msg)
         done = await chat.submit_review([{"type": "approve"}], turn.thread_id)
         if done.reply != REPLY or runs[0] != before + 1:
-            msg = f"{package}/{store_kind}: the approved tool did not run once with the reply"
+            msg = f"{package}: the approved tool did not run once with the reply"
             raise RuntimeError(msg)
 
     return cycle
@@ -137,11 +172,25 @@ def make_cycle(package: str, store_kind: str, folder: Path) -> Callable[[], Awai
 
 async def measure(stores: list[str], cycles: int, rounds: int, folder: Path) -> dict[str, Any]:
     """Alternate batches of base and new per store; per-round ratios new / base."""
-    subjects = {
-        (store, package): make_cycle(package, store, folder)
+    stores_made = {
+        (store, package): make_store(package, store, folder)
         for store in stores
         for package in (BASE_PACKAGE, "toolguard")
     }
+    subjects = {key: make_cycle(key[1], made) for key, made in stores_made.items()}
+    try:
+        return await _alternate(stores, subjects, cycles, rounds)
+    finally:
+        for made in stores_made.values():
+            await drop_tables(made)
+
+
+async def _alternate(
+    stores: list[str],
+    subjects: dict[tuple[str, str], Callable[[], Awaitable[None]]],
+    cycles: int,
+    rounds: int,
+) -> dict[str, Any]:
     for cycle in subjects.values():
         for _ in range(10):
             await cycle()
@@ -197,14 +246,22 @@ def main(argv: list[str] | None = None) -> int:
     """Command-line entry point."""
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("revision", help="the commit to compare with (any git revision)")
-    parser.add_argument("--stores", default=",".join(STORES), help="memory,sqlite (default both)")
+    parser.add_argument(
+        "--stores",
+        default=None,
+        help="memory,sqlite,postgres (default: memory,sqlite, and postgres with a DSN)",
+    )
     parser.add_argument("--cycles", type=int, default=50, help="cycles per batch (default 50)")
     parser.add_argument("--rounds", type=int, default=101, help="rounds (default 101)")
     parser.add_argument("--json", action="store_true", help="print JSON instead of the table")
     args = parser.parse_args(argv)
-    stores = [s for s in args.stores.split(",") if s]
+    dsn = os.environ.get("TOOLGUARD_POSTGRES_DSN")
+    default = "memory,sqlite,postgres" if dsn else "memory,sqlite"
+    stores = [s for s in (args.stores or default).split(",") if s]
     if not stores or any(s not in STORES for s in stores):
         parser.error(f"--stores takes a comma-separated list of {', '.join(STORES)}")
+    if "postgres" in stores and not dsn:
+        parser.error("--stores postgres needs TOOLGUARD_POSTGRES_DSN")
     if args.cycles < 1 or args.rounds < 1:
         parser.error("--cycles and --rounds must be at least 1")
     with tempfile.TemporaryDirectory(prefix="bench_versus_") as temp:

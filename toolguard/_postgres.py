@@ -33,9 +33,10 @@ plus ``<table>_messages``, ``<table>_actions`` and ``<table>_audit``
 (``thread_id TEXT, seq BIGINT, body TEXT``, primary key ``(thread_id,
 seq)``): one row per message, action and audit event of a ``layout = 2``
 thread. ``ReviewedChat`` saves through :meth:`PostgresStore.save_changes`:
-in one transaction, the row is locked (``SELECT ... FOR UPDATE``), its
-version compared, the head written and only the new or changed rows, so a
-save costs the same at turn 1 and turn 1,000.
+in one transaction, the head is written by the same compare-and-set
+``UPDATE`` (``... AND layout = 2``), then only the new or changed rows, so
+a save costs the same at turn 1 and turn 1,000 (a thread still stored
+whole is locked with ``SELECT ... FOR UPDATE`` and split into rows once).
 
 ``state`` is ``JSON``, not ``JSONB``, on purpose: ``JSON`` keeps the text
 exactly as written, so a thread comes back from PostgreSQL exactly as it
@@ -221,6 +222,12 @@ class PostgresStore:
             sql.Identifier(table[: _MAX_IDENTIFIER - len(suffix)] + suffix)
             for suffix in _LIST_SUFFIXES
         ]
+        messages_t, actions_t, audit_t = self._lists
+        self._delete_lists = sql.SQL(
+            "WITH m AS (DELETE FROM {} WHERE thread_id = %s),"
+            " a AS (DELETE FROM {} WHERE thread_id = %s)"
+            " DELETE FROM {} WHERE thread_id = %s"
+        ).format(messages_t, actions_t, audit_t)
         self._conn: _Connection | None = None
         self._closed = False
         self._lock = anyio.Lock()
@@ -281,9 +288,9 @@ class PostgresStore:
     ) -> ThreadState:
         """:meth:`save` writing only what changed: the head of ``state`` and ``changes``.
 
-        In one transaction: the row is locked (``SELECT ... FOR UPDATE``),
-        its version compared, the head (``state`` without its messages,
-        actions and audit events) written, and the new messages (replacing
+        In one transaction: the head (``state`` without its messages, actions
+        and audit events) written by an ``UPDATE`` that also compares the
+        version (the compare-and-set), and the new messages (replacing
         those after ``changes.keep_messages``), new or changed actions (by
         position) and new audit events written to ``<table>_messages``,
         ``<table>_actions`` and ``<table>_audit``. A thread stored whole (by
@@ -312,10 +319,8 @@ class PostgresStore:
             messages, actions, audit = lists
             cursor = conn.cursor()
             if keep is None:
-                for table in self._lists:
-                    await conn.execute(
-                        sql.SQL("DELETE FROM {} WHERE thread_id = %s").format(table), (thread_id,)
-                    )
+                # Every list row of the thread, in one statement (one round trip, not three).
+                await conn.execute(self._delete_lists, (thread_id, thread_id, thread_id))
             elif keep >= 0:
                 await conn.execute(
                     sql.SQL("DELETE FROM {} WHERE thread_id = %s AND seq >= %s").format(messages_t),
@@ -362,6 +367,20 @@ class PostgresStore:
                         raise _conflict(thread_id, None, found)
                     await write(conn, prepared, None)
                     return
+                # The compare-and-set in one round trip: a concurrent save of the row waits
+                # for ours (or ours for it) and then finds another version.
+                cursor = await conn.execute(
+                    sql.SQL(
+                        "UPDATE {} SET version = %s, state = %s::json, updated_at = %s"
+                        " WHERE thread_id = %s AND version = %s AND layout = 2"
+                    ).format(self._ident),
+                    (stored.version, head, stored.updated_at, thread_id, expected_version),
+                )
+                if cursor.rowcount == 1:
+                    keep = changes.keep_messages
+                    appended_only = changes.stored_messages == keep
+                    await write(conn, prepared, -1 if appended_only else keep)
+                    return
                 cursor = await conn.execute(
                     sql.SQL(
                         "SELECT version, layout FROM {} WHERE thread_id = %s FOR UPDATE"
@@ -372,6 +391,7 @@ class PostgresStore:
                 found = None if row is None else int(row[0])
                 if row is None or found != expected_version:
                     raise _conflict(thread_id, expected_version, found)
+                # Stored whole (layout 1): write this state whole, split into rows.
                 await conn.execute(
                     sql.SQL(
                         "UPDATE {} SET version = %s, state = %s::json, updated_at = %s, layout = 2"
@@ -379,12 +399,7 @@ class PostgresStore:
                     ).format(self._ident),
                     (stored.version, head, stored.updated_at, thread_id),
                 )
-                if row[1] == _SPLIT:
-                    keep = changes.keep_messages
-                    appended_only = changes.stored_messages == keep
-                    await write(conn, prepared, -1 if appended_only else keep)
-                else:
-                    await write(conn, rows(Changes.whole(stored)), None)
+                await write(conn, rows(Changes.whole(stored)), None)
 
         await self._run(work)
         return stored
@@ -427,12 +442,8 @@ class PostgresStore:
                 if cursor.rowcount != 1:
                     found = await self._version_of(conn, thread_id)
                     raise _conflict(thread_id, expected_version, found)
-                if expected_version is not None:
-                    for table in self._lists:  # the whole state is in the row now
-                        await conn.execute(
-                            sql.SQL("DELETE FROM {} WHERE thread_id = %s").format(table),
-                            (thread_id,),
-                        )
+                if expected_version is not None:  # the whole state is in the row now
+                    await conn.execute(self._delete_lists, (thread_id, thread_id, thread_id))
 
         await self._run(work)
         return stored
