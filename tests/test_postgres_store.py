@@ -16,15 +16,18 @@ import textwrap
 import time
 import uuid
 from collections.abc import AsyncIterator, Callable
+from datetime import datetime, timezone
 from typing import Any
 
 import anyio
 import psycopg
 import pytest
 from psycopg import sql
+from psycopg.pq import TransactionStatus
 
 from tests.test_stores import conflict_text, expected, full_state, user_message
 from toolguard import (
+    AuditEvent,
     ModelResponse,
     NoPendingReviewError,
     PendingTurn,
@@ -32,7 +35,8 @@ from toolguard import (
     ScriptedModel,
     ToolCall,
 )
-from toolguard._store import ConcurrentUpdateError, Store, ThreadState
+from toolguard._postgres import _CHUNK
+from toolguard._store import Changes, ConcurrentUpdateError, Store, ThreadState
 from toolguard.postgres import SCHEMA_VERSION, PostgresStore, SchemaVersionError
 
 DSN = os.environ.get("TOOLGUARD_POSTGRES_DSN", "")
@@ -674,3 +678,125 @@ def test_import_toolguard_does_not_import_psycopg() -> None:
         [sys.executable, "-c", code], capture_output=True, text=True, check=True, timeout=TIMEOUT
     )
     assert (result.stdout, result.stderr) == ("False True\n", "")
+
+
+# --- save_changes in pipeline mode: two waits per save, the same guarantees ----------------------
+# A save sends BEGIN with its compare-and-set, waits for the row count, then sends the rows with
+# COMMIT and waits once more. A conflict or a failing row leaves nothing written and the
+# connection idle and in use; long lists go in chunks.
+
+
+def _message(i: int) -> dict[str, str]:
+    return {"role": "user", "content": f"message {i}"}
+
+
+def _event(i: int) -> AuditEvent:
+    at = datetime(2026, 12, 1, tzinfo=timezone.utc)
+    return AuditEvent(at=at, kind="requested", thread_id="t", detail=f"event {i}")
+
+
+async def _create(store: PostgresStore, state: ThreadState) -> ThreadState:
+    return await store.save_changes(state, Changes.whole(state), expected_version=None)
+
+
+def _idle(store: PostgresStore) -> bool:
+    conn = store._conn
+    return conn is not None and conn.info.transaction_status == TransactionStatus.IDLE
+
+
+async def test_a_stale_save_conflicts_and_keeps_the_connection(store: PostgresStore) -> None:
+    first = await _create(store, ThreadState(thread_id="t", messages=[_message(0)]))
+    conn = store._conn
+    second = ThreadState(thread_id="t", messages=[_message(0), _message(1)])
+    await store.save_changes(
+        second, Changes(1, [_message(1)], stored_messages=1), expected_version=1
+    )
+    stale = ThreadState(thread_id="t", messages=[_message(0), _message(9)])
+    with pytest.raises(ConcurrentUpdateError) as caught:
+        await store.save_changes(
+            stale, Changes(1, [_message(9)], stored_messages=1), expected_version=first.version
+        )
+    assert str(caught.value) == (
+        "Thread 't' was changed by someone else (expected version 1, found 2)"
+    )
+    assert store._conn is conn
+    assert _idle(store)
+    loaded = await store.load("t")
+    assert loaded is not None
+    assert (loaded.version, loaded.messages) == (2, [_message(0), _message(1)])
+
+
+async def test_creating_a_thread_twice_conflicts_and_keeps_the_connection(
+    store: PostgresStore,
+) -> None:
+    await _create(store, ThreadState(thread_id="t", messages=[_message(0)]))
+    conn = store._conn
+    with pytest.raises(ConcurrentUpdateError) as caught:
+        await _create(store, ThreadState(thread_id="t", messages=[_message(5)]))
+    assert str(caught.value) == (
+        "Thread 't' was changed by someone else (expected version None, found 1)"
+    )
+    assert store._conn is conn
+    assert _idle(store)
+    loaded = await store.load("t")
+    assert loaded is not None
+    assert loaded.messages == [_message(0)]
+
+
+async def test_a_failing_row_rolls_the_whole_save_back(store: PostgresStore, table: str) -> None:
+    """A row that cannot be written fails the save: head and rows stay as they were."""
+    await _create(store, ThreadState(thread_id="t", messages=[_message(0)]))
+    # A stray row where the next message goes: its INSERT fails inside the pipeline.
+    await admin_execute(
+        sql.SQL("INSERT INTO {} (thread_id, seq, body) VALUES ('t', 1, '{{}}')").format(
+            sql.Identifier(f"{table}_messages")
+        )
+    )
+    new = ThreadState(thread_id="t", status="running", messages=[_message(0), _message(1)])
+    with pytest.raises(psycopg.errors.UniqueViolation):
+        await store.save_changes(
+            new, Changes(1, [_message(1)], stored_messages=1), expected_version=1
+        )
+    assert _idle(store)
+    rows = await admin_execute(
+        sql.SQL("SELECT version, state->>'status' FROM {} WHERE thread_id = 't'").format(
+            sql.Identifier(table)
+        )
+    )
+    assert rows == [(1, "idle")]
+    assert await store.load_version("t") == 1
+    # The store goes on: the stray row removed, the same save lands.
+    await admin_execute(
+        sql.SQL("DELETE FROM {} WHERE thread_id = 't' AND seq = 1").format(
+            sql.Identifier(f"{table}_messages")
+        )
+    )
+    saved = await store.save_changes(
+        new, Changes(1, [_message(1)], stored_messages=1), expected_version=1
+    )
+    assert saved.version == 2
+    loaded = await store.load("t")
+    assert loaded is not None
+    assert (loaded.status, loaded.messages) == ("running", [_message(0), _message(1)])
+
+
+async def test_long_lists_are_written_in_chunks_and_read_back_in_order(
+    store: PostgresStore,
+) -> None:
+    count = 2 * _CHUNK + 7
+    messages = [_message(i) for i in range(count)]
+    audit = [_event(i) for i in range(_CHUNK + 3)]
+    state = ThreadState(thread_id="t", messages=messages, audit=audit)
+    created = await _create(store, state)
+    loaded = await store.load("t")
+    assert loaded == created
+    # Later events are numbered after the last one, in order, across saves.
+    more = [_event(i) for i in range(_CHUNK + 3, _CHUNK + 6)]
+    grown = ThreadState(thread_id="t", messages=messages, audit=[*audit, *more])
+    await store.save_changes(
+        grown, Changes(count, audit=more, stored_messages=count), expected_version=1
+    )
+    loaded = await store.load("t")
+    assert loaded is not None
+    assert [e.detail for e in loaded.audit] == [f"event {i}" for i in range(_CHUNK + 6)]
+    assert loaded.messages == messages

@@ -37,6 +37,11 @@ in one transaction, the head is written by the same compare-and-set
 ``UPDATE`` (``... AND layout = 2``), then only the new or changed rows, so
 a save costs the same at turn 1 and turn 1,000 (a thread still stored
 whole is locked with ``SELECT ... FOR UPDATE`` and split into rows once).
+The save runs in psycopg's pipeline mode with ``BEGIN``/``COMMIT`` sent by
+hand: ``BEGIN`` goes out with the compare-and-set, the rows (one multi-row
+``INSERT`` per list) with ``COMMIT``, so it waits for the server twice
+rather than once per statement — what counts when the database is across
+a network. A failure rolls the transaction back before it is raised.
 
 ``state`` is ``JSON``, not ``JSONB``, on purpose: ``JSON`` keeps the text
 exactly as written, so a thread comes back from PostgreSQL exactly as it
@@ -67,6 +72,7 @@ needs a selector event loop (``asyncio.WindowsSelectorEventLoopPolicy``).
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import re
 from collections.abc import Awaitable, Callable
 from types import TracebackType
@@ -137,6 +143,37 @@ _CLAIMS_SUFFIX: Final = "_claims"
 
 _T = TypeVar("_T")
 _Connection = psycopg.AsyncConnection[tuple[Any, ...]]
+
+
+_CHUNK: Final = 1000
+"""Rows per multi-row INSERT (PostgreSQL takes at most 65,535 parameters per statement)."""
+
+
+def _chunks(rows: list[tuple[str, int, str]]) -> list[list[tuple[str, int, str]]]:
+    return [rows[i : i + _CHUNK] for i in range(0, len(rows), _CHUNK)]
+
+
+def _rows_sql(count: int) -> sql.Composable:
+    """``(%s, %s, %s), ...`` for ``count`` rows."""
+    return sql.SQL(", ".join(["(%s, %s, %s)"] * count))
+
+
+def _numbered_sql(count: int) -> sql.Composable:
+    """``(%s::bigint, %s::text), ...`` for ``count`` numbered bodies."""
+    return sql.SQL(", ".join(["(%s::bigint, %s::text)"] * count))
+
+
+_BEGIN: Final = sql.SQL("BEGIN")
+_COMMIT: Final = sql.SQL("COMMIT")
+
+
+async def _roll_back(conn: _Connection, pipeline: Any) -> None:
+    """End a failed transaction of pipeline mode (the connection is dropped if this fails)."""
+    if conn.closed:
+        return
+    with contextlib.suppress(psycopg.Error):
+        await conn.execute(sql.SQL("ROLLBACK"))
+        await pipeline.sync()
 
 
 def _conflict(thread_id: str, expected: int | None, found: int | None) -> ConcurrentUpdateError:
@@ -317,7 +354,6 @@ class PostgresStore:
             conn: _Connection, lists: tuple[list[tuple[str, int, str]], ...], keep: int | None
         ) -> None:
             messages, actions, audit = lists
-            cursor = conn.cursor()
             if keep is None:
                 # Every list row of the thread, in one statement (one round trip, not three).
                 await conn.execute(self._delete_lists, (thread_id, thread_id, thread_id))
@@ -326,80 +362,104 @@ class PostgresStore:
                     sql.SQL("DELETE FROM {} WHERE thread_id = %s AND seq >= %s").format(messages_t),
                     (thread_id, keep),
                 )
-            if messages:
-                await cursor.executemany(
-                    sql.SQL("INSERT INTO {} (thread_id, seq, body) VALUES (%s, %s, %s)").format(
-                        messages_t
+            # One multi-row INSERT per list (in chunks): in pipeline mode it goes out without
+            # waiting, where executemany would wait for its own answers.
+            for chunk in _chunks(messages):
+                await conn.execute(
+                    sql.SQL("INSERT INTO {} (thread_id, seq, body) VALUES {}").format(
+                        messages_t, _rows_sql(len(chunk))
                     ),
-                    messages,
+                    [value for row in chunk for value in row],
                 )
-            if actions:
-                await cursor.executemany(
+            for chunk in _chunks(actions):
+                await conn.execute(
                     sql.SQL(
-                        "INSERT INTO {} (thread_id, seq, body) VALUES (%s, %s, %s)"
+                        "INSERT INTO {} (thread_id, seq, body) VALUES {}"
                         " ON CONFLICT (thread_id, seq) DO UPDATE SET body = excluded.body"
-                    ).format(actions_t),
-                    actions,
+                    ).format(actions_t, _rows_sql(len(chunk))),
+                    [value for row in chunk for value in row],
                 )
-            if audit:
-                await cursor.executemany(
+            for chunk in _chunks(audit):
+                # Numbered after the thread's last event, in order.
+                await conn.execute(
                     sql.SQL(
-                        "INSERT INTO {} (thread_id, seq, body) VALUES (%s,"
-                        " (SELECT coalesce(max(seq) + 1, 0) FROM {} WHERE thread_id = %s), %s)"
-                    ).format(audit_t, audit_t),
-                    [(tid, tid, body) for tid, _, body in audit],
+                        "INSERT INTO {} (thread_id, seq, body)"
+                        " SELECT %s, coalesce((SELECT max(seq) FROM {} WHERE thread_id = %s), -1)"
+                        " + v.k, v.body FROM (VALUES {}) AS v (k, body)"
+                    ).format(audit_t, audit_t, _numbered_sql(len(chunk))),
+                    [
+                        thread_id,
+                        thread_id,
+                        *(value for k, row in enumerate(chunk, 1) for value in (k, row[2])),
+                    ],
                 )
 
         prepared = rows(changes if expected_version is not None else Changes.whole(stored))
 
+        async def changes_written(conn: _Connection, pipeline: Any) -> None:
+            if expected_version is None:
+                cursor = await conn.execute(
+                    sql.SQL(
+                        "INSERT INTO {} (thread_id, version, state, updated_at, layout)"
+                        " VALUES (%s, %s, %s::json, %s, 2) ON CONFLICT (thread_id) DO NOTHING"
+                    ).format(self._ident),
+                    (thread_id, stored.version, head, stored.updated_at),
+                )
+                await pipeline.sync()
+                if cursor.rowcount != 1:
+                    found = await self._version_of(conn, thread_id)
+                    raise _conflict(thread_id, None, found)
+                await write(conn, prepared, None)
+                return
+            # The compare-and-set in one statement: a concurrent save of the row waits for
+            # ours (or ours for it) and then finds another version.
+            cursor = await conn.execute(
+                sql.SQL(
+                    "UPDATE {} SET version = %s, state = %s::json, updated_at = %s"
+                    " WHERE thread_id = %s AND version = %s AND layout = 2"
+                ).format(self._ident),
+                (stored.version, head, stored.updated_at, thread_id, expected_version),
+            )
+            await pipeline.sync()
+            if cursor.rowcount == 1:
+                keep = changes.keep_messages
+                appended_only = changes.stored_messages == keep
+                await write(conn, prepared, -1 if appended_only else keep)
+                return
+            cursor = await conn.execute(
+                sql.SQL("SELECT version, layout FROM {} WHERE thread_id = %s FOR UPDATE").format(
+                    self._ident
+                ),
+                (thread_id,),
+            )
+            await pipeline.sync()
+            row = await cursor.fetchone()
+            found = None if row is None else int(row[0])
+            if row is None or found != expected_version:
+                raise _conflict(thread_id, expected_version, found)
+            # Stored whole (layout 1): write this state whole, split into rows.
+            await conn.execute(
+                sql.SQL(
+                    "UPDATE {} SET version = %s, state = %s::json, updated_at = %s, layout = 2"
+                    " WHERE thread_id = %s"
+                ).format(self._ident),
+                (stored.version, head, stored.updated_at, thread_id),
+            )
+            await write(conn, rows(Changes.whole(stored)), None)
+
         async def work(conn: _Connection) -> None:
-            async with conn.transaction():
-                if expected_version is None:
-                    cursor = await conn.execute(
-                        sql.SQL(
-                            "INSERT INTO {} (thread_id, version, state, updated_at, layout)"
-                            " VALUES (%s, %s, %s::json, %s, 2) ON CONFLICT (thread_id) DO NOTHING"
-                        ).format(self._ident),
-                        (thread_id, stored.version, head, stored.updated_at),
-                    )
-                    if cursor.rowcount != 1:
-                        found = await self._version_of(conn, thread_id)
-                        raise _conflict(thread_id, None, found)
-                    await write(conn, prepared, None)
-                    return
-                # The compare-and-set in one round trip: a concurrent save of the row waits
-                # for ours (or ours for it) and then finds another version.
-                cursor = await conn.execute(
-                    sql.SQL(
-                        "UPDATE {} SET version = %s, state = %s::json, updated_at = %s"
-                        " WHERE thread_id = %s AND version = %s AND layout = 2"
-                    ).format(self._ident),
-                    (stored.version, head, stored.updated_at, thread_id, expected_version),
-                )
-                if cursor.rowcount == 1:
-                    keep = changes.keep_messages
-                    appended_only = changes.stored_messages == keep
-                    await write(conn, prepared, -1 if appended_only else keep)
-                    return
-                cursor = await conn.execute(
-                    sql.SQL(
-                        "SELECT version, layout FROM {} WHERE thread_id = %s FOR UPDATE"
-                    ).format(self._ident),
-                    (thread_id,),
-                )
-                row = await cursor.fetchone()
-                found = None if row is None else int(row[0])
-                if row is None or found != expected_version:
-                    raise _conflict(thread_id, expected_version, found)
-                # Stored whole (layout 1): write this state whole, split into rows.
-                await conn.execute(
-                    sql.SQL(
-                        "UPDATE {} SET version = %s, state = %s::json, updated_at = %s, layout = 2"
-                        " WHERE thread_id = %s"
-                    ).format(self._ident),
-                    (stored.version, head, stored.updated_at, thread_id),
-                )
-                await write(conn, rows(Changes.whole(stored)), None)
+            # Pipeline mode, the transaction by hand: BEGIN goes out with the compare-and-set
+            # and COMMIT with the rows, so a save waits for the server twice (the
+            # compare-and-set's row count, then the end), not once per statement.
+            async with conn.pipeline() as pipeline:
+                await conn.execute(_BEGIN)
+                try:
+                    await changes_written(conn, pipeline)
+                    await conn.execute(_COMMIT)
+                    await pipeline.sync()
+                except BaseException:
+                    await _roll_back(conn, pipeline)
+                    raise
 
         await self._run(work)
         return stored
