@@ -106,3 +106,57 @@ def test_bad_stores_are_refused() -> None:
     with pytest.raises(SystemExit) as exc:
         bench_versus.main(["HEAD", "--stores", "memory,redis"])
     assert exc.value.code == 2
+
+
+def test_the_latency_proxy_passes_bytes_both_ways(tmp_path: Path) -> None:
+    """benchmarks/latency_proxy.py relays a conversation to its target, unchanged."""
+    import socket
+    import threading
+
+    def free_port() -> int:
+        with socket.socket() as probe:
+            probe.bind(("127.0.0.1", 0))
+            return int(probe.getsockname()[1])
+
+    echo = socket.socket()
+    echo.bind(("127.0.0.1", 0))
+    echo.listen()
+    target = echo.getsockname()[1]
+
+    def serve_echo() -> None:
+        conn, _ = echo.accept()
+        with conn:
+            while data := conn.recv(65536):
+                conn.sendall(data.upper())
+
+    threading.Thread(target=serve_echo, daemon=True).start()
+    listen = free_port()
+    proxy = subprocess.Popen(
+        [
+            sys.executable,
+            str(ROOT / "benchmarks" / "latency_proxy.py"),
+            "--listen",
+            str(listen),
+            "--target",
+            str(target),
+            "--delay-ms",
+            "1",
+        ],
+        stdout=subprocess.PIPE,
+        text=True,
+    )
+    try:
+        assert proxy.stdout is not None
+        assert proxy.stdout.readline() == "ready\n"
+        with socket.create_connection(("127.0.0.1", listen), timeout=10) as client:
+            client.sendall(b"hello world")
+            received = b""
+            while len(received) < len(b"hello world"):
+                received += client.recv(65536)
+        assert received == b"HELLO WORLD"
+    finally:
+        proxy.terminate()
+        proxy.wait(timeout=10)
+        if proxy.stdout is not None:
+            proxy.stdout.close()
+        echo.close()
