@@ -167,13 +167,12 @@ _BEGIN: Final = sql.SQL("BEGIN")
 _COMMIT: Final = sql.SQL("COMMIT")
 
 
-async def _roll_back(conn: _Connection, pipeline: Any) -> None:
-    """End a failed transaction of pipeline mode (the connection is dropped if this fails)."""
-    if conn.closed:
+async def _roll_back(conn: _Connection) -> None:
+    """End a transaction a failed save left open (the connection is dropped if this fails)."""
+    if conn.closed or conn.info.transaction_status == TransactionStatus.IDLE:
         return
     with contextlib.suppress(psycopg.Error):
         await conn.execute(sql.SQL("ROLLBACK"))
-        await pipeline.sync()
 
 
 def _conflict(thread_id: str, expected: int | None, found: int | None) -> ConcurrentUpdateError:
@@ -450,16 +449,15 @@ class PostgresStore:
         async def work(conn: _Connection) -> None:
             # Pipeline mode, the transaction by hand: BEGIN goes out with the compare-and-set
             # and COMMIT with the rows, so a save waits for the server twice (the
-            # compare-and-set's row count, then the end), not once per statement.
-            async with conn.pipeline() as pipeline:
-                await conn.execute(_BEGIN)
-                try:
+            # compare-and-set's row count, then the pipeline's end), not once per statement.
+            try:
+                async with conn.pipeline() as pipeline:
+                    await conn.execute(_BEGIN)
                     await changes_written(conn, pipeline)
                     await conn.execute(_COMMIT)
-                    await pipeline.sync()
-                except BaseException:
-                    await _roll_back(conn, pipeline)
-                    raise
+            except BaseException:
+                await _roll_back(conn)
+                raise
 
         await self._run(work)
         return stored
