@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import os
 import re
 import subprocess
 import sys
@@ -77,7 +78,11 @@ def test_quick_run_compares_both_stores() -> None:
         "rows",
     ]
     assert (report["benchmark"], report["cycles"], report["rounds"]) == ("bench_versus", 2, 2)
-    assert [row["store"] for row in report["rows"]] == ["memory", "sqlite"]
+    # PostgreSQL joins by default when a DSN is set (its tables are dropped at the end).
+    with_postgres = bool(os.environ.get("TOOLGUARD_POSTGRES_DSN"))
+    assert [row["store"] for row in report["rows"]] == ["memory", "sqlite"] + (
+        ["postgres"] if with_postgres else []
+    )
     for row in report["rows"]:
         assert row["base_min_us"] <= row["base_median_us"]
         assert row["new_min_us"] <= row["new_median_us"]
@@ -102,9 +107,13 @@ def test_an_unknown_revision_fails_with_git_s_message() -> None:
     )
 
 
-def test_bad_stores_are_refused() -> None:
+def test_bad_stores_are_refused(monkeypatch: pytest.MonkeyPatch) -> None:
     with pytest.raises(SystemExit) as exc:
         bench_versus.main(["HEAD", "--stores", "memory,redis"])
+    assert exc.value.code == 2
+    monkeypatch.delenv("TOOLGUARD_POSTGRES_DSN", raising=False)
+    with pytest.raises(SystemExit) as exc:
+        bench_versus.main(["HEAD", "--stores", "postgres"])
     assert exc.value.code == 2
 
 
