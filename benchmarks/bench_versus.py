@@ -64,7 +64,14 @@ _IMPORTS = (
 
 
 def extract_base(revision: str, folder: Path) -> str:
-    """Put ``revision``'s package into ``folder`` as ``toolguard_base``; return its full commit."""
+    """Put ``revision``'s package into ``folder`` as ``toolguard_base``; return its full commit.
+
+    Raises:
+        ValueError: ``revision`` starts with ``-`` (git would read it as an option).
+    """
+    if revision.startswith("-"):
+        msg = f"a revision cannot start with '-': {revision!r}"
+        raise ValueError(msg)
     commit = subprocess.run(
         ["git", "rev-parse", "--verify", f"{revision}^{{commit}}"],
         cwd=ROOT,
@@ -268,6 +275,8 @@ def main(argv: list[str] | None = None) -> int:
         folder = Path(temp)
         try:
             commit = extract_base(args.revision, folder)
+        except ValueError as exc:
+            parser.error(str(exc))
         except subprocess.CalledProcessError as exc:
             detail = (exc.stderr or b"").decode() if isinstance(exc.stderr, bytes) else exc.stderr
             parser.error(f"cannot read toolguard at {args.revision!r}: {(detail or '').strip()}")

@@ -169,3 +169,13 @@ def test_the_latency_proxy_passes_bytes_both_ways(tmp_path: Path) -> None:
         if proxy.stdout is not None:
             proxy.stdout.close()
         echo.close()
+
+
+def test_a_revision_that_looks_like_an_option_is_refused(tmp_path: Path) -> None:
+    """``--output=...`` and the like never reach git as options."""
+    with pytest.raises(ValueError, match="a revision cannot start with '-': '--output=x'"):
+        bench_versus.extract_base("--output=x", tmp_path)
+    assert list(tmp_path.iterdir()) == []
+    with pytest.raises(SystemExit) as exc:
+        bench_versus.main(["--", "-HEAD", "--stores", "memory"])
+    assert exc.value.code == 2
