@@ -26,7 +26,7 @@ from toolguard import (
     ToolCall,
     _sqlite,
 )
-from toolguard._store import Changes, is_incremental
+from toolguard._store import Changes, head_json, is_incremental, item_json
 
 EMAIL = {"to": "alice@example.com", "body": "Hi"}
 APPROVE = [{"type": "approve"}]
@@ -282,7 +282,7 @@ def tables_and_version(path: Path) -> tuple[list[str], int, list[tuple[str, int,
 
 
 async def test_a_0_1_0_database_is_migrated_on_open(tmp_path: Path) -> None:
-    """Schema 1 -> 2 on open: rows stay whole until saved, then are split; a corrupt row stays."""
+    """Schema 1 -> 3 on open: rows stay whole until saved, then are split; a corrupt row stays."""
     path = tmp_path / "old.db"
     # A thread paused by 0.1.0, made here with a MemoryStore and stored whole (version 3).
     runs: list[str] = []
@@ -297,8 +297,8 @@ async def test_a_0_1_0_database_is_migrated_on_open(tmp_path: Path) -> None:
     async with SQLiteStore(path) as store:
         assert await store.load(paused.thread_id) == old
         assert tables_and_version(path) == (
-            ["toolguard_actions", "toolguard_audit", "toolguard_messages", "toolguard_threads"],
-            2,
+            ["toolguard_items", "toolguard_threads"],
+            3,
             sorted([("broken", 3, 1), (paused.thread_id, 3, 1)]),
         )
         chat = make_chat(store, runs)
@@ -317,20 +317,18 @@ async def test_a_0_1_0_database_is_migrated_on_open(tmp_path: Path) -> None:
         assert conn.execute(
             "SELECT state FROM toolguard_threads WHERE thread_id = 'broken'"
         ).fetchone() == (broken,)
-        counts = [
-            conn.execute(
-                f"SELECT count(*) FROM {t} WHERE thread_id = ?",  # noqa: S608 - fixed names
-                (paused.thread_id,),
-            ).fetchone()[0]
-            for t in ("toolguard_messages", "toolguard_actions", "toolguard_audit")
-        ]
-    assert counts == [4, 1, 3]
+        counts = conn.execute(
+            "SELECT kind, count(*) FROM toolguard_items JOIN toolguard_threads USING (thread_key)"
+            " WHERE thread_id = ? GROUP BY kind ORDER BY kind",
+            (paused.thread_id,),
+        ).fetchall()
+    assert counts == [(0, 4), (1, 1), (2, 3)]
     async with SQLiteStore(path) as store:  # read back by a new store, from the rows
         assert await store.load(paused.thread_id) == state
 
 
 def test_two_processes_opening_a_0_1_0_database_at_once_migrate_it_once(tmp_path: Path) -> None:
-    """Stores opening together queue on the write lock; the second sees schema 2 and goes on."""
+    """Stores opening together queue on the write lock; the second sees schema 3 and goes on."""
     path = tmp_path / "old.db"
     write_schema_1(path, {"t": ThreadState(thread_id="t", version=3).model_dump_json()})
     barrier = threading.Barrier(4)
@@ -354,11 +352,101 @@ def test_two_processes_opening_a_0_1_0_database_at_once_migrate_it_once(tmp_path
     for thread in threads:
         thread.join()
     assert results == [3, 3, 3, 3]
-    assert tables_and_version(path) == (
-        ["toolguard_actions", "toolguard_audit", "toolguard_messages", "toolguard_threads"],
-        2,
-        [("t", 3, 1)],
-    )
+    assert tables_and_version(path) == (["toolguard_items", "toolguard_threads"], 3, [("t", 3, 1)])
+
+
+SCHEMA_2 = (
+    (
+        "CREATE TABLE toolguard_threads (thread_id TEXT PRIMARY KEY, version INTEGER NOT NULL,"
+        " state TEXT NOT NULL, updated_at TEXT NOT NULL, layout INTEGER NOT NULL DEFAULT 1)"
+    ),
+    *(
+        f"CREATE TABLE {table} (thread_id TEXT NOT NULL, seq INTEGER NOT NULL,"
+        " body TEXT NOT NULL, PRIMARY KEY (thread_id, seq)) WITHOUT ROWID"
+        for table in ("toolguard_messages", "toolguard_actions", "toolguard_audit")
+    ),
+)
+"""The tables of schema 2 (toolguard 0.2 before the one list table), exactly as it made them."""
+
+
+def write_schema_2(path: Path, split: ThreadState, whole: ThreadState) -> None:
+    """A schema 2 database: ``split`` as head + list rows, ``whole`` as one row, and orphan rows.
+
+    The orphans are list rows of a thread whose row was deleted by hand.
+    """
+    with contextlib.closing(sqlite3.connect(path, isolation_level=None)) as conn:
+        conn.execute("PRAGMA journal_mode = WAL")
+        conn.execute("BEGIN IMMEDIATE")
+        for create in SCHEMA_2:
+            conn.execute(create)
+        conn.execute("PRAGMA user_version = 2")
+        insert = "INSERT INTO toolguard_threads VALUES (?, ?, ?, ?, ?)"
+        stamp = "2026-01-01T00:00:00+00:00"
+        conn.execute(insert, (whole.thread_id, whole.version, whole.model_dump_json(), stamp, 1))
+        conn.execute(insert, (split.thread_id, split.version, head_json(split), stamp, 2))
+        lists = (split.messages, split.actions, split.audit)
+        for table, items in zip(("messages", "actions", "audit"), lists, strict=True):
+            for seq, item in enumerate(items):
+                conn.execute(
+                    f"INSERT INTO toolguard_{table} VALUES (?, ?, ?)",  # noqa: S608 - fixed names
+                    (split.thread_id, seq, item_json(item)),
+                )
+            conn.execute(
+                f"INSERT INTO toolguard_{table} VALUES ('gone', 0, '{{}}')"  # noqa: S608
+            )
+        conn.execute("COMMIT")
+
+
+async def test_a_schema_2_database_is_migrated_on_open(tmp_path: Path) -> None:
+    """Schema 2 -> 3: the lists move into one table, keys keep the threads' order, orphans go."""
+    path = tmp_path / "v2.db"
+    runs: list[str] = []
+    memory = MemoryStore()
+    chat = make_chat(memory, runs)
+    paused = await chat.send_message("Mail Alice")
+    finished = await cycle(chat, None)
+    split = await memory.load(paused.thread_id)
+    whole = await memory.load(finished)
+    assert split is not None
+    assert whole is not None
+    write_schema_2(path, split, whole)
+
+    async with SQLiteStore(path) as store:
+        assert await store.thread_ids() == [finished, paused.thread_id]  # creation order kept
+        assert await store.load(paused.thread_id) == split
+        assert await store.load(finished) == whole
+        assert tables_and_version(path) == (
+            ["toolguard_items", "toolguard_threads"],
+            3,
+            sorted([(finished, whole.version, 1), (paused.thread_id, split.version, 2)]),
+        )
+        with contextlib.closing(sqlite3.connect(path)) as conn:
+            keys = conn.execute(
+                "SELECT thread_key, thread_id FROM toolguard_threads ORDER BY 1"
+            ).fetchall()
+            kinds = conn.execute(
+                "SELECT thread_key, kind, count(*) FROM toolguard_items GROUP BY 1, 2 ORDER BY 1, 2"
+            ).fetchall()
+        assert keys == [(1, finished), (2, paused.thread_id)]
+        assert kinds == [(2, 0, 2), (2, 1, 1), (2, 2, 1)]  # the orphans ('gone') were dropped
+        # Both threads go on: the split one is approved, the whole one gets a new turn.
+        sqlite_chat = make_chat(store, runs)
+        done = await sqlite_chat.submit_review(
+            APPROVE, paused.thread_id, review_id=paused.review_id
+        )
+        assert done.reply == "Done: sent to alice@example.com"
+        await cycle(sqlite_chat, finished)
+        approved = await store.load(paused.thread_id)
+        again = await store.load(finished)
+    assert approved is not None
+    assert again is not None
+    assert roles(approved) == ["user", "assistant", "tool", "assistant"]
+    assert roles(again) == ["user", "assistant", "tool", "assistant"] * 2
+    assert runs == ["alice@example.com"] * 3
+    async with SQLiteStore(path) as store:  # a new store reads the same rows back
+        assert await store.load(paused.thread_id) == approved
+        assert await store.load(finished) == again
+        assert tables_and_version(path)[1] == 3
 
 
 async def test_a_failed_save_leaves_the_thread_as_it_was(
@@ -395,15 +483,17 @@ async def test_a_corrupt_message_row_gives_corrupt_thread_error(tmp_path: Path) 
     async with SQLiteStore(path) as store:
         thread_id = await cycle(make_chat(store, []), None)
         with contextlib.closing(sqlite3.connect(path)) as conn:
-            conn.execute("UPDATE toolguard_messages SET body = '{\"role\": ' WHERE seq = 1")
+            conn.execute(
+                "UPDATE toolguard_items SET body = '{\"role\": ' WHERE kind = 0 AND seq = 1"
+            )
             conn.commit()
         with pytest.raises(CorruptThreadError) as info:
             await store.load(thread_id)
     assert info.value.reason == "Invalid JSON: expected value at line 1 column 62"
     with contextlib.closing(sqlite3.connect(path)) as conn:
-        assert conn.execute("SELECT body FROM toolguard_messages WHERE seq = 1").fetchone() == (
-            '{"role": ',
-        )
+        assert conn.execute(
+            "SELECT body FROM toolguard_items WHERE kind = 0 AND seq = 1"
+        ).fetchone() == ('{"role": ',)
 
 
 async def test_sqlite_runs_short_statements_on_the_loop_thread(

@@ -198,11 +198,11 @@ async def test_creating_a_thread_checks_for_leftover_rows_in_one_statement(tmp_p
             "INSERT",
             "COMMIT",
         ]
-        assert statements[2].startswith("SELECT 1 FROM toolguard_messages WHERE thread_id = 'new'")
+        assert statements[2] == "SELECT 1 FROM toolguard_items WHERE thread_key = 2 LIMIT 1"
 
 
 async def test_rows_left_by_a_thread_removed_by_hand_are_not_inherited(tmp_path: Path) -> None:
-    """A thread row deleted by hand leaves its list rows; a new thread of that id drops them."""
+    """A thread row deleted by hand leaves its rows; a new thread given its key drops them."""
     from toolguard._store import Changes
 
     path = tmp_path / "t.db"
@@ -219,10 +219,11 @@ async def test_rows_left_by_a_thread_removed_by_hand_are_not_inherited(tmp_path:
         assert loaded is not None
         assert loaded.messages == [{"role": "user", "content": "new"}]
         with contextlib.closing(sqlite3.connect(path)) as conn:
-            rows = conn.execute(
-                "SELECT seq, body FROM toolguard_messages WHERE thread_id = 't'"
-            ).fetchall()
-        assert rows == [(0, '{"role":"user","content":"new"}')]
+            rows = conn.execute("SELECT * FROM toolguard_items").fetchall()
+            keys = conn.execute("SELECT thread_key, thread_id FROM toolguard_threads").fetchall()
+        # SQLite gave the new thread the free key 1 again: the old rows were dropped, not inherited.
+        assert keys == [(1, "t")]
+        assert rows == [(1, 0, 0, '{"role":"user","content":"new"}')]
 
 
 async def test_starting_a_checkpoint_never_waits_for_the_connection(tmp_path: Path) -> None:

@@ -422,30 +422,37 @@ async def test_sqlite_cross_process_race_has_one_winner(tmp_path: Path) -> None:
 
 
 async def test_sqlite_schema_and_pragmas(tmp_path: Path) -> None:
-    """First use creates the tables, user_version 2 and WAL; a whole save is one row (layout 1)."""
+    """First use creates the tables, user_version 3 and WAL; a whole save is one row (layout 1)."""
     path = tmp_path / "t.db"
     async with SQLiteStore(path) as store:
         stored = await store.save(ThreadState(thread_id="t"), expected_version=None)
         with contextlib.closing(sqlite3.connect(path)) as conn:
-            assert conn.execute("PRAGMA user_version").fetchone() == (2,)
+            assert conn.execute("PRAGMA user_version").fetchone() == (3,)
             assert conn.execute("PRAGMA journal_mode").fetchone() == ("wal",)
             columns = conn.execute("PRAGMA table_info(toolguard_threads)").fetchall()
             assert [(c[1], c[2], c[3], c[5]) for c in columns] == [
-                ("thread_id", "TEXT", 0, 1),
+                ("thread_key", "INTEGER", 0, 1),
+                ("thread_id", "TEXT", 1, 0),
                 ("version", "INTEGER", 1, 0),
                 ("state", "TEXT", 1, 0),
                 ("updated_at", "TEXT", 1, 0),
                 ("layout", "INTEGER", 1, 0),
             ]
-            for table in ("toolguard_messages", "toolguard_actions", "toolguard_audit"):
-                columns = conn.execute(f"PRAGMA table_info({table})").fetchall()
-                assert [(c[1], c[2], c[3], c[5]) for c in columns] == [
-                    ("thread_id", "TEXT", 1, 1),
-                    ("seq", "INTEGER", 1, 2),
-                    ("body", "TEXT", 1, 0),
-                ]
+            columns = conn.execute("PRAGMA table_info(toolguard_items)").fetchall()
+            assert [(c[1], c[2], c[3], c[5]) for c in columns] == [
+                ("thread_key", "INTEGER", 1, 1),
+                ("kind", "INTEGER", 1, 2),
+                ("seq", "INTEGER", 1, 3),
+                ("body", "TEXT", 1, 0),
+            ]
+            unique = conn.execute("PRAGMA index_list(toolguard_threads)").fetchall()
+            assert [(i[2], i[3]) for i in unique] == [(1, "u")]  # thread_id is UNIQUE
+            tables = conn.execute(
+                "SELECT name FROM sqlite_master WHERE type = 'table' ORDER BY name"
+            ).fetchall()
+            assert tables == [("toolguard_items",), ("toolguard_threads",)]
             rows = conn.execute("SELECT * FROM toolguard_threads").fetchall()
-    assert rows == [("t", 1, stored.model_dump_json(), stored.updated_at.isoformat(), 1)]
+    assert rows == [(1, "t", 1, stored.model_dump_json(), stored.updated_at.isoformat(), 1)]
 
 
 async def test_sqlite_existing_table_is_reused(tmp_path: Path) -> None:
@@ -472,19 +479,19 @@ async def test_sqlite_newer_schema_is_refused(tmp_path: Path) -> None:
     """A database with a newer user_version raises SchemaVersionError and is left untouched."""
     path = tmp_path / "t.db"
     with contextlib.closing(sqlite3.connect(path)) as conn:
-        conn.execute("PRAGMA user_version = 3")
+        conn.execute("PRAGMA user_version = 4")
     async with SQLiteStore(path) as store:
         with pytest.raises(SchemaVersionError) as info:
             await store.load("t")
         with pytest.raises(SchemaVersionError):
             await store.thread_ids()
     assert str(info.value) == (
-        f"Database {str(path)!r} has toolguard schema version 3, but this version of"
-        " toolguard supports only version 2: upgrade toolguard to use it"
+        f"Database {str(path)!r} has toolguard schema version 4, but this version of"
+        " toolguard supports only version 3: upgrade toolguard to use it"
     )
     with contextlib.closing(sqlite3.connect(path)) as conn:
         assert conn.execute("SELECT name FROM sqlite_master").fetchall() == []
-        assert conn.execute("PRAGMA user_version").fetchone() == (3,)
+        assert conn.execute("PRAGMA user_version").fetchone() == (4,)
 
 
 async def test_sqlite_closed_store_refuses_use(tmp_path: Path) -> None:

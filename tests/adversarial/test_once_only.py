@@ -342,13 +342,11 @@ async def test_sqlite_claims_table_is_added_to_an_old_database(tmp_path: Path) -
     assert tables == [
         "sqlite_autoindex_toolguard_claims_1",
         "sqlite_autoindex_toolguard_threads_1",
-        "toolguard_actions",
-        "toolguard_audit",
         "toolguard_claims",
-        "toolguard_messages",
+        "toolguard_items",
         "toolguard_threads",
     ]
-    assert version == 2  # migrated to schema 2 on open
+    assert version == 3  # migrated to schema 3 on open
 
 
 # --- across processes ----------------------------------------------------------------------------
