@@ -18,6 +18,7 @@ from pathlib import Path
 
 import pytest
 
+import toolguard
 from toolguard._sqlite import _CHECKPOINT_EVERY, SQLiteStore
 from toolguard._store import ThreadState
 
@@ -199,6 +200,67 @@ async def test_creating_a_thread_checks_for_leftover_rows_in_one_statement(tmp_p
             "COMMIT",
         ]
         assert statements[2] == "SELECT 1 FROM toolguard_items WHERE thread_key = 2 LIMIT 1"
+
+
+async def test_a_save_writes_its_rows_with_one_statement(tmp_path: Path) -> None:
+    """An update: read key/version/next audit seq, update the head, ONE insert of all rows."""
+    from toolguard._audit import requested_event
+    from toolguard._models import Action
+    from toolguard._store import Changes
+
+    path = tmp_path / "t.db"
+
+    def action(status: str) -> Action:
+        return Action(
+            id="a1", call_id="c1", name="send", args={}, description="d", status=status, digest="x"
+        )
+
+    def event(kind: str) -> toolguard.AuditEvent:
+        return requested_event("t", "r", action("requested")).model_copy(update={"kind": kind})
+
+    async with SQLiteStore(path) as store:
+        first = ThreadState(
+            thread_id="t",
+            messages=[{"role": "user", "content": "hi"}],
+            actions=[action("requested")],
+            audit=[event("requested")],
+        )
+        saved = await store.save_changes(first, Changes.whole(first), expected_version=None)
+        assert store._conn is not None
+        statements: list[str] = []
+        store._conn.set_trace_callback(statements.append)
+        added = [{"role": "assistant", "content": "ok"}]
+        update = saved.model_copy(
+            update={
+                "messages": [*saved.messages, *added],
+                "actions": [action("executed")],
+                "audit": [*saved.audit, event("decided"), event("executed")],
+            }
+        )
+        changes = Changes(1, added, [(0, update.actions[0])], update.audit[1:], 1)
+        await store.save_changes(update, changes, expected_version=1)
+        store._conn.set_trace_callback(None)
+        assert [s.split(" ")[0] for s in statements] == [
+            "BEGIN",
+            "SELECT",
+            "UPDATE",
+            "INSERT",
+            "INSERT",
+            "INSERT",
+            "INSERT",
+            "COMMIT",
+        ]  # the trace shows each row of the one executemany
+        assert len({s.split(" VALUES")[0] for s in statements[3:7]}) == 1
+        with contextlib.closing(sqlite3.connect(path)) as conn:
+            rows = conn.execute("SELECT kind, seq FROM toolguard_items ORDER BY 1, 2").fetchall()
+        assert rows == [(0, 0), (0, 1), (1, 0), (2, 0), (2, 1), (2, 2)]
+        loaded = await store.load("t")
+        assert loaded is not None
+        assert (loaded.messages, loaded.actions, loaded.audit) == (
+            update.messages,
+            update.actions,
+            update.audit,
+        )
 
 
 async def test_rows_left_by_a_thread_removed_by_hand_are_not_inherited(tmp_path: Path) -> None:

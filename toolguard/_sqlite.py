@@ -318,15 +318,11 @@ class SQLiteStore:
                         )
                     except sqlite3.IntegrityError:
                         raise _conflict(thread_id, None, _version_of(conn, thread_id)) from None
-                    _write_lists(conn, _inserted_key(cursor), prepared, 0, fresh=True)
+                    _write_lists(conn, _inserted_key(cursor), prepared, 0, 0, fresh=True)
                 else:
                     # Under BEGIN IMMEDIATE no other writer can come between this read and
                     # the update; the update checks the version again all the same.
-                    found = conn.execute(
-                        "SELECT thread_key, version, layout FROM toolguard_threads"
-                        " WHERE thread_id = ?",
-                        (thread_id,),
-                    ).fetchone()
+                    found = conn.execute(_READ_FOR_UPDATE, (thread_id,)).fetchone()
                     if found is None or found[1] != expected_version:
                         raise _conflict(
                             thread_id, expected_version, None if found is None else int(found[1])
@@ -343,10 +339,10 @@ class SQLiteStore:
                         keep = changes.keep_messages
                         if changes.stored_messages == keep:
                             keep = -1  # nothing replaced: no messages to delete
-                        _write_lists(conn, key, prepared, keep, fresh=False)
+                        _write_lists(conn, key, prepared, keep, int(found[3]), fresh=False)
                     else:
                         # Stored whole (layout 1): write this state whole, split into rows.
-                        _write_lists(conn, key, rows(Changes.whole(stored)), 0, fresh=True)
+                        _write_lists(conn, key, rows(Changes.whole(stored)), 0, 0, fresh=True)
                 conn.execute("COMMIT")
             except BaseException:
                 _rollback(conn)
@@ -704,13 +700,28 @@ def _inserted_key(cursor: sqlite3.Cursor) -> int:
     return key
 
 
-def _write_lists(
-    conn: sqlite3.Connection, key: int, rows: _Rows, keep_messages: int, *, fresh: bool
-) -> None:
-    """Write a thread's new list rows: messages after ``keep_messages``, actions, audit events.
+_READ_FOR_UPDATE: Final = (
+    "SELECT thread_key, version, layout, (SELECT coalesce(max(seq) + 1, 0) FROM toolguard_items"
+    " WHERE toolguard_items.thread_key = t.thread_key AND kind = 2)"
+    " FROM toolguard_threads AS t WHERE thread_id = ?"
+)
+"""A thread's key, version and layout, and the ``seq`` its next audit event gets."""
 
-    ``fresh``: delete every list row of the thread first (when it has any); ``keep_messages`` -1:
-    delete no messages (they are only appended).
+
+def _write_lists(
+    conn: sqlite3.Connection,
+    key: int,
+    rows: _Rows,
+    keep_messages: int,
+    next_audit: int,
+    *,
+    fresh: bool,
+) -> None:
+    """Write a thread's new rows: messages after ``keep_messages``, actions, audit events.
+
+    All of them with one statement; audit events are numbered from
+    ``next_audit``. ``fresh``: delete every row of the thread first (when it
+    has any); ``keep_messages`` -1: delete no messages (they are only appended).
     """
     messages, actions, audit = rows
     if fresh:
@@ -721,23 +732,14 @@ def _write_lists(
             "DELETE FROM toolguard_items WHERE thread_key = ? AND kind = 0 AND seq >= ?",
             (key, keep_messages),
         )
-    if messages:
-        conn.executemany(
-            "INSERT INTO toolguard_items (thread_key, kind, seq, body) VALUES (?, 0, ?, ?)",
-            [(key, seq, body) for seq, body in messages],
-        )
-    if actions:
+    values = [(key, _MESSAGE, seq, body) for seq, body in messages]
+    values.extend((key, _ACTION, seq, body) for seq, body in actions)
+    values.extend((key, _AUDIT, seq, body) for seq, body in enumerate(audit, next_audit))
+    if values:
         conn.executemany(
             "INSERT OR REPLACE INTO toolguard_items (thread_key, kind, seq, body)"
-            " VALUES (?, 1, ?, ?)",
-            [(key, seq, body) for seq, body in actions],
-        )
-    if audit:
-        conn.executemany(
-            "INSERT INTO toolguard_items (thread_key, kind, seq, body) VALUES (?, 2,"
-            " (SELECT coalesce(max(seq) + 1, 0) FROM toolguard_items"
-            " WHERE thread_key = ? AND kind = 2), ?)",
-            [(key, key, body) for body in audit],
+            " VALUES (?, ?, ?, ?)",
+            values,
         )
 
 
