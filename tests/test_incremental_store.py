@@ -327,10 +327,17 @@ async def test_a_0_1_0_database_is_migrated_on_open(tmp_path: Path) -> None:
         assert await store.load(paused.thread_id) == state
 
 
-def test_two_processes_opening_a_0_1_0_database_at_once_migrate_it_once(tmp_path: Path) -> None:
+@pytest.mark.parametrize("schema", [1, 2])
+def test_two_processes_opening_an_old_database_at_once_migrate_it_once(
+    tmp_path: Path, schema: int
+) -> None:
     """Stores opening together queue on the write lock; the second sees schema 3 and goes on."""
     path = tmp_path / "old.db"
-    write_schema_1(path, {"t": ThreadState(thread_id="t", version=3).model_dump_json()})
+    state = ThreadState(thread_id="t", version=3)
+    if schema == 1:
+        write_schema_1(path, {"t": state.model_dump_json()})
+    else:
+        write_schema_2(path, state.model_copy(update={"thread_id": "s"}), state)
     barrier = threading.Barrier(4)
     results: list[Any] = []
 
@@ -352,7 +359,8 @@ def test_two_processes_opening_a_0_1_0_database_at_once_migrate_it_once(tmp_path
     for thread in threads:
         thread.join()
     assert results == [3, 3, 3, 3]
-    assert tables_and_version(path) == (["toolguard_items", "toolguard_threads"], 3, [("t", 3, 1)])
+    rows = [("t", 3, 1)] if schema == 1 else [("s", 3, 2), ("t", 3, 1)]
+    assert tables_and_version(path) == (["toolguard_items", "toolguard_threads"], 3, rows)
 
 
 SCHEMA_2 = (
@@ -447,6 +455,41 @@ async def test_a_schema_2_database_is_migrated_on_open(tmp_path: Path) -> None:
         assert await store.load(paused.thread_id) == approved
         assert await store.load(finished) == again
         assert tables_and_version(path)[1] == 3
+
+
+async def test_a_migration_that_fails_half_way_leaves_schema_2_as_it_was(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A crash inside the migration rolls it all back; the next open migrates it whole."""
+    path = tmp_path / "v2.db"
+    runs: list[str] = []
+    memory = MemoryStore()
+    paused = await make_chat(memory, runs).send_message("Mail Alice")
+    split = await memory.load(paused.thread_id)
+    assert split is not None
+    write_schema_2(path, split, ThreadState(thread_id="whole", version=2))
+    with contextlib.closing(sqlite3.connect(path)) as conn:
+        before = conn.execute("SELECT type, name, sql FROM sqlite_master ORDER BY name").fetchall()
+    real = _sqlite._has_table
+
+    def crash(conn: sqlite3.Connection, name: str) -> bool:
+        if name == "toolguard_audit":  # the threads table is rebuilt, two lists moved
+            raise OSError("power cut")
+        return real(conn, name)
+
+    monkeypatch.setattr(_sqlite, "_has_table", crash)
+    async with SQLiteStore(path) as store:
+        with pytest.raises(OSError, match="power cut"):
+            await store.load(paused.thread_id)
+    with contextlib.closing(sqlite3.connect(path)) as conn:
+        after = conn.execute("SELECT type, name, sql FROM sqlite_master ORDER BY name").fetchall()
+        version = conn.execute("PRAGMA user_version").fetchone()
+    assert (after, version) == (before, (2,))
+    monkeypatch.setattr(_sqlite, "_has_table", real)
+    async with SQLiteStore(path) as store:
+        assert await store.load(paused.thread_id) == split
+        assert await store.thread_ids() == ["whole", paused.thread_id]
+    assert tables_and_version(path)[:2] == (["toolguard_items", "toolguard_threads"], 3)
 
 
 async def test_a_failed_save_leaves_the_thread_as_it_was(
