@@ -125,28 +125,51 @@ def _stores(folder: Path) -> dict[str, Any]:
     return stores
 
 
-async def _long_conversation(store: Any, settings: Settings) -> list[float]:
-    """µs per cycle, for ``settings.turns`` cycles of one thread."""
+async def _cycle(
+    chat: toolguard.ReviewedChat, runs: list[int], thread_id: str | None, turn: int
+) -> tuple[str, float]:
+    """One verified approval cycle; returns the thread id and its µs."""
+    gc.collect()
+    gc.disable()
+    start = time.perf_counter_ns()
+    paused = await chat.send_message(USER_TEXT, thread_id)
+    before = runs[0]
+    done = await chat.submit_review(APPROVE, paused.thread_id, review_id=paused.review_id)
+    elapsed = time.perf_counter_ns() - start
+    gc.enable()
+    if paused.pending_review is None or done.reply != "Done: sent to alice@example.com":
+        _fail(f"turn {turn}: did not pause and reply")
+    if runs[0] != before + 1:
+        _fail(f"turn {turn}: the tool ran {runs[0] - before} times")
+    return paused.thread_id, elapsed / 1_000
+
+
+async def _long_conversation(store: Any, settings: Settings) -> tuple[list[float], list[float]]:
+    """µs per cycle for ``settings.turns`` cycles of one thread, then paired ratios.
+
+    The pairs: ``settings.window`` times, one more cycle of the long thread
+    and the first cycle of a new thread, back to back (in alternating order),
+    so both see the machine at the same moment; each pair gives long / new.
+    """
     runs = [0]
     chat = toolguard.ReviewedChat(_Model(), _tools(runs), store=store)
     thread_id: str | None = None
     times: list[float] = []
     for turn in range(settings.turns):
-        gc.collect()
-        gc.disable()
-        start = time.perf_counter_ns()
-        paused = await chat.send_message(USER_TEXT, thread_id)
-        before = runs[0]
-        done = await chat.submit_review(APPROVE, paused.thread_id, review_id=paused.review_id)
-        elapsed = time.perf_counter_ns() - start
-        gc.enable()
-        if paused.pending_review is None or done.reply != "Done: sent to alice@example.com":
-            _fail(f"turn {turn}: did not pause and reply")
-        if runs[0] != before + 1:
-            _fail(f"turn {turn}: the tool ran {runs[0] - before} times")
-        thread_id = paused.thread_id
-        times.append(elapsed / 1_000)
-    return times
+        found, elapsed = await _cycle(chat, runs, thread_id, turn)
+        thread_id = found
+        times.append(elapsed)
+    ratios: list[float] = []
+    for pair in range(settings.window):
+        turn = settings.turns + pair
+        if pair % 2:
+            _, new = await _cycle(chat, runs, None, 0)
+            _, long = await _cycle(chat, runs, thread_id, turn)
+        else:
+            _, long = await _cycle(chat, runs, thread_id, turn)
+            _, new = await _cycle(chat, runs, None, 0)
+        ratios.append(long / new)
+    return times, ratios
 
 
 def _bytes_on_disk(folder: Path) -> int:
@@ -160,13 +183,14 @@ def measure_length(settings: Settings) -> list[dict[str, Any]]:
         folder = Path(name)
         for kind, make in _stores(folder).items():
             store = make()
-            times = anyio.run(_long_conversation, store, settings)
+            times, ratios = anyio.run(_long_conversation, store, settings)
             closer = getattr(store, "aclose", None)
             if closer is not None:
                 anyio.run(closer)
             first = round(statistics.median(times[: settings.window]), 1)
             last = round(statistics.median(times[-settings.window :]), 1)
             ratio = round(last / first, 2)
+            paired = round(statistics.median(ratios), 2)
             rows.append(
                 {
                     "store": kind,
@@ -174,8 +198,9 @@ def measure_length(settings: Settings) -> list[dict[str, Any]]:
                     "first_us": first,
                     "last_us": last,
                     "ratio": ratio,
+                    "paired_ratio": paired,
                     "target": LENGTH_TARGET,
-                    "status": "PASS" if ratio <= LENGTH_TARGET else "MISS",
+                    "status": "PASS" if paired <= LENGTH_TARGET else "MISS",
                     "sqlite_bytes": _bytes_on_disk(folder) if kind == "sqlite" else None,
                 }
             )
@@ -226,14 +251,17 @@ def report(data: dict[str, Any]) -> str:
         ),
         f"Settings: {data['settings']}",
         "",
-        "Thread length (median µs per cycle of the first and of the last cycles):",
+        "Thread length: a cycle of the long thread over the first cycle of a new one, back to",
+        "back in pairs after the last turn (the verdict: the median of the pairs' ratios); and",
+        "the median µs of the first and of the last cycles of the run, which the machine's",
+        "drift during the run moves:",
     ]
     for row in data["length"]:
         disk = f", SQLite files {row['sqlite_bytes']:,} bytes" if row["sqlite_bytes"] else ""
         lines.append(
-            f"  {row['store']}: first {row['first_us']:,.0f} µs, at turn {row['turns']}"
-            f" {row['last_us']:,.0f} µs = {row['ratio']:.2f}x (target <= {row['target']}x):"
-            f" {row['status']}{disk}"
+            f"  {row['store']}: {row['paired_ratio']:.2f}x paired (target <= {row['target']}x):"
+            f" {row['status']}; first {row['first_us']:,.0f} µs, at turn {row['turns']}"
+            f" {row['last_us']:,.0f} µs = {row['ratio']:.2f}x{disk}"
         )
     memory = data["memory"]
     lines += [
