@@ -252,6 +252,15 @@ async def test_memory_store_reads_back_copies() -> None:
     assert await store.load("t") == stored
 
 
+async def paused_in_memory(runs: list[str]) -> tuple[toolguard.ChatTurn, ThreadState]:
+    """A thread paused for review in a MemoryStore: the turn and the stored state."""
+    memory = MemoryStore()
+    paused = await make_chat(memory, runs).send_message("Mail Alice")
+    state = await memory.load(paused.thread_id)
+    assert state is not None
+    return paused, state
+
+
 def write_schema_1(path: Path, states: dict[str, str]) -> None:
     """A database exactly as toolguard 0.1.0 wrote it: one JSON row per thread, user_version 1."""
     with contextlib.closing(sqlite3.connect(path, isolation_level=None)) as conn:
@@ -286,10 +295,7 @@ async def test_a_0_1_0_database_is_migrated_on_open(tmp_path: Path) -> None:
     path = tmp_path / "old.db"
     # A thread paused by 0.1.0, made here with a MemoryStore and stored whole (version 3).
     runs: list[str] = []
-    memory = MemoryStore()
-    paused = await make_chat(memory, runs).send_message("Mail Alice")
-    old = await memory.load(paused.thread_id)
-    assert old is not None
+    paused, old = await paused_in_memory(runs)
     old = old.model_copy(update={"version": 3})
     broken = '{"thread_id": "broken", "status": '
     write_schema_1(path, {paused.thread_id: old.model_dump_json(), "broken": broken})
@@ -462,11 +468,7 @@ async def test_a_migration_that_fails_half_way_leaves_schema_2_as_it_was(
 ) -> None:
     """A crash inside the migration rolls it all back; the next open migrates it whole."""
     path = tmp_path / "v2.db"
-    runs: list[str] = []
-    memory = MemoryStore()
-    paused = await make_chat(memory, runs).send_message("Mail Alice")
-    split = await memory.load(paused.thread_id)
-    assert split is not None
+    paused, split = await paused_in_memory([])
     write_schema_2(path, split, ThreadState(thread_id="whole", version=2))
     with contextlib.closing(sqlite3.connect(path)) as conn:
         before = conn.execute("SELECT type, name, sql FROM sqlite_master ORDER BY name").fetchall()
@@ -635,10 +637,7 @@ async def test_a_0_1_0_postgres_table_is_migrated_on_first_use() -> None:
     dsn = os.environ["TOOLGUARD_POSTGRES_DSN"]
     table = f"tg_migrate_{uuid.uuid4().hex[:12]}"
     runs: list[str] = []
-    memory = MemoryStore()
-    paused = await make_chat(memory, runs).send_message("Mail Alice")
-    old = await memory.load(paused.thread_id)
-    assert old is not None
+    paused, old = await paused_in_memory(runs)
     old = old.model_copy(update={"version": 3})
     ident = sql.Identifier(table)
     async with await psycopg.AsyncConnection.connect(dsn, autocommit=True) as conn:
