@@ -163,7 +163,12 @@ def _first_changed(old: list[Any], new: list[Any], stored: int) -> int:
     compared (in C).
     """
     shared = min(stored, len(old), len(new))
-    start = max(0, shared - _TAIL)
+    if shared <= _TAIL:  # a short thread: a plain loop is cheaper than the slices
+        for index in range(shared):
+            if old[index] is not new[index]:
+                return index
+        return shared
+    start = shared - _TAIL
     first = next(
         compress(count(start), map(operator.is_not, old[start:shared], new[start:shared])),
         shared,
@@ -196,14 +201,20 @@ def _changes(base: ThreadState, update: dict[str, Any]) -> Changes | None:
         old = base.actions
         if new_actions is old or len(new_actions) < len(old):
             return None
-        first = _first_changed(old, new_actions, len(old))
-        actions = [
-            (i, new_actions[i])
-            for i in compress(
-                count(first), map(operator.is_not, old[first:], new_actions[first : len(old)])
-            )
-        ]
-        actions.extend(enumerate(new_actions[len(old) :], len(old)))
+        stored = len(old)
+        first = _first_changed(old, new_actions, stored)
+        if stored - first <= _TAIL:  # the usual few: a plain loop is cheaper than the slices
+            actions = [
+                (i, new_actions[i]) for i in range(first, stored) if old[i] is not new_actions[i]
+            ]
+        else:
+            actions = [
+                (i, new_actions[i])
+                for i in compress(
+                    count(first), map(operator.is_not, old[first:], new_actions[first:stored])
+                )
+            ]
+        actions.extend(enumerate(new_actions[stored:], stored))
     audit = update.get("audit")
     if audit is not None and (audit is base.audit or len(audit) < len(base.audit)):
         return None
