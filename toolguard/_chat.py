@@ -203,17 +203,9 @@ def _changes(base: ThreadState, update: dict[str, Any]) -> Changes | None:
             return None
         stored = len(old)
         first = _first_changed(old, new_actions, stored)
-        if stored - first <= _TAIL:  # the usual few: a plain loop is cheaper than the slices
-            actions = [
-                (i, new_actions[i]) for i in range(first, stored) if old[i] is not new_actions[i]
-            ]
-        else:
-            actions = [
-                (i, new_actions[i])
-                for i in compress(
-                    count(first), map(operator.is_not, old[first:], new_actions[first:stored])
-                )
-            ]
+        actions = [
+            (i, new_actions[i]) for i in range(first, stored) if old[i] is not new_actions[i]
+        ]
         actions.extend(enumerate(new_actions[stored:], stored))
     audit = update.get("audit")
     if audit is not None and (audit is base.audit or len(audit) < len(base.audit)):
