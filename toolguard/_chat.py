@@ -82,13 +82,15 @@ from toolguard._store import (
     Changes,
     ConcurrentUpdateError,
     CorruptThreadError,
-    IncrementalStore,
     MemoryStore,
+    PreparedStore,
     Store,
     ThreadState,
     is_incremental,
     mark_stored,
+    prepared_state,
     stored_count,
+    takes_prepared,
 )
 from toolguard._toolset import Tools
 from toolguard._validate import AnyDecision, validate_decisions
@@ -506,6 +508,9 @@ class ReviewedChat:
             and ``"message"`` (:meth:`send_message` to an existing thread);
             return ``False`` to refuse (``AccessDeniedError``, audited as
             ``refused``, nothing else changes). ``None``: anyone may.
+            Both hooks get the chat's own state of the thread (shared with
+            its cache and, in a ``MemoryStore``, with the stored head until it
+            is read): read it, never change it.
         clock: the time source (tests pass a fake one).
         signing_key: secret for the digests binding approvals to the shown
             calls (see :class:`~toolguard.Runner`); keep it out of the store.
@@ -667,15 +672,23 @@ class ReviewedChat:
         state (the 0.1.0 ``Store`` protocol). A failed save drops the cache
         entry, so the next read goes to the store.
         """
-        new = with_fields(state, changes)
         store = self.store
         try:
             if not is_incremental(store):
-                return await store.save(new, expected_version=expected)
+                return await store.save(with_fields(state, changes), expected_version=expected)
+            # The stores toolguard ships take the next state as it will be stored (one copy).
+            prepared = takes_prepared(store)
+            new = (
+                prepared_state(state, changes, expected)
+                if prepared
+                else with_fields(state, changes)
+            )
             delta = Changes.whole(new) if expected is None else _changes(state, changes)
-            incremental: IncrementalStore = store  # type: ignore[assignment]
+            incremental: PreparedStore = store  # type: ignore[assignment]
             if delta is None:
                 saved = await incremental.save(new, expected_version=expected)
+            elif prepared:
+                saved = await incremental._save_prepared(new, delta, expected)
             else:
                 saved = await incremental.save_changes(new, delta, expected_version=expected)
         except BaseException:

@@ -336,7 +336,14 @@ class PostgresStore:
             ConcurrentUpdateError: the stored version differs, or the thread
                 exists when creating; nothing was written.
         """
-        stored = next_state(state, expected_version)
+        return await self._save_prepared(
+            next_state(state, expected_version), changes, expected_version
+        )
+
+    async def _save_prepared(
+        self, stored: ThreadState, changes: Changes, expected_version: int | None
+    ) -> ThreadState:
+        """``save_changes`` of ``stored``, already the next state (see ``PreparedStore``)."""
         head = head_json(stored)
         thread_id = stored.thread_id
         messages_t, actions_t, audit_t = self._lists

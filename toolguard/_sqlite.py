@@ -290,7 +290,14 @@ class SQLiteStore:
             ConcurrentUpdateError: the stored version differs, or the thread
                 exists when creating; nothing was written.
         """
-        stored = next_state(state, expected_version)
+        return await self._save_prepared(
+            next_state(state, expected_version), changes, expected_version
+        )
+
+    async def _save_prepared(
+        self, stored: ThreadState, changes: Changes, expected_version: int | None
+    ) -> ThreadState:
+        """``save_changes`` of ``stored``, already the next state (see ``PreparedStore``)."""
         head = head_json(stored)
         updated_at = stored.updated_at.isoformat()
         thread_id = stored.thread_id

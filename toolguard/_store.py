@@ -250,6 +250,52 @@ def is_incremental(store: object) -> bool:
 _INCREMENTAL: dict[type, bool] = {}
 
 
+class PreparedStore(IncrementalStore, Protocol):
+    """The stores toolguard ships: a save of a state whose next version is already set.
+
+    Private to ``ReviewedChat``. ``stored`` is ``state`` as the store would
+    return it (``version = expected_version + 1``, ``updated_at`` now), so the
+    store makes no copy of its own; ``ReviewedChat`` hands it over and never
+    changes it afterwards (it keeps it as its cached state, read-only).
+    """
+
+    async def _save_prepared(
+        self, stored: ThreadState, changes: Changes, expected_version: int | None
+    ) -> ThreadState: ...
+
+
+def takes_prepared(store: object) -> bool:
+    """Whether ``store`` saves prepared states through the ``save_changes`` it has.
+
+    A subclass that overrides ``save_changes`` (or ``save`` or ``load``) is
+    saved through its own methods, never around them.
+    """
+    kind = type(store)
+    known = _PREPARED.get(kind)
+    if known is None:
+        known = _PREPARED[kind] = _prepared_type(kind)
+    return known
+
+
+_PREPARED: dict[type, bool] = {}
+
+
+def _prepared_type(kind: type) -> bool:
+    if not (_incremental_type(kind) and callable(getattr(kind, "_save_prepared", None))):
+        return False
+    mro = kind.__mro__
+    owner = {name: next(i for i, b in enumerate(mro) if name in b.__dict__) for name in _SAVES}
+    return owner["_save_prepared"] <= min(owner["save_changes"], owner["save"], owner["load"])
+
+
+_SAVES: Final = ("_save_prepared", "save_changes", "save", "load")
+
+
+def prepared_state(state: ThreadState, update: dict[str, Any], expected: int | None) -> ThreadState:
+    """``next_state(with_fields(state, update), expected)`` in one copy."""
+    return with_fields(state, {**update, "version": (expected or 0) + 1, "updated_at": utcnow()})
+
+
 def _incremental_type(kind: type) -> bool:
     if not (
         callable(getattr(kind, "save_changes", None))
@@ -360,6 +406,10 @@ class _Lists:
         self.audit: list[bytes] = []
 
 
+_LIVE_HEADS: Final = 64
+"""How many threads' last heads a MemoryStore keeps as states before turning them into JSON."""
+
+
 class MemoryStore:
     """Keeps threads in this process's memory: for demos and tests.
 
@@ -367,12 +417,24 @@ class MemoryStore:
     behaves exactly like a state read from a database. A save writes what
     changed: the head of the state and each new message, action or audit
     event, never the whole history again.
+
+    For the last threads a ``ReviewedChat`` saved (at most 64), the head is
+    kept as the saved state itself, which the chat never changes, and
+    turned into JSON when the thread is read or leaves that window; a head
+    the next save replaces is never serialized. ``save`` and
+    ``save_changes`` serialize at once: what they were given or returned
+    can be changed afterwards without changing the store.
     """
 
     def __init__(self) -> None:
-        # thread id -> (version, head JSON); a thread without _lists holds its whole state.
-        self._threads: dict[str, tuple[int, str | bytes]] = {}
+        # thread id -> (version, head); a thread without _lists holds its whole state (text).
+        # A head is JSON bytes, or the state itself while the thread is in _live (see below).
+        self._threads: dict[str, tuple[int, str | bytes | ThreadState]] = {}
         self._lists: dict[str, _Lists] = {}
+        # Threads last saved by a ReviewedChat, oldest first: their head is the saved state
+        # itself, turned into JSON only when it is read, or when the thread leaves this
+        # window (_LIVE_HEADS). A head replaced by the next save is never serialized.
+        self._live: dict[str, None] = {}
         self._claims: set[str] = set()
         # A plain lock: the critical section never awaits, and it also holds when
         # several event loops (threads) share one store.
@@ -386,12 +448,23 @@ class MemoryStore:
                 return None
             lists = self._lists.get(thread_id)
             head = entry[1]
+            if isinstance(head, ThreadState):
+                head = self._settle(thread_id)
             text = (
                 head
                 if lists is None or isinstance(head, str)
                 else assemble_bytes(head, lists.messages, lists.actions, lists.audit)
             )
         return load_state(thread_id, text)
+
+    def _settle(self, thread_id: str) -> str | bytes:
+        """Turn the thread's head into JSON and take it out of the window (lock held)."""
+        self._live.pop(thread_id, None)
+        version, head = self._threads[thread_id]
+        if isinstance(head, ThreadState):
+            head = head.__pydantic_serializer__.to_json(head, exclude=LISTS)
+            self._threads[thread_id] = (version, head)
+        return head
 
     async def load_version(self, thread_id: str) -> int | None:
         """The stored version of a thread, or ``None``."""
@@ -400,20 +473,33 @@ class MemoryStore:
 
     async def save(self, state: ThreadState, *, expected_version: int | None) -> ThreadState:
         """Compare-and-set save of the whole state (see :class:`Store`)."""
-        return self._write(state, None, expected_version)
+        return self._write(next_state(state, expected_version), None, expected_version)
 
     async def save_changes(
         self, state: ThreadState, changes: Changes, *, expected_version: int | None
     ) -> ThreadState:
         """Compare-and-set save of only ``changes`` and the head (see :class:`IncrementalStore`)."""
-        return self._write(state, changes, expected_version)
+        return self._write(next_state(state, expected_version), changes, expected_version)
+
+    async def _save_prepared(
+        self, stored: ThreadState, changes: Changes, expected_version: int | None
+    ) -> ThreadState:
+        """``save_changes`` of a state handed over by ReviewedChat (see :class:`PreparedStore`)."""
+        return self._write(stored, changes, expected_version, owned=True)
 
     def _write(
-        self, state: ThreadState, changes: Changes | None, expected_version: int | None
+        self,
+        stored: ThreadState,
+        changes: Changes | None,
+        expected_version: int | None,
+        *,
+        owned: bool = False,
     ) -> ThreadState:
-        stored = next_state(state, expected_version)
-        head = stored.__pydantic_serializer__.to_json(stored, exclude=LISTS)
-        thread_id = state.thread_id
+        # A state handed over (owned) is never changed again: its head can wait (see _live).
+        head: bytes | ThreadState = (
+            stored if owned else stored.__pydantic_serializer__.to_json(stored, exclude=LISTS)
+        )
+        thread_id = stored.thread_id
         entry = self._threads.get(thread_id)
         if changes is not None and entry is not None and isinstance(entry[1], str):
             changes = None  # a whole stored state (written by hand): write this one whole
@@ -450,6 +536,14 @@ class MemoryStore:
             lists.audit.extend(audit)
             self._lists[thread_id] = lists
             self._threads[thread_id] = (stored.version, head)
+            live = self._live
+            if owned:
+                live.pop(thread_id, None)
+                live[thread_id] = None
+                if len(live) > _LIVE_HEADS:
+                    self._settle(next(iter(live)))
+            elif live:
+                live.pop(thread_id, None)
             return stored
 
     async def thread_ids(self) -> list[str]:
