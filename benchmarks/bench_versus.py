@@ -14,11 +14,19 @@ The cycle is ``bench_cycle.py``'s: a user message, the scripted model
 proposes ``send_email``, the run pauses, an approve, the tool runs, the
 model answers. Every cycle is checked (paused first, ran once, right reply).
 
+With ``--openai`` the model is ``OpenAIChatModel`` on an ``AsyncOpenAI``
+client whose mock transport answers like a Chat Completions server
+(``bench_cycle.py``'s), and a third subject joins each round: the
+hand-written loop on the bare client. The report then adds each version's
+per-round ratio to the bare loop: issue 10's openai targets, with the
+versions side by side.
+
 Run from the repository root::
 
     .venv/bin/python benchmarks/bench_versus.py 703f996            # memory and SQLite
     .venv/bin/python benchmarks/bench_versus.py HEAD~3 --stores memory --rounds 201
     .venv/bin/python benchmarks/bench_versus.py 703f996 --json
+    .venv/bin/python benchmarks/bench_versus.py HEAD~1 --openai --rounds 61
 
 The commit must contain the package as ``toolguard/`` (every commit of this
 repository does).
@@ -28,8 +36,10 @@ from __future__ import annotations
 
 import argparse
 import datetime as dt
+import functools
 import gc
 import importlib
+import importlib.util
 import io
 import itertools
 import json
@@ -131,8 +141,42 @@ async def drop_tables(store: Any) -> None:
             )
 
 
-def make_cycle(package: str, store: Any) -> Callable[[], Awaitable[None]]:
-    """One verified approval cycle through ``package`` (``toolguard`` or ``toolguard_base``)."""
+BARE = "bare"
+"""The subject key of the hand-written loop on the bare openai client (``--openai``)."""
+
+
+def _bench_cycle() -> Any:
+    """``benchmarks/bench_cycle.py`` (its mock transport and bare loop)."""
+    here = str(Path(__file__).resolve().parent)
+    if here not in sys.path:
+        sys.path.insert(0, here)
+    return importlib.import_module("bench_cycle")
+
+
+def make_bare_cycle() -> Callable[[], Awaitable[None]]:
+    """One verified cycle of the hand-written loop on the bare openai client."""
+    bench_cycle = _bench_cycle()
+    probe = bench_cycle.Probe()
+    loop = bench_cycle._BareLoop(bench_cycle._openai_client(probe), probe)
+
+    async def cycle() -> None:
+        before = probe.tool_runs
+        thread_id, waiting = await loop.send_message(USER_TEXT)
+        if waiting != ["send_email"] or probe.tool_runs != before:
+            msg = "bare loop: the cycle did not pause before the tool ran"
+            raise RuntimeError(msg)
+        if await loop.approve(thread_id) != REPLY or probe.tool_runs != before + 1:
+            msg = "bare loop: the approved tool did not run once with the reply"
+            raise RuntimeError(msg)
+
+    return cycle
+
+
+def make_cycle(package: str, store: Any, *, openai: bool = False) -> Callable[[], Awaitable[None]]:
+    """One verified approval cycle through ``package`` (``toolguard`` or ``toolguard_base``).
+
+    ``openai``: the model is ``OpenAIChatModel`` on the mock transport.
+    """
     tg: Any = importlib.import_module(package)
     runs = [0]
 
@@ -161,7 +205,13 @@ def make_cycle(package: str, store: Any) -> Callable[[], Awaitable[None]]:
         runs[0] += 1
         return f"sent to {to}"
 
-    chat = tg.ReviewedChat(Model(), {"send_email": send_email}, store=store)
+    model: Any = Model()
+    if openai:
+        adapter: Any = importlib.import_module(f"{package}.openai")
+        bench_cycle = _bench_cycle()
+        client = bench_cycle._openai_client(bench_cycle.Probe())
+        model = adapter.OpenAIChatModel(client, model="bench")
+    chat = tg.ReviewedChat(model, {"send_email": send_email}, store=store)
 
     async def cycle() -> None:
         before = runs[0]
@@ -177,14 +227,21 @@ def make_cycle(package: str, store: Any) -> Callable[[], Awaitable[None]]:
     return cycle
 
 
-async def measure(stores: list[str], cycles: int, rounds: int, folder: Path) -> dict[str, Any]:
-    """Alternate batches of base and new per store; per-round ratios new / base."""
+async def measure(
+    stores: list[str], cycles: int, rounds: int, folder: Path, *, openai: bool = False
+) -> dict[str, Any]:
+    """Alternate batches of base and new per store; per-round ratios new / base.
+
+    ``openai``: through ``OpenAIChatModel``, with the bare loop as a third subject.
+    """
     stores_made = {
         (store, package): make_store(package, store, folder)
         for store in stores
         for package in (BASE_PACKAGE, "toolguard")
     }
-    subjects = {key: make_cycle(key[1], made) for key, made in stores_made.items()}
+    subjects = {key: make_cycle(key[1], made, openai=openai) for key, made in stores_made.items()}
+    if openai:
+        subjects[(BARE, BARE)] = make_bare_cycle()
     try:
         return await _alternate(stores, subjects, cycles, rounds)
     finally:
@@ -214,19 +271,30 @@ async def _alternate(
             finally:
                 gc.enable()
     rows = []
+    bare = times.get((BARE, BARE))
     for store in stores:
         base, new = times[(store, BASE_PACKAGE)], times[(store, "toolguard")]
-        rows.append(
-            {
-                "store": store,
-                "base_median_us": round(statistics.median(base), 1),
-                "base_min_us": round(min(base), 1),
-                "new_median_us": round(statistics.median(new), 1),
-                "new_min_us": round(min(new), 1),
-                "ratio": round(statistics.median(n / b for n, b in zip(new, base, strict=True)), 3),
-            }
-        )
+        row: dict[str, Any] = {
+            "store": store,
+            "base_median_us": round(statistics.median(base), 1),
+            "base_min_us": round(min(base), 1),
+            "new_median_us": round(statistics.median(new), 1),
+            "new_min_us": round(min(new), 1),
+            "ratio": _paired(new, base),
+        }
+        if bare is not None:
+            row.update(
+                bare_median_us=round(statistics.median(bare), 1),
+                base_over_bare=_paired(base, bare),
+                new_over_bare=_paired(new, bare),
+            )
+        rows.append(row)
     return {"rows": rows}
+
+
+def _paired(ours: list[float], theirs: list[float]) -> float:
+    """The median of the per-round ratios ``ours / theirs``."""
+    return round(statistics.median(o / t for o, t in zip(ours, theirs, strict=True)), 3)
 
 
 def report(data: dict[str, Any]) -> str:
@@ -246,6 +314,18 @@ def report(data: dict[str, Any]) -> str:
         f"  {r['new_median_us']:13,.0f}  {r['new_min_us']:10,.0f}  {r['ratio']:.3f}"
         for r in data["rows"]
     ]
+    if data.get("openai"):
+        lines += [
+            "",
+            "Through OpenAIChatModel on the mock transport; the bare loop in the same rounds:",
+            "store   bare median µs  base/bare (rounds)  new/bare (rounds)",
+            "------  --------------  ------------------  -----------------",
+        ]
+        lines += [
+            f"{r['store']:6}  {r['bare_median_us']:14,.0f}  {r['base_over_bare']:18.3f}"
+            f"  {r['new_over_bare']:17.3f}"
+            for r in data["rows"]
+        ]
     return "\n".join(lines)
 
 
@@ -261,7 +341,14 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--cycles", type=int, default=50, help="cycles per batch (default 50)")
     parser.add_argument("--rounds", type=int, default=101, help="rounds (default 101)")
     parser.add_argument("--json", action="store_true", help="print JSON instead of the table")
+    parser.add_argument(
+        "--openai",
+        action="store_true",
+        help="through OpenAIChatModel on a mock transport, with the bare openai loop",
+    )
     args = parser.parse_args(argv)
+    if args.openai and importlib.util.find_spec("openai") is None:
+        parser.error("--openai needs the openai package (pip install -e '.[openai]')")
     dsn = os.environ.get("TOOLGUARD_POSTGRES_DSN")
     default = "memory,sqlite,postgres" if dsn else "memory,sqlite"
     stores = [s for s in (args.stores or default).split(",") if s]
@@ -281,9 +368,12 @@ def main(argv: list[str] | None = None) -> int:
             detail = (exc.stderr or b"").decode() if isinstance(exc.stderr, bytes) else exc.stderr
             parser.error(f"cannot read toolguard at {args.revision!r}: {(detail or '').strip()}")
         sys.path.insert(0, str(folder))
-        data = anyio.run(measure, stores, args.cycles, args.rounds, folder)
+        data = anyio.run(
+            functools.partial(measure, openai=args.openai), stores, args.cycles, args.rounds, folder
+        )
     data.update(
         benchmark="bench_versus",
+        openai=args.openai,
         date=dt.datetime.now(dt.timezone.utc).isoformat(timespec="seconds"),
         base_commit=commit,
         cycles=args.cycles,
