@@ -286,3 +286,94 @@ async def test_what_the_public_save_paths_were_given_and_returned_can_be_changed
         [{"role": "user", "content": "changed"}, {"role": "assistant", "content": "added"}],
     )
     assert store._live == {}
+
+
+def unsettled_counts_hold(store: MemoryStore) -> None:
+    """Each thread's count of items kept as saved is exact; only window threads have any."""
+    for thread_id, lists in store._lists.items():
+        kept = sum(
+            type(item) is not bytes for items in (lists.messages, lists.actions) for item in items
+        )
+        kept += sum(type(item) is not bytes for item in lists.audit)
+        assert lists.unsettled == kept
+        if thread_id not in store._live:
+            assert kept == 0
+
+
+async def test_items_wait_in_the_window_and_their_count_stays_exact(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    monkeypatch.setattr(_store, "_LIVE_HEADS", 2)
+    store = MemoryStore()
+    prepared = store._save_prepared
+
+    async def checked(
+        stored: ThreadState, changes: Changes, expected_version: int | None
+    ) -> ThreadState:
+        saved = await prepared(stored, changes, expected_version)
+        unsettled_counts_hold(store)
+        return saved
+
+    monkeypatch.setattr(store, "_save_prepared", checked)
+    chat = make_chat(store)
+    first = await paused_then_done(chat)
+    lists = store._lists[first]
+    # The pause's action was replaced by the claim's, then by the run's: one object left.
+    assert [type(item).__name__ for item in lists.actions] == ["Action"]
+    assert [type(item).__name__ for item in lists.messages] == ["dict"] * 4
+    assert (lists.actions[0].status, lists.unsettled) == ("executed", 8)
+    paused = await chat.send_message("Mail Alice", first)
+    edit = {
+        "type": "edit",
+        "edited_action": {"name": "send_email", "args": {"to": "b@x.org", "body": "Yo"}},
+    }
+    await chat.submit_review([edit], first, review_id=paused.review_id)  # rewrites a message
+    second = await paused_then_done(chat)
+    third = await paused_then_done(chat)  # the first thread leaves the window
+    assert list(store._live) == [second, third]
+    assert store._lists[first].unsettled == 0
+    unsettled_counts_hold(store)
+
+
+async def test_a_long_conversation_in_the_window_keeps_few_items_unsettled(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    monkeypatch.setattr(_store, "_UNSETTLED_ITEMS", 10)
+    store = MemoryStore()
+    chat = make_chat(store)
+    thread_id = await paused_then_done(chat)
+    counts = [store._lists[thread_id].unsettled]
+    for _ in range(4):
+        await paused_then_done(chat, thread_id)
+        counts.append(store._lists[thread_id].unsettled)
+    unsettled_counts_hold(store)
+    assert max(counts) <= 10
+    assert list(store._live) == [thread_id]
+    state = await store.load(thread_id)
+    assert state is not None
+    assert (state.version, len(state.messages), len(state.audit)) == (20, 20, 15)
+
+
+async def test_a_public_save_of_a_window_thread_turns_its_items_into_json_first() -> None:
+    store = MemoryStore()
+    chat = make_chat(store)
+    thread_id = await paused_then_done(chat)
+    cached = chat._states[thread_id]
+    assert store._lists[thread_id].unsettled == 8
+
+    saved = await store.save_changes(
+        cached.model_copy(update={"status": "idle"}),
+        Changes(4, [], [], [], 4),
+        expected_version=4,
+    )
+
+    assert store._live == {}
+    lists = store._lists[thread_id]
+    assert lists.unsettled == 0
+    assert all(
+        type(item) is bytes
+        for items in (lists.messages, lists.actions, lists.audit)
+        for item in items
+    )
+    loaded = await store.load(thread_id)
+    assert loaded == saved

@@ -14,7 +14,7 @@ import json
 import threading
 from collections.abc import Sequence
 from datetime import datetime
-from typing import Any, Final, Literal, NamedTuple, Protocol, runtime_checkable
+from typing import Any, Final, Literal, NamedTuple, Protocol, cast, runtime_checkable
 
 from pydantic import BaseModel, ConfigDict, Field, PrivateAttr, ValidationError
 from pydantic_core import to_json
@@ -396,18 +396,51 @@ def next_state(state: ThreadState, expected_version: int | None) -> ThreadState:
 
 
 class _Lists:
-    """A thread's append-only parts in a MemoryStore, one JSON text per item."""
+    """A thread's append-only parts in a MemoryStore, one JSON text per item.
 
-    __slots__ = ("actions", "audit", "messages")
+    While the thread is in the store's window of recent threads, the items a
+    ReviewedChat saved are kept as they are (message dicts, actions, audit
+    events) and counted in ``unsettled``; :meth:`settle` turns them into JSON.
+    """
+
+    __slots__ = ("actions", "audit", "messages", "unsettled")
 
     def __init__(self) -> None:
-        self.messages: list[bytes] = []
-        self.actions: list[bytes] = []
-        self.audit: list[bytes] = []
+        self.messages: list[Any] = []
+        self.actions: list[Any] = []
+        self.audit: list[Any] = []
+        self.unsettled = 0
+
+    def settle(self) -> None:
+        """Turn every item still kept as it was saved into JSON bytes."""
+        left = self.unsettled
+        for items in (self.messages, self.actions, self.audit):
+            index = len(items)
+            while left and index:  # saved items sit at the ends: stop once all are found
+                index -= 1
+                item = items[index]
+                if type(item) is not bytes:
+                    items[index] = item_bytes(item)
+                    left -= 1
+        self.unsettled = 0
+
+
+def _items(whole: Changes, *, owned: bool) -> tuple[list[Any], list[tuple[int, Any]], list[Any]]:
+    """The items of a save as a MemoryStore keeps them: JSON bytes, or as they are (owned)."""
+    if owned:
+        return list(whole.messages), list(whole.actions), list(whole.audit)
+    return (
+        [item_bytes(m) for m in whole.messages],
+        [(i, item_bytes(a)) for i, a in whole.actions],
+        [item_bytes(e) for e in whole.audit],
+    )
 
 
 _LIVE_HEADS: Final = 64
 """How many threads' last heads a MemoryStore keeps as states before turning them into JSON."""
+
+_UNSETTLED_ITEMS: Final = 64
+"""How many saved items a thread in that window keeps as they are; more are turned into JSON."""
 
 
 class MemoryStore:
@@ -418,12 +451,13 @@ class MemoryStore:
     changed: the head of the state and each new message, action or audit
     event, never the whole history again.
 
-    For the last threads a ``ReviewedChat`` saved (at most 64), the head is
-    kept as the saved state itself, which the chat never changes, and
-    turned into JSON when the thread is read or leaves that window; a head
-    the next save replaces is never serialized. ``save`` and
-    ``save_changes`` serialize at once: what they were given or returned
-    can be changed afterwards without changing the store.
+    For the last threads a ``ReviewedChat`` saved (at most 64), the head and
+    the new items (at most 64 per thread) are kept as the chat saved them,
+    which it never changes, and turned into JSON when the thread is read or
+    leaves that window: a head or an action the next save replaces is never
+    serialized. ``save`` and ``save_changes`` serialize at once: what they
+    were given or returned can be changed afterwards without changing the
+    store.
     """
 
     def __init__(self) -> None:
@@ -446,10 +480,10 @@ class MemoryStore:
             entry = self._threads.get(thread_id)
             if entry is None:
                 return None
+            if thread_id in self._live:
+                self._settle(thread_id)
             lists = self._lists.get(thread_id)
-            head = entry[1]
-            if isinstance(head, ThreadState):
-                head = self._settle(thread_id)
+            head = cast("str | bytes", self._threads[thread_id][1])  # settled: JSON
             text = (
                 head
                 if lists is None or isinstance(head, str)
@@ -457,14 +491,19 @@ class MemoryStore:
             )
         return load_state(thread_id, text)
 
-    def _settle(self, thread_id: str) -> str | bytes:
-        """Turn the thread's head into JSON and take it out of the window (lock held)."""
-        self._live.pop(thread_id, None)
-        version, head = self._threads[thread_id]
-        if isinstance(head, ThreadState):
-            head = head.__pydantic_serializer__.to_json(head, exclude=LISTS)
-            self._threads[thread_id] = (version, head)
-        return head
+    def _settle(self, thread_id: str) -> None:
+        """Turn the thread's head and items into JSON; it leaves the window (lock held)."""
+        del self._live[thread_id]
+        entry = self._threads.get(thread_id)
+        if entry is not None and isinstance(entry[1], ThreadState):
+            head = entry[1]
+            self._threads[thread_id] = (
+                entry[0],
+                head.__pydantic_serializer__.to_json(head, exclude=LISTS),
+            )
+        lists = self._lists.get(thread_id)
+        if lists is not None:
+            lists.settle()
 
     async def load_version(self, thread_id: str) -> int | None:
         """The stored version of a thread, or ``None``."""
@@ -495,7 +534,8 @@ class MemoryStore:
         *,
         owned: bool = False,
     ) -> ThreadState:
-        # A state handed over (owned) is never changed again: its head can wait (see _live).
+        # A state handed over (owned) is never changed again: its head and its new items
+        # can wait (see _live); the others are turned into JSON now.
         head: bytes | ThreadState = (
             stored if owned else stored.__pydantic_serializer__.to_json(stored, exclude=LISTS)
         )
@@ -504,9 +544,7 @@ class MemoryStore:
         if changes is not None and entry is not None and isinstance(entry[1], str):
             changes = None  # a whole stored state (written by hand): write this one whole
         whole = changes if changes is not None else Changes.whole(stored)
-        messages = [item_bytes(m) for m in whole.messages]
-        actions = [(i, item_bytes(a)) for i, a in whole.actions]
-        audit = [item_bytes(e) for e in whole.audit]
+        messages, actions, audit = _items(whole, owned=owned)
         with self._lock:
             entry = self._threads.get(thread_id)
             current = entry[0] if entry is not None else None
@@ -516,34 +554,42 @@ class MemoryStore:
                     f" (expected version {expected_version}, found {current})"
                 )
                 raise ConcurrentUpdateError(msg)
+            live = self._live
+            if not owned and thread_id in live:
+                self._settle(thread_id)  # only a window thread holds items not yet JSON
             lists = self._lists.get(thread_id)
             if changes is not None and entry is not None and isinstance(entry[1], str):
                 # Written whole by hand meanwhile: store this state whole (rare, under the lock).
                 changes, whole = None, Changes.whole(stored)
-                messages = [item_bytes(m) for m in whole.messages]
-                actions = [(i, item_bytes(a)) for i, a in whole.actions]
-                audit = [item_bytes(e) for e in whole.audit]
+                messages, actions, audit = _items(whole, owned=owned)
             if changes is None or lists is None:
                 lists = _Lists()
             else:
-                del lists.messages[whole.keep_messages :]
+                dropped = lists.messages[whole.keep_messages :]
+                if dropped:
+                    if lists.unsettled:
+                        lists.unsettled -= sum(type(m) is not bytes for m in dropped)
+                    del lists.messages[whole.keep_messages :]
             lists.messages.extend(messages)
-            for position, text in actions:
+            for position, item in actions:
                 if position < len(lists.actions):
-                    lists.actions[position] = text
+                    if owned and type(lists.actions[position]) is bytes:
+                        lists.unsettled += 1
+                    lists.actions[position] = item
                 else:
-                    lists.actions.append(text)
+                    lists.actions.append(item)
+                    lists.unsettled += int(owned)
             lists.audit.extend(audit)
             self._lists[thread_id] = lists
             self._threads[thread_id] = (stored.version, head)
-            live = self._live
             if owned:
+                lists.unsettled += len(messages) + len(audit)
+                if lists.unsettled > _UNSETTLED_ITEMS:
+                    lists.settle()  # a long conversation in the window: bounded all the same
                 live.pop(thread_id, None)
                 live[thread_id] = None
                 if len(live) > _LIVE_HEADS:
                     self._settle(next(iter(live)))
-            elif live:
-                live.pop(thread_id, None)
             return stored
 
     async def thread_ids(self) -> list[str]:
