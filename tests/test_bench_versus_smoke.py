@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import importlib.util
 import json
 import os
 import re
@@ -74,10 +75,12 @@ def test_quick_run_compares_both_stores() -> None:
         "cycles",
         "date",
         "environment",
+        "openai",
         "rounds",
         "rows",
     ]
     assert (report["benchmark"], report["cycles"], report["rounds"]) == ("bench_versus", 2, 2)
+    assert report["openai"] is False
     # PostgreSQL joins by default when a DSN is set (its tables are dropped at the end).
     with_postgres = bool(os.environ.get("TOOLGUARD_POSTGRES_DSN"))
     assert [row["store"] for row in report["rows"]] == ["memory", "sqlite"] + (
@@ -87,6 +90,56 @@ def test_quick_run_compares_both_stores() -> None:
         assert row["base_min_us"] <= row["base_median_us"]
         assert row["new_min_us"] <= row["new_median_us"]
         assert row["ratio"] > 0
+
+
+@pytest.mark.skipif(importlib.util.find_spec("openai") is None, reason="needs openai")
+def test_quick_openai_run_adds_the_bare_loop() -> None:
+    done = subprocess.run(
+        [
+            sys.executable,
+            str(SCRIPT),
+            "HEAD",
+            "--stores",
+            "memory",
+            "--openai",
+            "--cycles",
+            "2",
+            "--rounds",
+            "3",
+            "--json",
+        ],
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        encoding="utf-8",
+        timeout=300,
+        check=False,
+    )
+    assert (done.returncode, done.stderr) == (0, "")
+    report: dict[str, Any] = json.loads(done.stdout)
+    assert report["openai"] is True
+    [row] = report["rows"]
+    assert sorted(row) == [
+        "bare_median_us",
+        "base_median_us",
+        "base_min_us",
+        "base_over_bare",
+        "new_median_us",
+        "new_min_us",
+        "new_over_bare",
+        "ratio",
+        "store",
+    ]
+    assert row["store"] == "memory"
+    assert row["bare_median_us"] > 0
+    assert row["base_over_bare"] > 0
+    assert row["new_over_bare"] > 0
+    text = bench_versus.report({**report, "base_commit": "0" * 40})
+    assert text.splitlines()[-4:-1] == [
+        "Through OpenAIChatModel on the mock transport; the bare loop in the same rounds:",
+        "store   bare median µs  base/bare (rounds)  new/bare (rounds)",
+        "------  --------------  ------------------  -----------------",
+    ]
 
 
 def test_an_unknown_revision_fails_with_git_s_message() -> None:
