@@ -9,7 +9,7 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field
 
-from toolguard._models import Action, new_id
+from toolguard._models import Action, new_id, trusted
 
 AuditKind = Literal[
     "requested",
@@ -86,16 +86,24 @@ class AuditEvent(BaseModel):
 
 def requested_event(thread_id: str, review_id: str, action: Action) -> AuditEvent:
     """The ``requested`` event of an approval request."""
-    return AuditEvent(
-        at=action.requested_at,
-        kind="requested",
-        thread_id=thread_id,
-        review_id=review_id,
-        action_id=action.id,
-        tool=action.name,
-        args=action.args,
-        digest=action.digest,
-        detail=f"expires at {action.expires_at.isoformat()}" if action.expires_at else None,
+    return trusted(
+        AuditEvent,
+        {
+            "id": new_id(),
+            "at": action.requested_at,
+            "kind": "requested",
+            "thread_id": thread_id,
+            "review_id": review_id,
+            "action_id": action.id,
+            "tool": action.name,
+            "args": dict(action.args),
+            "actor": None,
+            "decision": None,
+            "detail": (
+                f"expires at {action.expires_at.isoformat()}" if action.expires_at else None
+            ),
+            "digest": action.digest,
+        },
     )
 
 
@@ -104,15 +112,22 @@ def final_event(
 ) -> AuditEvent:
     """The event that closes an approval request."""
     result = action.result
-    return AuditEvent(
-        at=at,
-        kind=kind,
-        thread_id=thread_id,
-        review_id=review_id,
-        action_id=action.id,
-        tool=result.name if result is not None else action.name,
-        actor=action.reviewer,
-        detail=result.content if result is not None else None,
+    return trusted(
+        AuditEvent,
+        {
+            "id": new_id(),
+            "at": at,
+            "kind": kind,
+            "thread_id": thread_id,
+            "review_id": review_id,
+            "action_id": action.id,
+            "tool": result.name if result is not None else action.name,
+            "args": None,
+            "actor": action.reviewer,
+            "decision": None,
+            "detail": result.content if result is not None else None,
+            "digest": None,
+        },
     )
 
 

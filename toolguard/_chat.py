@@ -63,6 +63,7 @@ from toolguard._models import (
     ToolResult,
     args_json,
     new_id,
+    trusted,
     utcnow,
     with_fields,
 )
@@ -335,18 +336,22 @@ def _decided_event(
         args, detail = None, decision.message or REJECTED_BY_USER_MESSAGE
     elif isinstance(decision, RespondDecision):
         args, detail = None, decision.message
-    return AuditEvent(
-        at=now,
-        kind="decided",
-        thread_id=thread_id,
-        review_id=review_id,
-        action_id=action.id,
-        tool=tool,
-        args=args,
-        actor=reviewer,
-        decision=decision.type,
-        detail=detail,
-        digest=action.digest,
+    return trusted(
+        AuditEvent,
+        {
+            "id": new_id(),
+            "at": now,
+            "kind": "decided",
+            "thread_id": thread_id,
+            "review_id": review_id,
+            "action_id": action.id,
+            "tool": tool,
+            "args": dict(args) if args is not None else None,
+            "actor": reviewer,
+            "decision": decision.type,
+            "detail": detail,
+            "digest": action.digest,
+        },
     )
 
 

@@ -78,6 +78,25 @@ def with_fields(model: _M, update: dict[str, Any]) -> _M:
     return copy
 
 
+def trusted(cls: type[_M], fields: dict[str, Any]) -> _M:
+    """``cls(**fields)`` without validation, for values toolguard itself made valid.
+
+    ``fields`` must name every field of ``cls`` (none left to its default),
+    each with a value of the field's type; dicts and lists are kept, not
+    copied. When the names differ (a field added later, say), this is
+    ``cls(**fields)``: a model is never built incomplete. Only for models
+    without private attributes or validators that change values.
+    """
+    if fields.keys() != cls.__pydantic_fields__.keys():
+        return cls(**fields)
+    model = _new_object(cls)
+    _set_slot(model, "__dict__", fields)
+    _set_slot(model, "__pydantic_extra__", None)
+    _set_slot(model, "__pydantic_fields_set__", set(fields))
+    _set_slot(model, "__pydantic_private__", None)
+    return model
+
+
 def new_id() -> str:
     """A fresh random identifier (32 hex characters, 128 random bits)."""
     return os.urandom(16).hex()
@@ -539,16 +558,27 @@ class PendingTurn(_Wire):
     def pending_review(self) -> PendingReview:
         """The review payload for the actions still waiting."""
         waiting = [a for a in self.actions if a.status == "requested"]
-        return PendingReview(
-            action_requests=[
-                ActionRequest(name=a.name, args=a.args, description=a.description) for a in waiting
-            ],
-            review_configs=[
-                ReviewConfig(
-                    action_name=a.name,
-                    allowed_decisions=list(a.allowed_decisions),
-                    approvals=a.progress,
-                )
-                for a in waiting
-            ],
+        # Built from stored actions (valid already); each payload gets its own lists and dicts.
+        return trusted(
+            PendingReview,
+            {
+                "action_requests": [
+                    trusted(
+                        ActionRequest,
+                        {"name": a.name, "args": dict(a.args), "description": a.description},
+                    )
+                    for a in waiting
+                ],
+                "review_configs": [
+                    trusted(
+                        ReviewConfig,
+                        {
+                            "action_name": a.name,
+                            "allowed_decisions": list(a.allowed_decisions),
+                            "approvals": a.progress,
+                        },
+                    )
+                    for a in waiting
+                ],
+            },
         )

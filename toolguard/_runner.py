@@ -55,6 +55,7 @@ from toolguard._models import (
     args_json,
     call_digest,
     new_id,
+    trusted,
     utcnow,
     with_fields,
 )
@@ -333,7 +334,16 @@ def parse_tool_call(raw: Any, index: int = 0, *, limits: Limits | None = None) -
         if type(parsed) is dict:
             args, error = args_problem(name, parsed, bounds, text)
             if error is None and call_id.isascii() and name.isascii():
-                return ToolCall(id=call_id, name=name, args=args)
+                return trusted(
+                    ToolCall,
+                    {
+                        "id": call_id,
+                        "name": name,
+                        "args": args,
+                        "arguments_error": None,
+                        "error": None,
+                    },
+                )
             return _checked(call_id, name, text, args, error)
         arguments = parsed
     if isinstance(arguments, Mapping):
@@ -536,8 +546,16 @@ class Runner:
         if tool.redacted:  # a result echoing a secret argument: recorded and shown scrubbed
             secrets = tool.secret_texts(args) + tool.secret_texts(call.args)
             content, data = scrub(content, secrets), scrub_data(data, secrets)
-        return ToolResult(
-            call_id=call.id, name=tool.name, status="success", content=content, value=data
+        return trusted(
+            ToolResult,
+            {
+                "call_id": call.id,
+                "name": tool.name,
+                "status": "success",
+                "content": content,
+                "value": data,
+                "outcome": None,
+            },
         )
 
     async def _execute_all(
@@ -577,20 +595,33 @@ class Runner:
     ) -> Action:
         now = self.clock()
         ttl = tool.approval.ttl if tool.approval and tool.approval.ttl else self.review_ttl
-        return Action(
-            id=new_id(),
-            call_id=call.id,
-            name=call.name,
-            # What the reviewer is shown: secret values replaced; the digest covers the real ones.
-            args=tool.shown_args(call.args),
-            description=tool.review_description() or message("action_description", name=call.name),
-            requested_at=now,
-            expires_at=now + timedelta(seconds=ttl) if ttl else None,
-            digest=call_digest(
-                call.name, call.args, self.signing_key, thread_id=thread_id, review_id=review_id
-            ),
-            allowed_decisions=list(tool.approval.allowed_decisions if tool.approval else ()),
-            approvals_required=tool.approvals,
+        return trusted(
+            Action,
+            {
+                "id": new_id(),
+                "call_id": call.id,
+                "name": call.name,
+                # What the reviewer is shown: secret values replaced; the digest covers the real
+                # ones.
+                "args": dict(tool.shown_args(call.args)),
+                "description": (
+                    tool.review_description() or message("action_description", name=call.name)
+                ),
+                "status": "requested",
+                "decision": None,
+                "result": None,
+                "requested_at": now,
+                "decided_at": None,
+                "finished_at": None,
+                "expires_at": now + timedelta(seconds=ttl) if ttl else None,
+                "digest": call_digest(
+                    call.name, call.args, self.signing_key, thread_id=thread_id, review_id=review_id
+                ),
+                "reviewer": None,
+                "allowed_decisions": list(tool.approval.allowed_decisions if tool.approval else ()),
+                "approvals_required": tool.approvals,
+                "approved_by": [],
+            },
         )
 
     def _unreviewed(
@@ -724,11 +755,15 @@ class Runner:
                 results[result.call_id] = result
         if not actions:
             return Step(calls=parsed, results=[results[c.id] for c in parsed])
-        pending = PendingTurn(
-            review_id=review_id,
-            calls=parsed,
-            results=[results[c.id] for c in parsed if c.id in results],
-            actions=actions,
+        pending = trusted(
+            PendingTurn,
+            {
+                "review_id": review_id,
+                "calls": list(parsed),
+                "results": [results[c.id] for c in parsed if c.id in results],
+                "actions": list(actions),
+                "replaced_calls": [],
+            },
         )
         step = Step(calls=parsed, results=pending.results, pending=pending, actions=actions)
         return await self._stand_in(step, thread_id)
