@@ -15,7 +15,7 @@ import json
 import os
 from collections.abc import Callable, Sequence
 from datetime import datetime, timezone
-from typing import Annotated, Any, Final, Literal, TypeVar
+from typing import Annotated, Any, Final, Literal, TypeVar, cast
 
 from pydantic import (
     BaseModel,
@@ -58,6 +58,20 @@ _new_object: Final = object.__new__
 _set_slot: Final = object.__setattr__
 
 
+def _slot_setter(name: str) -> Callable[[Any, Any], None]:
+    """A fast setter of a ``BaseModel`` slot: its descriptor, else ``object.__setattr__``."""
+    setter = getattr(BaseModel.__dict__.get(name), "__set__", None)
+    if setter is not None:
+        return cast("Callable[[Any, Any], None]", setter)
+    return lambda model, value: _set_slot(model, name, value)  # pragma: no cover - other pydantic
+
+
+_set_dict: Final = _slot_setter("__dict__")
+_set_extra: Final = _slot_setter("__pydantic_extra__")
+_set_fields_set: Final = _slot_setter("__pydantic_fields_set__")
+_set_private: Final = _slot_setter("__pydantic_private__")
+
+
 def with_fields(model: _M, update: dict[str, Any]) -> _M:
     """``model.model_copy(update=update)`` for field names, without pydantic's generic copy.
 
@@ -69,31 +83,39 @@ def with_fields(model: _M, update: dict[str, Any]) -> _M:
     copy = _new_object(type(model))
     fields = model.__dict__.copy()
     fields.update(update)
-    _set_slot(copy, "__dict__", fields)
+    _set_dict(copy, fields)
     extra = model.__pydantic_extra__
-    _set_slot(copy, "__pydantic_extra__", None if extra is None else dict(extra))
-    _set_slot(copy, "__pydantic_fields_set__", model.__pydantic_fields_set__.union(update))
+    _set_extra(copy, None if extra is None else dict(extra))
+    _set_fields_set(copy, model.__pydantic_fields_set__.union(update))
     private = model.__pydantic_private__
-    _set_slot(copy, "__pydantic_private__", None if private is None else dict(private))
+    _set_private(copy, None if private is None else dict(private))
     return copy
+
+
+_FIELD_NAMES: Final[dict[type, set[str]]] = {}
 
 
 def trusted(cls: type[_M], fields: dict[str, Any]) -> _M:
     """``cls(**fields)`` without validation, for values toolguard itself made valid.
 
-    ``fields`` must name every field of ``cls`` (none left to its default),
-    each with a value of the field's type; dicts and lists are kept, not
-    copied. When the names differ (a field added later, say), this is
-    ``cls(**fields)``: a model is never built incomplete. Only for models
-    without private attributes or validators that change values.
+    ``fields`` must give every field of ``cls`` by its name (none left to its
+    default), each with a value of the field's type; dicts and lists are
+    kept, not copied. With fewer (a field added later, say) this is
+    ``cls(**fields)``: a model is never built incomplete. The names are not
+    checked one by one (that would cost a third of what this saves): the
+    tests build each call site's models both ways and compare them. Only
+    for models without private attributes or validators that change values.
     """
-    if fields.keys() != cls.__pydantic_fields__.keys():
+    names = _FIELD_NAMES.get(cls)
+    if names is None:
+        names = _FIELD_NAMES[cls] = set(cls.__pydantic_fields__)
+    if len(fields) != len(names):
         return cls(**fields)
     model = _new_object(cls)
-    _set_slot(model, "__dict__", fields)
-    _set_slot(model, "__pydantic_extra__", None)
-    _set_slot(model, "__pydantic_fields_set__", set(fields))
-    _set_slot(model, "__pydantic_private__", None)
+    _set_dict(model, fields)
+    _set_extra(model, None)
+    _set_fields_set(model, names.copy())
+    _set_private(model, None)
     return model
 
 
