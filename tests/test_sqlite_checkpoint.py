@@ -15,6 +15,7 @@ import os
 import sqlite3
 import threading
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -66,8 +67,8 @@ async def test_a_background_thread_checkpoints_after_enough_writes(tmp_path: Pat
         assert thread is not None
         assert thread.name == "toolguard-sqlite-checkpoint"
         assert thread is not threading.current_thread()
-        thread.join(timeout=10)
-        assert not thread.is_alive()
+        assert store._checkpoints_done(10)
+        assert thread.is_alive()  # it waits for the next request, its connection open
         assert store._wal_full is False  # nothing was written meanwhile: the WAL restarts
         # The checkpoint copied the WAL's pages into the database file: 64 threads of
         # about 3 KB each cannot fit in the few pages the file had before.
@@ -81,13 +82,40 @@ async def test_a_background_thread_checkpoints_after_enough_writes(tmp_path: Pat
         assert len(await store.thread_ids()) == _CHECKPOINT_EVERY
 
 
+async def test_one_thread_and_one_connection_serve_every_checkpoint(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Later checkpoints reuse the background thread and its connection."""
+    opened: list[str] = []
+    real_connect = sqlite3.connect
+
+    def connect(*args: Any, **kwargs: Any) -> sqlite3.Connection:
+        opened.append(threading.current_thread().name)
+        return real_connect(*args, **kwargs)
+
+    path = tmp_path / "t.db"
+    async with SQLiteStore(path) as store:
+        await _write(store, 1, prefix="first")  # opens the store's own connection
+        monkeypatch.setattr(sqlite3, "connect", connect)
+        await _write(store, _CHECKPOINT_EVERY - 1)
+        assert store._checkpoints_done(10)
+        thread = store._checkpointer
+        pages = _db_pages(path)
+        await _write(store, 2 * _CHECKPOINT_EVERY, prefix="more")
+        assert store._checkpoints_done(10)
+        assert store._checkpointer is thread
+        assert opened == ["toolguard-sqlite-checkpoint"]
+        assert _db_pages(path) > pages + _CHECKPOINT_EVERY  # the later ones copied pages too
+    assert thread is not None
+    assert not thread.is_alive()  # closing the store ends it (and closes its connection)
+
+
 async def test_the_wal_stays_bounded_over_many_writes(tmp_path: Path) -> None:
     """Back-to-back writes never let a background checkpoint restart the WAL; the store does."""
     path = tmp_path / "t.db"
     async with SQLiteStore(path) as store:
         await _write(store, 24 * _CHECKPOINT_EVERY)
-        if store._checkpointer is not None:
-            store._checkpointer.join(timeout=10)
+        assert store._checkpoints_done(10)
         # 1,536 new threads of ~3 KB: about 25 MB of pages went through the WAL, and
         # without checkpoints that restart it the file would hold all of them. The
         # store's own checkpoint, after a background one found 1,000 pages or more
@@ -165,7 +193,7 @@ async def test_a_failing_checkpoint_is_logged_and_harmless(
         with caplog.at_level(logging.DEBUG, logger="toolguard"):
             store._start_checkpoint()
             assert store._checkpointer is not None
-            store._checkpointer.join(timeout=10)
+            assert store._checkpoints_done(10)
         store._path = str(path)
         assert [(r.name, r.levelno) for r in caplog.records] == [("toolguard", logging.DEBUG)]
         assert caplog.records[0].getMessage() == (
@@ -299,7 +327,6 @@ async def test_starting_a_checkpoint_never_waits_for_the_connection(tmp_path: Pa
             starter.join(timeout=5)
             assert not starter.is_alive()
             assert store._checkpointer is not None
-            store._checkpointer.join(timeout=10)
-            assert not store._checkpointer.is_alive()
+            assert store._checkpoints_done(10)
         finally:
             store._lock.release()

@@ -52,8 +52,8 @@ commit may be lost on power failure, never corrupted). SQLite's automatic
 checkpoint (copying the WAL back into the database file, with an
 ``fsync``) would run inside a commit every thousand pages or so, stalling
 the event loop for milliseconds: the store's connection turns it off and
-runs a passive checkpoint on a short-lived connection of its own in a
-background thread after every 64 write transactions instead (other
+runs a passive checkpoint in a background thread, on a connection of
+that thread's own, after every 64 write transactions instead (other
 connections to the file keep SQLite's default). Such a checkpoint never
 blocks a writer, so the WAL can only start again from its beginning when
 no write came while it ran; when it reports a thousand pages or more still
@@ -211,9 +211,13 @@ class SQLiteStore:
         self._closed = False
         self._lock = threading.Lock()
         self._writes = 0  # write transactions since the last background checkpoint
+        # One background thread checkpoints, on a connection of its own, whenever asked.
         self._checkpointer: threading.Thread | None = None
-        # Guards _checkpointer only; never held during a statement, so the loop never waits on it.
-        self._checkpoint_lock = threading.Lock()
+        # Guards the checkpointer's state only; never held during a statement, so the loop
+        # never waits on it.
+        self._checkpoint_lock = threading.Condition(threading.Lock())
+        self._checkpoint_wanted = False
+        self._checkpoint_running = False
         self._wal_full = False  # a background checkpoint left _WAL_PAGES or more in the WAL
 
     @property
@@ -472,6 +476,7 @@ class SQLiteStore:
         """
         with self._checkpoint_lock:
             self._closed = True
+            self._checkpoint_lock.notify_all()
             checkpointer = self._checkpointer
         if checkpointer is not None:
             checkpointer.join()
@@ -523,31 +528,77 @@ class SQLiteStore:
         return done
 
     def _start_checkpoint(self) -> None:
-        """Checkpoint the WAL in a background thread, unless one still runs."""
+        """Ask the background thread for a checkpoint (starting it the first time).
+
+        Not while one is asked for or running: the next write asks again, so a
+        checkpoint always starts right after a write, never while the store's
+        own checkpoint before a write (see ``_wal_full``) lets the WAL restart.
+        """
         with self._checkpoint_lock:
-            running = self._checkpointer
-            if self._closed or (running is not None and running.is_alive()):
+            if self._closed or self._checkpoint_wanted or self._checkpoint_running:
                 return
             self._writes = 0
+            self._checkpoint_wanted = True
+            thread = self._checkpointer
+            if thread is not None and thread.is_alive():
+                self._checkpoint_lock.notify_all()
+                return
             thread = threading.Thread(
-                target=self._checkpoint, name="toolguard-sqlite-checkpoint", daemon=True
+                target=self._checkpoint_loop, name="toolguard-sqlite-checkpoint", daemon=True
             )
             thread.start()  # under the lock: close() never joins a thread not started yet
             self._checkpointer = thread
 
-    def _checkpoint(self) -> None:
-        """A passive checkpoint on a connection of its own: it never waits for a lock."""
+    def _checkpoint_loop(self) -> None:
+        """The background thread: a passive checkpoint each time one is asked for, until close.
+
+        Its connection stays open between checkpoints (opening one costs more
+        than a checkpoint of a few pages); a failure closes it, and the next
+        checkpoint opens it again.
+        """
+        conn: sqlite3.Connection | None = None
         try:
-            conn = sqlite3.connect(self._path, timeout=0, isolation_level=None)
-            try:
-                row = conn.execute("PRAGMA wal_checkpoint(PASSIVE)").fetchone()
-            finally:
+            while True:
+                with self._checkpoint_lock:
+                    while not (self._checkpoint_wanted or self._closed):
+                        self._checkpoint_lock.wait()
+                    if self._closed:
+                        return
+                    self._checkpoint_wanted = False
+                    self._checkpoint_running = True
+                try:
+                    conn = self._checkpoint(conn)
+                finally:
+                    with self._checkpoint_lock:
+                        self._checkpoint_running = False
+                        self._checkpoint_lock.notify_all()
+        finally:
+            if conn is not None:
                 conn.close()
-        except sqlite3.Error as exc:  # the next one will try again
+
+    def _checkpoint(self, conn: sqlite3.Connection | None) -> sqlite3.Connection | None:
+        """A passive checkpoint on the thread's own connection: it never waits for a lock."""
+        try:
+            if conn is None:
+                conn = sqlite3.connect(self._path, timeout=0, isolation_level=None)
+            # fetchall: the statement runs to its end, so this connection holds no read
+            # transaction (which would keep writers from starting the WAL again) until the next.
+            rows = conn.execute("PRAGMA wal_checkpoint(PASSIVE)").fetchall()
+        except sqlite3.Error as exc:  # the next one will try again, on a new connection
             _log.debug("toolguard: background checkpoint of %r failed: %s", self._path, exc)
-            return
-        if row is not None and int(row[1]) >= _WAL_PAGES:
+            if conn is not None:
+                conn.close()
+            return None
+        if rows and int(rows[0][1]) >= _WAL_PAGES:
             self._wal_full = True  # writes kept coming meanwhile: the WAL never started again
+        return conn
+
+    def _checkpoints_done(self, timeout: float) -> bool:
+        """Wait until no checkpoint is asked for or running (tests); whether that happened."""
+        with self._checkpoint_lock:
+            return self._checkpoint_lock.wait_for(
+                lambda: not (self._checkpoint_wanted or self._checkpoint_running), timeout
+            )
 
     async def _run_work(self, work: Callable[[sqlite3.Connection], _T]) -> _T:
         """Run ``work`` with the connection, one call at a time.
