@@ -377,3 +377,24 @@ async def test_a_public_save_of_a_window_thread_turns_its_items_into_json_first(
     )
     loaded = await store.load(thread_id)
     assert loaded == saved
+
+
+async def test_settling_never_fails_another_threads_save(monkeypatch: pytest.MonkeyPatch) -> None:
+    """A kept value pydantic cannot write (a lone surrogate past the cleaning) is escaped."""
+    monkeypatch.setattr(_store, "_LIVE_HEADS", 1)
+    store = MemoryStore()
+    odd = ThreadState(thread_id="odd", messages=[{"role": "user", "content": "bad \ud800 text"}])
+    stored = _store.prepared_state(odd, {"status": "idle"}, None)
+    await store._save_prepared(stored, Changes.whole(stored), None)
+    other = ThreadState(thread_id="other")
+    stored_other = _store.prepared_state(other, {}, None)
+
+    # The odd thread leaves the window inside the other thread's save: that save succeeds.
+    saved = await store._save_prepared(stored_other, Changes.whole(stored_other), None)
+
+    assert saved.version == 1
+    assert list(store._live) == ["other"]
+    assert store._lists["odd"].messages == [b'{"role":"user","content":"bad \\ud800 text"}']
+    loaded = await store.load("odd")
+    assert loaded is not None
+    assert loaded.messages == [{"role": "user", "content": "bad \ud800 text"}]

@@ -17,7 +17,7 @@ from datetime import datetime
 from typing import Any, Final, Literal, NamedTuple, Protocol, cast, runtime_checkable
 
 from pydantic import BaseModel, ConfigDict, Field, PrivateAttr, ValidationError
-from pydantic_core import to_json
+from pydantic_core import PydanticSerializationError, to_json
 
 from toolguard._audit import AuditEvent
 from toolguard._errors import ToolguardError
@@ -412,7 +412,7 @@ class _Lists:
         self.unsettled = 0
 
     def settle(self) -> None:
-        """Turn every item still kept as it was saved into JSON bytes."""
+        """Turn every item still kept as it was saved into JSON bytes (never raises)."""
         left = self.unsettled
         for items in (self.messages, self.actions, self.audit):
             index = len(items)
@@ -420,9 +420,29 @@ class _Lists:
                 index -= 1
                 item = items[index]
                 if type(item) is not bytes:
-                    items[index] = item_bytes(item)
+                    items[index] = _settled_bytes(item)
                     left -= 1
         self.unsettled = 0
+
+
+def _settled_bytes(item: Any, exclude: set[str] | None = None) -> bytes:
+    """:func:`item_bytes` (with ``exclude`` for a head), and never an exception.
+
+    Settling runs after the save that kept the item returned, maybe inside
+    another thread's save: it must not fail. A value pydantic cannot write
+    (a lone surrogate that got past toolguard's cleaning, say) is written by
+    Python's ``json`` with such characters escaped, as :func:`load_state`
+    reads back.
+    """
+    try:
+        if isinstance(item, BaseModel):
+            return item.__pydantic_serializer__.to_json(item, exclude=exclude)
+        return to_json(item)
+    except (PydanticSerializationError, ValueError, TypeError):
+        data = (
+            item.model_dump(mode="json", exclude=exclude) if isinstance(item, BaseModel) else item
+        )
+        return json.dumps(data, ensure_ascii=True, separators=(",", ":"), default=str).encode()
 
 
 def _items(whole: Changes, *, owned: bool) -> tuple[list[Any], list[tuple[int, Any]], list[Any]]:
@@ -496,11 +516,7 @@ class MemoryStore:
         del self._live[thread_id]
         entry = self._threads.get(thread_id)
         if entry is not None and isinstance(entry[1], ThreadState):
-            head = entry[1]
-            self._threads[thread_id] = (
-                entry[0],
-                head.__pydantic_serializer__.to_json(head, exclude=LISTS),
-            )
+            self._threads[thread_id] = (entry[0], _settled_bytes(entry[1], LISTS))
         lists = self._lists.get(thread_id)
         if lists is not None:
             lists.settle()
