@@ -105,9 +105,34 @@ async def test_one_thread_and_one_connection_serve_every_checkpoint(
         assert store._checkpoints_done(10)
         assert store._checkpointer is thread
         assert opened == ["toolguard-sqlite-checkpoint"]
-        assert _db_pages(path) > pages + _CHECKPOINT_EVERY  # the later ones copied pages too
+        assert _db_pages(path) > pages + _CHECKPOINT_EVERY // 2  # the later ones copied too
     assert thread is not None
     assert not thread.is_alive()  # closing the store ends it (and closes its connection)
+
+
+async def test_an_idle_checkpoint_thread_ends_and_a_new_one_takes_over(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A store nobody closes is not kept alive by its checkpoint thread for long."""
+    import toolguard._sqlite as sqlite_module
+
+    monkeypatch.setattr(sqlite_module, "_CHECKPOINT_IDLE", 0.05)
+    path = tmp_path / "t.db"
+    async with SQLiteStore(path) as store:
+        await _write(store, _CHECKPOINT_EVERY)
+        first = store._checkpointer
+        assert first is not None
+        first.join(timeout=10)
+        assert not first.is_alive()
+        assert store._checkpointer is None
+        pages = _db_pages(path)
+        await _write(store, _CHECKPOINT_EVERY, prefix="more")
+        second = store._checkpointer
+        assert second is not None
+        assert second is not first
+        assert store._checkpoints_done(10)
+        assert _db_pages(path) > pages  # the new thread checkpointed the later writes
+        assert len(await store.thread_ids()) == 2 * _CHECKPOINT_EVERY
 
 
 async def test_the_wal_stays_bounded_over_many_writes(tmp_path: Path) -> None:

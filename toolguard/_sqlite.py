@@ -80,6 +80,7 @@ import logging
 import os
 import sqlite3
 import threading
+import time
 from collections.abc import Callable
 from types import TracebackType
 from typing import Final, TypeVar
@@ -158,6 +159,9 @@ _T = TypeVar("_T")
 
 _CHECKPOINT_EVERY: Final = 64
 """Write transactions between two background WAL checkpoints (about 300 pages of toolguard's)."""
+
+_CHECKPOINT_IDLE: Final = 30.0
+"""Seconds the checkpoint thread waits for the next request before it ends."""
 
 _WAL_PAGES: Final = 1000
 """Pages left in the WAL after a background checkpoint that make the next write checkpoint too."""
@@ -554,14 +558,22 @@ class SQLiteStore:
 
         Its connection stays open between checkpoints (opening one costs more
         than a checkpoint of a few pages); a failure closes it, and the next
-        checkpoint opens it again.
+        checkpoint opens it again. After ``_CHECKPOINT_IDLE`` seconds without
+        a request the thread ends, closing its connection.
         """
         conn: sqlite3.Connection | None = None
         try:
             while True:
                 with self._checkpoint_lock:
+                    idle_until = time.monotonic() + _CHECKPOINT_IDLE
                     while not (self._checkpoint_wanted or self._closed):
-                        self._checkpoint_lock.wait()
+                        left = idle_until - time.monotonic()
+                        if left <= 0:
+                            # Idle: end, so a store nobody closes is not kept alive by this
+                            # thread; the next request starts a new one.
+                            self._checkpointer = None
+                            return
+                        self._checkpoint_lock.wait(left)
                     if self._closed:
                         return
                     self._checkpoint_wanted = False
