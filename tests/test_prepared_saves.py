@@ -12,50 +12,21 @@ from typing import Any
 
 import pytest
 
-import toolguard
+from tests.test_incremental_store import make_chat as make_chat_with_runs
 from toolguard import (
     ConcurrentUpdateError,
     MemoryStore,
-    ModelResponse,
     ReviewedChat,
     SQLiteStore,
     ThreadState,
-    ToolCall,
     _store,
 )
 from toolguard._store import Changes, head_json, takes_prepared
 
-EMAIL = {"to": "alice@example.com", "body": "Hi"}
-
-
-class Model:
-    """Proposes send_email to a user message; answers a tool result with text."""
-
-    def __init__(self) -> None:
-        self.calls = 0
-
-    async def complete(self, messages: Any, tools: Any) -> ModelResponse:
-        self.calls += 1
-        last = messages[-1]
-        if last["role"] == "tool":
-            return ModelResponse(text=f"Done: {last['content']}")
-        return ModelResponse(
-            tool_calls=[ToolCall(id=f"c{self.calls}", name="send_email", args=EMAIL)]
-        )
-
 
 def make_chat(store: Any) -> ReviewedChat:
-    @toolguard.requires_approval
-    async def send_email(to: str, body: str) -> str:
-        """Send an email.
-
-        Args:
-            to: the recipient.
-            body: the text.
-        """
-        return f"sent to {to}"
-
-    return ReviewedChat(Model(), [send_email], store=store)
+    """A chat whose model proposes send_email to every user message (see test_incremental_store)."""
+    return make_chat_with_runs(store, [])
 
 
 async def paused_then_done(chat: ReviewedChat, thread_id: str | None = None) -> str:

@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import json
 import threading
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from datetime import datetime
 from typing import Any, Final, Literal, NamedTuple, Protocol, cast, runtime_checkable
 
@@ -240,14 +240,19 @@ def is_incremental(store: object) -> bool:
     (say, a MemoryStore that adds a check to every save) is used through its
     whole-state methods, so its override is never bypassed.
     """
-    kind = type(store)
-    known = _INCREMENTAL.get(kind)
-    if known is None:
-        known = _INCREMENTAL[kind] = _incremental_type(kind)
-    return known
+    return _known(_INCREMENTAL, _incremental_type, store)
 
 
 _INCREMENTAL: dict[type, bool] = {}
+
+
+def _known(cache: dict[type, bool], test: Callable[[type], bool], store: object) -> bool:
+    """``test(type(store))``, remembered in ``cache`` per type."""
+    kind = type(store)
+    found = cache.get(kind)
+    if found is None:
+        found = cache[kind] = test(kind)
+    return found
 
 
 class PreparedStore(IncrementalStore, Protocol):
@@ -270,11 +275,7 @@ def takes_prepared(store: object) -> bool:
     A subclass that overrides ``save_changes`` (or ``save`` or ``load``) is
     saved through its own methods, never around them.
     """
-    kind = type(store)
-    known = _PREPARED.get(kind)
-    if known is None:
-        known = _PREPARED[kind] = _prepared_type(kind)
-    return known
+    return _known(_PREPARED, _prepared_type, store)
 
 
 _PREPARED: dict[type, bool] = {}
