@@ -57,9 +57,10 @@ def test_the_base_package_is_the_commit_s_own_renamed(tmp_path: Path) -> None:
     assert leftovers == []
 
 
-def test_quick_run_compares_both_stores() -> None:
+def _json_report(*args: str) -> dict[str, Any]:
+    """Run the script against HEAD with ``args`` and ``--json``; its report (it must succeed)."""
     done = subprocess.run(
-        [sys.executable, str(SCRIPT), "HEAD", "--cycles", "2", "--rounds", "2", "--json"],
+        [sys.executable, str(SCRIPT), "HEAD", *args, "--json"],
         cwd=ROOT,
         capture_output=True,
         text=True,
@@ -69,6 +70,11 @@ def test_quick_run_compares_both_stores() -> None:
     )
     assert (done.returncode, done.stderr) == (0, "")
     report: dict[str, Any] = json.loads(done.stdout)
+    return report
+
+
+def test_quick_run_compares_both_stores() -> None:
+    report = _json_report("--cycles", "2", "--rounds", "2")
     assert sorted(report) == [
         "base_commit",
         "benchmark",
@@ -94,29 +100,7 @@ def test_quick_run_compares_both_stores() -> None:
 
 @pytest.mark.skipif(importlib.util.find_spec("openai") is None, reason="needs openai")
 def test_quick_openai_run_adds_the_bare_loop() -> None:
-    done = subprocess.run(
-        [
-            sys.executable,
-            str(SCRIPT),
-            "HEAD",
-            "--stores",
-            "memory",
-            "--openai",
-            "--cycles",
-            "2",
-            "--rounds",
-            "3",
-            "--json",
-        ],
-        cwd=ROOT,
-        capture_output=True,
-        text=True,
-        encoding="utf-8",
-        timeout=300,
-        check=False,
-    )
-    assert (done.returncode, done.stderr) == (0, "")
-    report: dict[str, Any] = json.loads(done.stdout)
+    report = _json_report("--stores", "memory", "--openai", "--cycles", "2", "--rounds", "3")
     assert report["openai"] is True
     [row] = report["rows"]
     assert sorted(row) == [
