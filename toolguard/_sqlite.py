@@ -195,8 +195,10 @@ class SQLiteStore:
     Args:
         path: the database file (created if missing). ``":memory:"`` gives a
             private in-memory database, handy in tests.
-        timeout: how many seconds a write waits for another writer's lock
-            before failing with :class:`sqlite3.OperationalError`.
+        timeout: how many seconds a statement waits for another connection's
+            lock (another writer's, or the short one SQLite takes while it
+            sets up or cleans up the WAL) before failing with
+            :class:`sqlite3.OperationalError` ("database is locked").
     """
 
     def __init__(self, path: str | os.PathLike[str], *, timeout: float = 30.0) -> None:
@@ -633,37 +635,49 @@ class SQLiteStore:
 
         def call() -> _T:
             with self._lock:
-                conn = self._connection()
+                deadline = time.monotonic() + self._timeout
+                conn = self._connection(deadline)
                 conn.execute(f"PRAGMA busy_timeout = {int(self._timeout * 1000)}")
                 try:
-                    return work(conn)
+                    return _until(deadline, lambda: work(conn))
                 finally:
                     if self._conn is conn:
                         conn.execute("PRAGMA busy_timeout = 0")
 
         return await anyio.to_thread.run_sync(call)
 
-    def _connection(self) -> sqlite3.Connection:
-        """The open connection, opening it (and creating the schema) on first use."""
+    def _connection(self, deadline: float | None = None) -> sqlite3.Connection:
+        """The open connection, opening it (and creating the schema) on first use.
+
+        Opening waits for other connections' locks until ``deadline`` (a
+        ``time.monotonic()`` value; ``timeout`` seconds from now when not
+        given), also where SQLite does not wait by itself.
+        """
         if self._closed:
             msg = f"{self!r} is closed"
             raise RuntimeError(msg)
         if self._conn is None:
-            conn = sqlite3.connect(
-                self._path,
-                timeout=self._timeout,
-                isolation_level=None,  # autocommit; transactions are explicit
-                check_same_thread=False,  # used from worker threads, under self._lock
-            )
-            try:
-                self._prepare(conn)
-                conn.execute("PRAGMA busy_timeout = 0")  # see _run
-                conn.execute("PRAGMA wal_autocheckpoint = 0")  # in the background instead
-            except BaseException:
-                conn.close()
-                raise
-            self._conn = conn
+            if deadline is None:
+                deadline = time.monotonic() + self._timeout
+            self._conn = _until(deadline, self._open)
         return self._conn
+
+    def _open(self) -> sqlite3.Connection:
+        """A new connection, prepared; closed again when preparing it fails."""
+        conn = sqlite3.connect(
+            self._path,
+            timeout=self._timeout,
+            isolation_level=None,  # autocommit; transactions are explicit
+            check_same_thread=False,  # used from worker threads, under self._lock
+        )
+        try:
+            self._prepare(conn)
+            conn.execute("PRAGMA busy_timeout = 0")  # see _run
+            conn.execute("PRAGMA wal_autocheckpoint = 0")  # in the background instead
+        except BaseException:
+            conn.close()
+            raise
+        return conn
 
     def _prepare(self, conn: sqlite3.Connection) -> None:
         conn.execute(f"PRAGMA busy_timeout = {int(self._timeout * 1000)}")
@@ -709,6 +723,27 @@ def _version_of(conn: sqlite3.Connection, thread_id: str) -> int | None:
         "SELECT version FROM toolguard_threads WHERE thread_id = ?", (thread_id,)
     ).fetchone()
     return None if row is None else int(row[0])
+
+
+def _until(deadline: float, attempt: Callable[[], _T]) -> _T:
+    """``attempt()``, tried again while SQLite says the database is locked, until ``deadline``.
+
+    SQLite's busy timeout does not cover every lock: a connection that
+    turns on WAL mode, or reads while another connection recovers the WAL
+    or cleans it up as it closes, can be told "database is locked" at once
+    (https://sqlite.org/wal.html#sometimes_queries_return_sqlite_busy_in_wal_mode).
+    Those waits are short, so they are retried here, with growing pauses
+    (1 ms to 50 ms). ``attempt`` must leave nothing begun when it fails.
+    """
+    pause = 0.001
+    while True:
+        try:
+            return attempt()
+        except sqlite3.OperationalError as exc:
+            if not _is_busy(exc) or time.monotonic() + pause > deadline:
+                raise
+        time.sleep(pause)
+        pause = min(pause * 2, 0.05)
 
 
 def _is_busy(exc: sqlite3.OperationalError) -> bool:
