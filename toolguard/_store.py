@@ -415,14 +415,20 @@ class _Lists:
     def settle(self) -> None:
         """Turn every item still kept as it was saved into JSON bytes (never raises)."""
         left = self.unsettled
-        for items in (self.messages, self.actions, self.audit):
+        for items in (self.messages, self.audit):
+            # Only ever appended to: what is not JSON yet is their end, whatever their length.
             index = len(items)
-            while left and index:  # saved items sit at the ends: stop once all are found
+            while index and type(items[index - 1]) is not bytes:
                 index -= 1
-                item = items[index]
-                if type(item) is not bytes:
-                    items[index] = _settled_bytes(item)
-                    left -= 1
+                items[index] = _settled_bytes(items[index])
+                left -= 1
+        actions = self.actions  # replaced in place too: from the end until all are found
+        index = len(actions)
+        while left > 0 and index:
+            index -= 1
+            if type(actions[index]) is not bytes:
+                actions[index] = _settled_bytes(actions[index])
+                left -= 1
         self.unsettled = 0
 
 
