@@ -37,15 +37,18 @@ class AuditEvent(BaseModel):
     Every approval request has a ``requested`` event, at most one
     ``decided`` event (with the reviewer, the decision and the arguments it
     allowed to run), and exactly one final event: ``executed``, ``failed``,
-    ``rejected``, ``responded``, ``expired``, ``cancelled`` or ``interrupted``
+    ``denied``, ``rejected``, ``responded``, ``expired``, ``cancelled`` or
+    ``interrupted``
     (an approved call whose deadline passed before it could start has
     ``decided`` then ``expired``). ``refused`` records a reviewer the
     authorization hook (or a reader the access hook) turned away; at most
     ``ReviewedChat.max_recorded_refusals`` of them are kept per review.
-    ``denied`` records a call a ``deny`` rule refused: nobody was asked, so
-    it has no approval request. ``vote`` records one reviewer's decision on
-    an action of a review that holds a quorum action
-    (``requires_approval(approvals=N)``): who, which action, and for an
+    ``denied`` records a call a ``deny`` rule refused: at call time nobody
+    was asked, so it has no approval request; an approved or edited call a
+    deny rule refuses at resume (the rules may have changed while the review
+    waited) ends with a ``denied`` event instead of ``executed``. ``vote``
+    records one reviewer's decision on an action of a review that holds a
+    quorum action (``requires_approval(approvals=N)``): who, which action, and for an
     approval or edit of the quorum action ``k of N approvals`` in ``detail``;
     the ``decided`` events follow once every action of the review is settled.
 

@@ -1460,7 +1460,10 @@ class ReviewedChat:
                 new_review = step.pending.review_id if step.pending else review_id
                 events.append(requested_event(thread_id, new_review or "", action))
             elif action.status in ("executed", "failed", "rejected", "expired", "responded"):
-                events.append(final_event(thread_id, review_id, action, action.status, now))
+                # An approved or edited call a deny rule refused ends with a ``denied`` event.
+                denied = action.result is not None and action.result.outcome == "denied"
+                kind: AuditKind = "denied" if denied else action.status
+                events.append(final_event(thread_id, review_id, action, kind, now))
         return events
 
     # ------------------------------------------------------------------ standing grants

@@ -810,6 +810,12 @@ class Runner:
         Each decision must be one its action allows (the tool's
         ``allowed_decisions``), on this lenient path too.
 
+        The toolset's rules are asked again for every approved or edited
+        call, with this runner's rules (they may have changed while the
+        review waited): a call a ``deny`` rule matches does not run; it gets
+        the rule's error result (``outcome`` ``"denied"``) and its action
+        ends ``failed``.
+
         Once only: a turn is resumed at most once. This process remembers the
         latest ``REMEMBERED_TURNS`` review ids it resumed or closed (any
         runner), and with ``claims`` the review id is claimed in that store
@@ -949,6 +955,12 @@ class Runner:
                     continue
                 if tool is None:
                     finish(action, self._unknown_tool(call, action.name), "failed", decision)
+                    continue
+                _, refusal = self._rule(call)
+                if refusal is not None:
+                    # The rules of this process decide, not those of the one that paused: a
+                    # deny rule added while the review waited stops the approved call.
+                    finish(action, refusal, "failed", decision)
                     continue
                 try:
                     validated = tool.validate_args(call.args)
