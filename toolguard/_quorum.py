@@ -35,6 +35,7 @@ from toolguard._models import (
     new_id,
 )
 from toolguard._override import get_stand_in
+from toolguard._reveal import without_invisible
 from toolguard._tool import ToolArgumentsError
 from toolguard._validate import AnyDecision
 
@@ -42,6 +43,8 @@ if TYPE_CHECKING:
     from toolguard._runner import Runner
 
 _SPACES = re.compile(r"\s+")
+_KEY_ROUNDS = 4
+"""At most this many rounds of :func:`reviewer_key`'s clean-up (one or two suffice for real ids)."""
 
 
 def reviewer_text(reviewer: object, name: str = "reviewer") -> str | None:
@@ -64,17 +67,26 @@ def reviewer_text(reviewer: object, name: str = "reviewer") -> str | None:
 def reviewer_key(reviewer: str | None) -> str | None:
     """The form two reviewer ids are compared in for a quorum; ``None`` when anonymous.
 
-    NFKC-normalised, invisible format characters (zero-width spaces, ...)
-    removed, runs of whitespace collapsed to one space, leading and trailing
-    whitespace stripped, case-folded. ``"Alice"``, ``" alice "`` and
-    ``"ALICE\u200b"`` are one reviewer; ``7`` and ``"7"`` too. An id that is
-    empty after this is anonymous.
+    NFKC-normalised; format characters and every character the review page
+    draws as nothing removed (the page's own list,
+    :data:`toolguard._reveal.INVISIBLE`: zero-width characters, joiners,
+    variation selectors, fillers such as U+3164 and U+2800, controls); runs
+    of whitespace collapsed to one space, leading and trailing whitespace
+    stripped; case-folded; repeated until nothing changes (a removal can
+    make a new composition). ``"Alice"``, ``" alice "``, ``"ALICE\u200b"``
+    and ``"alice\u3164"`` are one reviewer; ``7`` and ``"7"`` too. An id
+    that is empty after this is anonymous.
     """
     if reviewer is None:
         return None
-    text = unicodedata.normalize("NFKC", reviewer)
-    text = "".join(ch for ch in text if unicodedata.category(ch) != "Cf")
-    key = _SPACES.sub(" ", text).strip().casefold()
+    key = reviewer
+    for _ in range(_KEY_ROUNDS):
+        text = unicodedata.normalize("NFKC", key)
+        text = without_invisible("".join(ch for ch in text if unicodedata.category(ch) != "Cf"))
+        step = _SPACES.sub(" ", text).strip().casefold()
+        if step == key:
+            break
+        key = step
     return key or None
 
 

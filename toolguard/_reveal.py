@@ -38,11 +38,13 @@ from dataclasses import dataclass
 from typing import Any
 
 __all__ = [
+    "INVISIBLE",
     "TABLES",
     "WARNING_HEADER",
     "Finding",
     "Revealed",
     "Segment",
+    "is_invisible",
     "reveal_action",
     "reveal_json",
     "reveal_text",
@@ -50,6 +52,7 @@ __all__ = [
     "segments_text",
     "text_segments",
     "warning_lines",
+    "without_invisible",
 ]
 
 WARNING_HEADER = (
@@ -207,6 +210,31 @@ _SEPARATOR_SET = frozenset(ord(ch) for ch in _SEPARATORS)
 _SCRIPT_ORDER = {name: i for i, (name, _) in enumerate(_SCRIPTS)}
 _SHORT_ESCAPES = {0x08: "\\b", 0x09: "\\t", 0x0A: "\\n", 0x0C: "\\f", 0x0D: "\\r"}
 _IDENTIFIER = re.compile(r"[A-Za-z_][A-Za-z0-9_]*\Z")
+
+_SHOWN_FLAGS = frozenset({"GREEK QUESTION MARK", "REPLACEMENT CHARACTER", "LONE SURROGATE"})
+"""Flagged characters that a page does draw (a glyph), unlike the rest of the table."""
+
+INVISIBLE: tuple[tuple[int, int], ...] = tuple(
+    (start, end) for start, end, name in _ALWAYS if name not in _SHOWN_FLAGS
+)
+"""Code point ranges a page draws as nothing: controls, format characters, default-ignorable
+code points (zero-width, joiners, variation selectors, tags) and fillers (Hangul fillers,
+the blank braille pattern). The page's own table, less the three it draws."""
+_INVISIBLE_STARTS = [start for start, _ in INVISIBLE]
+
+
+def is_invisible(ch: str) -> bool:
+    """Whether the page draws the character ``ch`` as nothing (see :data:`INVISIBLE`)."""
+    cp = ord(ch)
+    i = bisect.bisect_right(_INVISIBLE_STARTS, cp) - 1
+    return i >= 0 and cp <= INVISIBLE[i][1]
+
+
+def without_invisible(text: str) -> str:
+    """``text`` without the characters of :data:`INVISIBLE`, whitespace kept."""
+    if text.isascii() and text.isprintable():
+        return text
+    return "".join(ch for ch in text if ch.isspace() or not is_invisible(ch))
 
 
 def _always_name(cp: int) -> str | None:

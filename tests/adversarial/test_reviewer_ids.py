@@ -20,12 +20,14 @@ from typing import Any
 import anyio
 import pytest
 from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from tests.adversarial.strategies import odd_ids
 from toolguard import (
     Action,
     Message,
     ModelResponse,
+    QuorumReviewerError,
     ReviewedChat,
     ScriptedModel,
     SQLiteStore,
@@ -33,6 +35,7 @@ from toolguard import (
     ThreadState,
     ToolCall,
     UnknownThreadError,
+    requires_approval,
 )
 from toolguard._store import MemoryStore
 
@@ -303,3 +306,132 @@ async def test_a_hook_answering_a_non_bool_fails_closed(
     assert str(caught.value) == f"the authorize hook must return True or False, got {kind}"
     assert log == []
     assert await snapshot(store, paused.thread_id) == before
+
+
+# --- quorum: ids that differ only by characters the page draws as nothing ----------------------
+
+INVISIBLE_EXTRAS = [
+    "\u034f",  # COMBINING GRAPHEME JOINER
+    "\u3164",  # HANGUL FILLER
+    "\u2800",  # BRAILLE PATTERN BLANK
+    "\ufe0f",  # VARIATION SELECTOR-16
+    "\u200b",  # ZERO WIDTH SPACE
+    "\u200c",  # ZERO WIDTH NON-JOINER
+    "\u200d",  # ZERO WIDTH JOINER
+    "\u2060",  # WORD JOINER
+    "\ufeff",  # ZERO WIDTH NO-BREAK SPACE
+    "\u115f",  # HANGUL CHOSEONG FILLER
+    "\uffa0",  # HALFWIDTH HANGUL FILLER
+    "\u180e",  # MONGOLIAN VOWEL SEPARATOR
+    "\U000e0061",  # TAG LATIN SMALL LETTER A
+    "\U000e0100",  # VARIATION SELECTOR-17
+    "\x7f",  # DELETE
+]
+
+
+def quorum_chat(store: AnyStore, log: list[Any]) -> ReviewedChat:
+    """A chat proposing one transfer that needs two distinct reviewers."""
+
+    @requires_approval(approvals=2)
+    def transfer(amount: int, to: str) -> str:
+        """Move money."""
+        log.append((amount, to))
+        return f"moved {amount} to {to}"
+
+    proposal = ModelResponse(
+        tool_calls=[ToolCall(id="c1", name="transfer", args={"amount": 5, "to": "bob"})]
+    )
+    return ReviewedChat(ScriptedModel([proposal, echo]), [transfer], store=store)
+
+
+@pytest.mark.parametrize("extra", INVISIBLE_EXTRAS, ids=lambda ch: f"U+{ord(ch):04X}")
+@pytest.mark.parametrize("where", ["end", "middle", "start"])
+async def test_an_invisible_character_does_not_make_a_second_reviewer(
+    store: AnyStore, extra: str, where: str
+) -> None:
+    """``alice`` and ``alice`` with an invisible character are one reviewer: refused, unchanged."""
+    log: list[Any] = []
+    chat = quorum_chat(store, log)
+    paused = await chat.send_message("Pay Bob")
+    await chat.submit_review([APPROVE], paused.thread_id, reviewer="alice")
+    before = await snapshot(store, paused.thread_id)
+    again = {"end": "alice" + extra, "middle": "al" + extra + "ice", "start": extra + "Alice"}[
+        where
+    ]
+
+    with pytest.raises(QuorumReviewerError) as caught:
+        await chat.submit_review([APPROVE], paused.thread_id, reviewer=again)
+
+    assert str(caught.value) == (
+        f"Reviewer {again!r} already approved action 'transfer' (1 of 2 approvals);"
+        " another reviewer must approve it. Nothing was changed."
+    )
+    assert log == []
+    assert await snapshot(store, paused.thread_id) == before
+
+
+@pytest.mark.parametrize(
+    "nobody",
+    ["\u3164", "\u2800\u2800", "\u034f", "\ufe0f", "\u3164 \u200b", "\U000e0061\U000e0062"],
+)
+async def test_an_id_of_invisible_characters_only_is_refused(store: AnyStore, nobody: str) -> None:
+    """An id the page draws as nothing names nobody: it cannot approve a quorum action."""
+    log: list[Any] = []
+    chat = quorum_chat(store, log)
+    paused = await chat.send_message("Pay Bob")
+    before = await snapshot(store, paused.thread_id)
+
+    with pytest.raises(QuorumReviewerError) as caught:
+        await chat.submit_review([APPROVE], paused.thread_id, reviewer=nobody)
+
+    assert str(caught.value) == (
+        "Action 'transfer' needs approvals from 2 distinct, named reviewers: an anonymous"
+        " reviewer cannot approve or edit it. Nothing was changed."
+    )
+    assert caught.value.reviewer is None
+    assert log == []
+    assert await snapshot(store, paused.thread_id) == before
+
+
+async def test_two_real_reviewers_still_complete_the_quorum(store: AnyStore) -> None:
+    """Distinct visible ids still count: alice and bob (with invisible padding) run it once."""
+    log: list[Any] = []
+    chat = quorum_chat(store, log)
+    paused = await chat.send_message("Pay Bob")
+    await chat.submit_review([APPROVE], paused.thread_id, reviewer="alice\u200b")
+    turn = await chat.submit_review([APPROVE], paused.thread_id, reviewer="\u3164bob")
+
+    assert turn.reply == "Read: moved 5 to bob"
+    assert log == [(5, "bob")]
+    state = await chat.get_thread(paused.thread_id)
+    assert state.actions[0].approved_by == ["alice\u200b", "\u3164bob"]
+
+
+def test_the_key_uses_the_pages_list_of_invisible_characters() -> None:
+    """Every code point the page draws as nothing (bar whitespace) vanishes from a key."""
+    from toolguard._quorum import reviewer_key
+    from toolguard._reveal import INVISIBLE
+
+    kept = []
+    for start, end in INVISIBLE:
+        for cp in range(start, end + 1):
+            ch = chr(cp)
+            if ch.isspace() or 0xD800 <= cp <= 0xDFFF:
+                continue
+            if reviewer_key(f"al{ch}ice") != "alice":
+                kept.append(f"U+{cp:04X}")
+    assert kept == []
+
+
+@settings(max_examples=200, deadline=None)
+@given(name=odd_ids, extra=st.sampled_from(INVISIBLE_EXTRAS), at=st.integers(min_value=0))
+def test_the_key_is_stable_and_blind_to_invisible_characters(
+    name: str, extra: str, at: int
+) -> None:
+    """A key is its own key, and inserting an invisible character never changes it."""
+    from toolguard._quorum import reviewer_key
+
+    key = reviewer_key(name)
+    assert reviewer_key(key) == key
+    cut = at % (len(name) + 1)
+    assert reviewer_key(name[:cut] + extra + name[cut:]) == key
