@@ -770,3 +770,64 @@ async def test_a_revocation_while_a_turn_runs_does_not_lose_the_turn() -> None:
 def test_audit_events_of_grants_are_audit_events() -> None:
     event = AuditEvent(at=T0, kind="granted", thread_id="t", tool="send_email")
     assert event.kind == "granted"
+
+
+# --------------------------------------------------------------------------- quorum reviews
+
+
+async def test_a_grant_chosen_in_a_quorum_review_is_its_choosers() -> None:
+    """Alice grants delete_file and half-approves the quorum mail; Bob completes it: Alice's grant.
+
+    The grant, its ``grant_created`` event, the calls it later covers (``granted``) and the
+    thread view over HTTP all name Alice, who chose it, not Bob, whose approval settled the
+    review.
+    """
+    pytest.importorskip("fastapi", reason="the http extra (fastapi) is not installed")
+    import httpx
+
+    from toolguard.http import create_app
+
+    log: Log = []
+    clock = Clock()
+    script = [
+        turn(call("c1", "send_email", ALICE), call("c2", "delete_file", {"path": "notes/a.txt"})),
+        "Done.",
+        turn(call("c3", "delete_file", {"path": "notes/b.txt"})),
+        "Deleted.",
+    ]
+    chat = make_chat(script, log, clock, approvals=2)
+    first = await chat.send_message("Mail Alice and clean up")
+    grant = {"type": "approve", "grant": {"scope": "thread", "match": "tool"}}
+    half = await chat.submit_review(
+        [{"type": "approve"}, grant], first.thread_id, review_id=first.review_id, reviewer="alice"
+    )
+    assert (half.reply, log) == (None, [])
+    done = await chat.submit_review(
+        [{"type": "approve"}], first.thread_id, review_id=first.review_id, reviewer="bob"
+    )
+    assert done.reply == "Done."
+    later = await chat.send_message("Clean up again", first.thread_id)
+    assert (later.reply, later.pending_review) == ("Deleted.", None)
+
+    state = await chat.get_thread(first.thread_id)
+    [made] = state.grants
+    assert (made.granted_by, made.tool, made.action_id) == (
+        "alice",
+        "delete_file",
+        state.actions[1].id,
+    )
+    assert [(e["kind"], e["actor"], e["args"]) for e in grant_events(state)] == [
+        ("grant_created", "alice", None),
+        ("granted", "alice", {"path": "notes/b.txt"}),
+    ]
+    assert [(a.name, a.status, a.reviewer) for a in state.actions] == [
+        ("send_email", "executed", "bob"),
+        ("delete_file", "executed", "alice"),
+    ]
+    app = create_app(chat)
+    transport = httpx.ASGITransport(app=app)
+    async with httpx.AsyncClient(transport=transport, base_url="http://toolguard.test") as http:
+        thread = (await http.get(f"/hitl/threads/{first.thread_id}")).json()
+    assert [(g["granted_by"], g["tool"], g["status"]) for g in thread["grants"]] == [
+        ("alice", "delete_file", "active")
+    ]

@@ -123,13 +123,20 @@ def made_grants(
     *,
     key: bytes | None = None,
 ) -> tuple[list[StandingGrant], list[AuditEvent]]:
-    """The grants the claimed approves carry, and their ``grant_created`` events."""
+    """The grants the claimed approves carry, and their ``grant_created`` events.
+
+    Each grant is its chooser's: the reviewer recorded on the action it was
+    decided with (in a quorum review, the one who settled that action, not
+    necessarily the one whose approval settled the review); ``reviewer`` only
+    for an action that records none.
+    """
     grants: list[StandingGrant] = []
     events: list[AuditEvent] = []
     for action in decided:
         decision = action.decision
         if not isinstance(decision, ApproveDecision) or decision.grant is None:
             continue
+        chooser = action.reviewer if action.reviewer is not None else reviewer
         terms = decision.grant
         grant = StandingGrant(
             id=new_id(),
@@ -139,7 +146,7 @@ def made_grants(
             uses=terms.uses,
             uses_left=terms.uses,
             ttl=terms.ttl,
-            granted_by=reviewer,
+            granted_by=chooser,
             granted_at=now,
             expires_at=now + timedelta(seconds=terms.ttl) if terms.ttl is not None else None,
             review_id=review_id,
@@ -156,7 +163,7 @@ def made_grants(
                 action_id=action.id,
                 tool=grant.tool,
                 args=grant.args,
-                actor=reviewer,
+                actor=chooser,
                 detail=_terms(grant),
             )
         )
