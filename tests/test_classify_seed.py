@@ -1,4 +1,4 @@
-"""Tests for the two-layer approval classifier in toolguard._classify."""
+"""The original rule: Classifier(verbs=SEED_VERBS) classifies as the original design did."""
 
 from __future__ import annotations
 
@@ -11,7 +11,7 @@ from hypothesis import strategies as st
 
 from toolguard._classify import (
     _CACHE_MAX,
-    DEFAULT_VERBS,
+    SEED_VERBS,
     Classification,
     Classifier,
     format_table,
@@ -117,12 +117,12 @@ def test_split_words(name: str, words: tuple[str, ...]) -> None:
     assert split_words(name) == words
 
 
-# --- DEFAULT_VERBS and the verb layer -------------------------------------------------------
+# --- SEED_VERBS and the verb layer -------------------------------------------------------
 
 
 def test_default_verbs_are_the_thirteen_in_order() -> None:
-    """DEFAULT_VERBS holds exactly the 13 verbs, in this order."""
-    assert DEFAULT_VERBS == (
+    """SEED_VERBS holds exactly the 13 verbs, in this order."""
+    assert SEED_VERBS == (
         "create",
         "update",
         "delete",
@@ -140,9 +140,9 @@ def test_default_verbs_are_the_thirteen_in_order() -> None:
 
 
 def test_default_classifier_uses_default_verbs() -> None:
-    """Classifier() uses DEFAULT_VERBS and empty lists."""
-    classifier = Classifier()
-    assert classifier.verbs == frozenset(DEFAULT_VERBS)
+    """Classifier(verbs=SEED_VERBS) uses SEED_VERBS and empty lists."""
+    classifier = Classifier(verbs=SEED_VERBS)
+    assert classifier.verbs == frozenset(SEED_VERBS)
     assert classifier.always == frozenset()
     assert classifier.never == frozenset()
 
@@ -161,12 +161,12 @@ VERB_FORMS = [
 ]
 
 
-@pytest.mark.parametrize("verb", DEFAULT_VERBS)
+@pytest.mark.parametrize("verb", SEED_VERBS)
 @pytest.mark.parametrize("form", VERB_FORMS)
 def test_every_default_verb_matches_in_every_naming_style(verb: str, form: str) -> None:
     """Each default verb is found as a word in camel, snake, kebab, dotted and namespaced names."""
     name = form.format(verb=verb, Verb=verb.capitalize(), VERB=verb.upper())
-    assert Classifier().explain(name) == verb_match(name, verb)
+    assert Classifier(verbs=SEED_VERBS).explain(name) == verb_match(name, verb)
 
 
 @pytest.mark.parametrize(
@@ -188,7 +188,7 @@ def test_every_default_verb_matches_in_every_naming_style(verb: str, form: str) 
 )
 def test_names_with_a_verb_need_approval(name: str, verb: str) -> None:
     """A name with a default verb as a word needs approval; the first verb is reported."""
-    classifier = Classifier()
+    classifier = Classifier(verbs=SEED_VERBS)
     assert classifier.explain(name) == verb_match(name, verb)
     assert classifier.requires_approval(name) is True
 
@@ -211,7 +211,7 @@ def test_names_with_a_verb_need_approval(name: str, verb: str) -> None:
 )
 def test_names_without_a_whole_verb_word_need_no_approval(name: str, reason: str) -> None:
     """Substrings and inflections of verbs do not count; the reason lists the words."""
-    classifier = Classifier()
+    classifier = Classifier(verbs=SEED_VERBS)
     assert classifier.explain(name) == no_match(name, reason)
     assert classifier.requires_approval(name) is False
 
@@ -222,19 +222,21 @@ def test_names_without_a_whole_verb_word_need_no_approval(name: str, reason: str
 @pytest.mark.parametrize("name", ["findCalendarEvents", "retrieveEventById"])
 def test_always_makes_a_verbless_name_need_approval(name: str) -> None:
     """A name without a verb needs approval when it is listed in always."""
-    classifier = Classifier(always=["findCalendarEvents", "retrieveEventById"])
+    classifier = Classifier(verbs=SEED_VERBS, always=["findCalendarEvents", "retrieveEventById"])
     assert classifier.explain(name) == listed_always(name)
     assert classifier.requires_approval(name) is True
 
 
 def test_always_wins_over_the_verb_layer() -> None:
     """A name in always is reported as listed in always, not as a verb match."""
-    assert Classifier(always=["send_email"]).explain("send_email") == listed_always("send_email")
+    assert Classifier(verbs=SEED_VERBS, always=["send_email"]).explain(
+        "send_email"
+    ) == listed_always("send_email")
 
 
 def test_never_exempts_a_name_with_a_verb() -> None:
     """A name in never needs no approval although it contains a verb."""
-    classifier = Classifier(never=["send_heartbeat"])
+    classifier = Classifier(verbs=SEED_VERBS, never=["send_heartbeat"])
     assert classifier.explain("send_heartbeat") == listed_never("send_heartbeat")
     assert classifier.requires_approval("send_heartbeat") is False
     assert classifier.explain("send_email") == verb_match("send_email", "send")
@@ -242,7 +244,9 @@ def test_never_exempts_a_name_with_a_verb() -> None:
 
 def test_lists_match_exact_names_only() -> None:
     """List entries are exact and case-sensitive tool names, not patterns."""
-    classifier = Classifier(always=["findCalendarEvents"], never=["send_heartbeat"])
+    classifier = Classifier(
+        verbs=SEED_VERBS, always=["findCalendarEvents"], never=["send_heartbeat"]
+    )
     assert classifier.explain("Send_Heartbeat") == verb_match("Send_Heartbeat", "send")
     assert classifier.explain("send_heartbeat_v2") == verb_match("send_heartbeat_v2", "send")
     assert classifier.explain("find_calendar_events") == no_match(
@@ -252,7 +256,7 @@ def test_lists_match_exact_names_only() -> None:
 
 def test_lists_accept_any_iterable_and_are_frozensets() -> None:
     """always and never take any iterable, including a generator, and expose frozensets."""
-    classifier = Classifier(always=(n for n in ["a", "b", "a"]), never={"c"})
+    classifier = Classifier(verbs=SEED_VERBS, always=(n for n in ["a", "b", "a"]), never={"c"})
     assert classifier.always == frozenset({"a", "b"})
     assert classifier.never == frozenset({"c"})
     assert isinstance(classifier.always, frozenset)
@@ -263,7 +267,9 @@ def test_lists_accept_any_iterable_and_are_frozensets() -> None:
 def test_name_in_both_lists_is_rejected() -> None:
     """A name in both always and never raises ValueError naming it."""
     with pytest.raises(ValueError, match=r"^names in both always and never: ") as info:
-        Classifier(always=["send_email", "b", "a"], never=["a", "send_email", "x"])
+        Classifier(
+            verbs=SEED_VERBS, always=["send_email", "b", "a"], never=["a", "send_email", "x"]
+        )
     assert str(info.value) == (
         "names in both always and never: ['a', 'send_email']; "
         "keep each name in only one of the two lists"
@@ -275,7 +281,7 @@ def test_name_in_both_lists_is_rejected() -> None:
 
 def test_custom_verbs_are_normalised_to_lowercase_words() -> None:
     """Verbs are lowercased and trimmed to their single word."""
-    classifier = Classifier(verbs=["Purchase", "SEND", " refund "])
+    classifier = Classifier(verbs=["Purchase", "SEND", " refund "], reads=(), unknown="allow")
     assert classifier.verbs == frozenset({"purchase", "send", "refund"})
     assert classifier.explain("purchaseTicket") == verb_match("purchaseTicket", "purchase")
     assert classifier.explain("REFUND_ORDER") == verb_match("REFUND_ORDER", "refund")
@@ -286,14 +292,14 @@ def test_custom_verbs_are_normalised_to_lowercase_words() -> None:
 
 def test_inflections_match_when_listed_as_verbs() -> None:
     """An inflected form matches once it is listed as a verb of its own."""
-    classifier = Classifier(verbs=[*DEFAULT_VERBS, "sends", "created"])
+    classifier = Classifier(verbs=[*SEED_VERBS, "sends", "created"])
     assert classifier.explain("sends_report") == verb_match("sends_report", "sends")
     assert classifier.explain("created_at_lookup") == verb_match("created_at_lookup", "created")
 
 
 def test_no_verbs_leaves_only_the_lists() -> None:
     """With no verbs, only always makes a name need approval."""
-    classifier = Classifier(verbs=(), always=["findCalendarEvents"])
+    classifier = Classifier(verbs=(), reads=(), unknown="allow", always=["findCalendarEvents"])
     assert classifier.requires_approval("delete_everything") is False
     assert classifier.requires_approval("findCalendarEvents") is True
 
@@ -356,7 +362,9 @@ def test_wrong_types_are_rejected(kwargs: dict[str, object], message: str) -> No
 
 def test_classify_keeps_order_and_repeats() -> None:
     """classify returns one classification per name, in order, repeats included."""
-    classifier = Classifier(always=["findCalendarEvents"], never=["send_heartbeat"])
+    classifier = Classifier(
+        verbs=SEED_VERBS, always=["findCalendarEvents"], never=["send_heartbeat"]
+    )
     names = ["send_email", "findCalendarEvents", "sender_stats", "send_heartbeat", "send_email"]
     assert classifier.classify(names) == [
         verb_match("send_email", "send"),
@@ -371,7 +379,7 @@ def test_classify_keeps_order_and_repeats() -> None:
 
 def test_repeated_names_reuse_the_cached_classification() -> None:
     """explain and classify hand back the same object for a repeated name."""
-    classifier = Classifier()
+    classifier = Classifier(verbs=SEED_VERBS)
     first = classifier.explain("send_email")
     assert classifier.explain("send_email") is first
     assert classifier.classify(["send_email"])[0] is first
@@ -379,7 +387,7 @@ def test_repeated_names_reuse_the_cached_classification() -> None:
 
 def test_cache_stays_bounded_and_correct() -> None:
     """Past the cache limit the cache starts over and answers stay right."""
-    classifier = Classifier()
+    classifier = Classifier(verbs=SEED_VERBS)
     names = [f"tool_{i}" for i in range(_CACHE_MAX + 10)] + ["send_email"]
     results = classifier.classify(names)
     assert len(classifier._cache) <= _CACHE_MAX
@@ -390,7 +398,7 @@ def test_cache_stays_bounded_and_correct() -> None:
 
 def test_classification_is_frozen_and_hashable() -> None:
     """A Classification cannot be changed and equals a freshly built one."""
-    result = Classifier().explain("send_email")
+    result = Classifier(verbs=SEED_VERBS).explain("send_email")
     with pytest.raises(dataclasses.FrozenInstanceError):
         result.needs_approval = False  # type: ignore[misc]
     expected = verb_match("send_email", "send")
@@ -405,14 +413,25 @@ def test_classification_is_frozen_and_hashable() -> None:
 
 def test_repr_equality_and_hash() -> None:
     """repr shows sorted settings; classifiers with the same settings are equal."""
-    classifier = Classifier(verbs=["send", "Delete"], always=["b", "a"], never=["c"])
-    assert repr(classifier) == (
-        "Classifier(verbs=['delete', 'send'], always=['a', 'b'], never=['c'])"
+    classifier = Classifier(
+        verbs=["send", "Delete"], reads=(), unknown="allow", always=["b", "a"], never=["c"]
     )
-    same = Classifier(verbs=["delete", "send"], always=["a", "b"], never=["c"])
+    assert repr(classifier) == (
+        "Classifier(verbs=['delete', 'send'], reads=[], unknown='allow', "
+        "always=['a', 'b'], never=['c'])"
+    )
+    same = Classifier(
+        verbs=["delete", "send"], reads=[], unknown="allow", always=["a", "b"], never=["c"]
+    )
     assert classifier == same
     assert hash(classifier) == hash(same)
-    assert classifier != Classifier(verbs=["send"], always=["a", "b"], never=["c"])
+    assert classifier != Classifier(
+        verbs=["send"], reads=(), unknown="allow", always=["a", "b"], never=["c"]
+    )
+    assert classifier != Classifier(verbs=["send", "delete"], always=["a", "b"], never=["c"])
+    assert repr(Classifier(verbs=SEED_VERBS)) == (
+        "Classifier(verbs=SEED_VERBS, reads=[], unknown='allow', always=[], never=[])"
+    )
     assert classifier != "not a classifier"
 
 
@@ -421,11 +440,14 @@ def test_repr_equality_and_hash() -> None:
 
 def test_or_unites_verbs_and_always() -> None:
     """a | b has both verb sets and both always lists."""
-    a = Classifier(verbs=["send"], always=["findCalendarEvents"])
-    b = Classifier(verbs=["purchase"], always=["read_inbox"])
+    a = Classifier(verbs=["send"], reads=(), unknown="allow", always=["findCalendarEvents"])
+    b = Classifier(verbs=["purchase"], reads=(), unknown="allow", always=["read_inbox"])
     combined = a | b
-    assert combined == Classifier(
-        verbs=["send", "purchase"], always=["findCalendarEvents", "read_inbox"]
+    assert combined.verbs == frozenset({"send", "purchase"})
+    assert combined.always == frozenset({"findCalendarEvents", "read_inbox"})
+    assert combined.explain("send_email") == verb_match("send_email", "send")
+    assert combined.explain("get_stats") == no_match(
+        "get_stats", "no approval verb among the words ['get', 'stats']"
     )
     assert combined.explain("purchaseTicket") == verb_match("purchaseTicket", "purchase")
     assert combined.explain("read_inbox") == listed_always("read_inbox")
@@ -433,9 +455,9 @@ def test_or_unites_verbs_and_always() -> None:
 
 def test_or_drops_an_exemption_the_other_side_overrides() -> None:
     """A name one side exempts needs approval when the other side catches it."""
-    exempting = Classifier(never=["send_heartbeat", "delete_cache"])
-    default = Classifier()
-    strict = Classifier(verbs=(), always=["delete_cache"])
+    exempting = Classifier(verbs=SEED_VERBS, never=["send_heartbeat", "delete_cache"])
+    default = Classifier(verbs=SEED_VERBS)
+    strict = Classifier(verbs=(), reads=(), unknown="allow", always=["delete_cache"])
     assert (exempting | default).explain("send_heartbeat") == verb_match("send_heartbeat", "send")
     assert (exempting | strict).explain("delete_cache") == listed_always("delete_cache")
     assert (exempting | strict).explain("send_heartbeat") == listed_never("send_heartbeat")
@@ -445,7 +467,7 @@ def test_or_drops_an_exemption_the_other_side_overrides() -> None:
 
 def test_or_is_symmetric_and_rejects_other_types() -> None:
     """a | b equals b | a, and | with a non-classifier raises TypeError."""
-    a = Classifier(never=["send_heartbeat"], always=["x"])
+    a = Classifier(verbs=SEED_VERBS, never=["send_heartbeat"], always=["x"])
     b = Classifier(verbs=["purchase"], never=["purchase_log"])
     assert a | b == b | a
     with pytest.raises(TypeError, match="unsupported operand"):
@@ -457,7 +479,9 @@ def test_or_is_symmetric_and_rejects_other_types() -> None:
 
 def test_format_table() -> None:
     """format_table aligns the columns under a header and a line of dashes."""
-    classifier = Classifier(always=["findCalendarEvents"], never=["send_heartbeat"])
+    classifier = Classifier(
+        verbs=SEED_VERBS, always=["findCalendarEvents"], never=["send_heartbeat"]
+    )
     table = format_table(
         classifier.classify(["send_email", "findCalendarEvents", "send_heartbeat", "get_stats"])
     )
@@ -490,7 +514,7 @@ LOWER_WORDS = st.lists(
 
 NAME_PIECES = st.sampled_from(
     [
-        *DEFAULT_VERBS,
+        *SEED_VERBS,
         "Send",
         "DELETE",
         "Book",
@@ -558,9 +582,9 @@ def test_split_words_round_trips_joined_words(words: list[str]) -> None:
 @given(TOOL_NAMES)
 def test_default_classification_agrees_with_split_words(name: str) -> None:
     """A name needs approval exactly when one of its words is a verb; reasons say which."""
-    verbs = frozenset(DEFAULT_VERBS)
+    verbs = frozenset(SEED_VERBS)
     words = split_words(name)
-    result = Classifier().explain(name)
+    result = Classifier(verbs=SEED_VERBS).explain(name)
     assert result.needs_approval == any(word in verbs for word in words)
     if result.needs_approval:
         verb = next(word for word in words if word in verbs)
@@ -576,7 +600,7 @@ def test_default_classification_agrees_with_split_words(name: str) -> None:
 def test_custom_verbs_agree_with_split_words(name: str, verbs: frozenset[str]) -> None:
     """With any verb set, approval is needed exactly when a word is one of the verbs."""
     expected = any(word in verbs for word in split_words(name))
-    assert Classifier(verbs=verbs).requires_approval(name) == expected
+    assert Classifier(verbs=verbs, reads=(), unknown="allow").requires_approval(name) == expected
 
 
 NAME_POOL = st.sampled_from(["send_email", "delete_cache", "get_stats", "book_room", "findX"])

@@ -21,7 +21,14 @@ from toolguard._chat import (
     ReviewedChat,
     ReviewedChatUseCase,
 )
-from toolguard._classify import DEFAULT_VERBS, Classification, Classifier, split_words
+from toolguard._classify import (
+    DEFAULT_VERBS,
+    READ_VERBS,
+    SEED_VERBS,
+    Classification,
+    Classifier,
+    split_words,
+)
 from toolguard._errors import (
     AccessDeniedError,
     ActionRejectedError,
@@ -101,8 +108,10 @@ __all__ = [
     "DECISION_TYPES",
     "DEFAULT_VERBS",
     "NO_DECISION",
+    "READ_VERBS",
     "REDACTED",
     "REJECTED_BY_USER_MESSAGE",
+    "SEED_VERBS",
     "AccessDeniedError",
     "AccessHook",
     "AccessOperation",

@@ -1,28 +1,31 @@
 """Decide which tools need human approval, and say why.
 
 A :class:`Classifier` answers one question for a tool name: must a human approve
-a call to this tool before it runs? It answers in two layers.
+a call to this tool before it runs? It answers in layers.
 
 1. **Explicit lists.** A name listed in ``always`` needs approval; a name listed
-   in ``never`` is exempt. The lists hold exact tool names and win over the
-   pattern layer, because they are how you correct it: the pattern cannot know
-   that ``findCalendarEvents`` leaks private data, or that ``send_heartbeat`` is
-   harmless.
-2. **Verb pattern.** Any other name is split into words (:func:`split_words`)
-   and needs approval when one of its words is an approval verb such as
-   ``send`` or ``delete`` (:data:`DEFAULT_VERBS`). This covers tools nobody
-   listed by hand, such as the ones a new MCP server brings along.
+   in ``never`` is exempt. The lists hold exact tool names and win over
+   everything else, because they are how you correct the rest: no vocabulary
+   knows that ``findCalendarEvents`` leaks private data, or that
+   ``send_heartbeat`` is harmless.
+2. **Verbs.** Any other name is split into words (:func:`split_words`). A word
+   that is an approval verb (``send``, ``transfer``, ``deploy``...; see
+   :data:`DEFAULT_VERBS`) makes the tool need approval, unless a read verb
+   (``get``, ``list``, ``search``...; see :data:`READ_VERBS`) comes first: in
+   ``get_order_details`` and ``list_workflow_runs``, ``order`` and ``runs``
+   name things, not actions. A read verb first does not exempt a name that
+   also holds a destructive verb (``search_and_replace``, ``find_delete``) or
+   a write verb joined by ``and`` / ``or`` / ``then`` (``get_or_create_user``).
+3. **Unknown names.** A name with neither kind of verb (``frobnicate_widget``)
+   needs approval with ``unknown="ask"`` (the default) and runs with
+   ``unknown="allow"``.
 
 Words are matched whole, never as substrings: ``sender_stats``,
-``address_lookup`` and ``bookmarks_list`` need no approval although they
-contain ``send``, ``add`` and ``book``. Inflections do not match either:
-``sends``, ``created`` and ``deleting`` are different words from ``send``,
-``create`` and ``delete``; add them to ``verbs`` if your tools use them. The
-flip side of whole words is that ``addressBook`` splits into ``address`` and
-``book``, and ``book`` is a verb, so it needs approval; put such names in
-``never`` when that is wrong.
+``address_lookup`` and ``bookmarks_list`` hold no ``send``, ``add`` or ``book``.
+Inflections do not match either: ``sends``, ``created`` and ``deleting`` are
+different words from ``send``, ``create`` and ``delete``.
 
-Every decision comes with a :class:`Classification` that records which layer
+Every decision comes with a :class:`Classification` that records which rule
 decided and why, so that an approval prompt or a log line can explain it, and
 :func:`format_table` prints a list of them for review.
 """
@@ -32,13 +35,17 @@ from __future__ import annotations
 import re
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
-from typing import Any, Final, Literal
+from typing import Any, Final, Literal, NamedTuple
 
 __all__ = [
     "DEFAULT_VERBS",
+    "READ_VERBS",
+    "SEED_VERBS",
+    "VERB_GROUPS",
     "Classification",
     "Classifier",
     "Rule",
+    "VerbGroup",
     "format_table",
     "split_words",
 ]
@@ -64,15 +71,129 @@ _WORD_RE: Final = re.compile(
 
 _findall: Final = _WORD_RE.findall
 
+# Namespaces end at these separators: ``mcp__github__merge_pull_request``,
+# ``github/create_issue``, ``fs:write``, ``slack.chat.postMessage``. The part
+# after the last one is the action; the words before it name a server or an API.
+_NAMESPACE_RE: Final = re.compile(r"__|[/:.]")
+
 # Explanations are cached per classifier; past this many names the cache is
 # emptied and starts over, so a stream of distinct names cannot grow it without
 # bound.
 _CACHE_MAX: Final = 65_536
 
-Rule = Literal["always", "never", "verb", "default", "decorator", "annotation"]
-"""Which layer decided a :class:`Classification`."""
+Rule = Literal["always", "never", "verb", "read", "unknown", "default", "decorator", "annotation"]
+"""Which rule decided a :class:`Classification`."""
 
-DEFAULT_VERBS: tuple[str, ...] = (
+
+class VerbGroup(NamedTuple):
+    """Approval verbs of one domain, and why calls that use them need a person."""
+
+    domain: str
+    """The domain's name, shown in reasons: ``the word 'pay' is an approval verb (money)``."""
+    why: str
+    """One line on what these actions do to the world."""
+    verbs: tuple[str, ...]
+    """Lowercase single words."""
+
+
+VERB_GROUPS: tuple[VerbGroup, ...] = (
+    VerbGroup(
+        "money",
+        "moves, spends or promises money",
+        (
+            "pay", "transfer", "charge", "refund", "withdraw", "deposit", "purchase", "buy",
+            "sell", "invoice", "bill", "payout", "donate", "tip", "fund", "spend", "capture",
+            "wire", "remit", "settle", "void",
+        ),
+    ),
+    VerbGroup(
+        "messaging and publishing",
+        "reaches other people or the public, and cannot be unsent",
+        (
+            "send", "post", "publish", "unpublish", "reply", "forward", "email", "mail",
+            "notify", "broadcast", "tweet", "retweet", "comment", "announce", "react", "dm",
+            "sms", "respond", "submit", "upvote", "downvote", "like", "unlike", "star",
+            "unstar", "follow", "unfollow", "pin", "unpin", "call",
+        ),
+    ),
+    VerbGroup(
+        "code and devops",
+        "runs code or changes running systems, repositories and releases",
+        (
+            "run", "rerun", "execute", "exec", "eval", "evaluate", "invoke", "trigger",
+            "dispatch", "retry", "deploy", "undeploy", "release", "rollout", "rollback",
+            "revert", "merge", "push", "commit", "rebase", "fork", "clone", "checkout",
+            "stage", "unstage", "apply", "scale", "restart", "reboot", "start", "stop",
+            "pause", "resume", "kill", "terminate", "shutdown", "launch", "spawn",
+            "install", "uninstall", "upgrade", "downgrade", "patch", "build", "provision",
+            "deprovision", "migrate", "rotate", "drain", "cordon", "uncordon", "annotate",
+            "close", "reopen", "lock", "unlock", "init", "initialize", "destroy",
+        ),
+    ),
+    VerbGroup(
+        "data",
+        "creates, changes or erases stored data",
+        (
+            "create", "update", "delete", "edit", "add", "remove", "insert", "upsert",
+            "drop", "truncate", "alter", "import", "save", "store", "persist", "set", "put",
+            "modify", "change", "replace", "overwrite", "purge", "wipe", "erase", "clear",
+            "reset", "restore", "archive", "unarchive", "ingest", "mutate", "record",
+            "index", "reindex", "mark", "flag", "label", "tag", "untag", "link", "unlink",
+            "attach", "detach", "duplicate", "assign", "unassign",
+        ),
+    ),
+    VerbGroup(
+        "accounts and permissions",
+        "changes who may do what, or how an account is set up",
+        (
+            "grant", "revoke", "share", "unshare", "invite", "ban", "unban", "block",
+            "unblock", "kick", "suspend", "unsuspend", "enable", "disable", "activate",
+            "deactivate", "authorize", "deauthorize", "approve", "reject", "deny",
+            "allow", "permit", "register", "signup", "join", "leave", "promote", "demote",
+            "mute", "unmute", "impersonate", "elevate", "configure",
+        ),
+    ),
+    VerbGroup(
+        "commerce",
+        "orders, books and subscribes on someone's behalf",
+        (
+            "order", "reorder", "place", "book", "reserve", "return", "exchange", "ship",
+            "fulfill", "redeem", "claim", "subscribe", "unsubscribe", "renew", "rent",
+            "hire", "bid", "finalize",
+        ),
+    ),
+    VerbGroup(
+        "files",
+        "writes, moves or removes files and folders",
+        (
+            "write", "move", "copy", "rename", "upload", "append", "prepend", "touch",
+            "mkdir", "rmdir", "rm", "mv", "cp", "chmod", "chown", "mount", "unmount",
+            "zip", "unzip", "compress", "decompress", "sync",
+        ),
+    ),
+    VerbGroup(
+        "pages and apps",
+        "acts in a browser or an app as the user: clicks, types, submits",
+        (
+            "click", "tap", "type", "fill", "press", "drag", "select", "toggle", "dismiss",
+            "handle", "manage", "transition", "cleanup",
+        ),
+    ),
+    VerbGroup(
+        "scheduling",
+        "commits someone's time or changes what is planned",
+        (
+            "schedule", "reschedule", "postpone", "cancel", "complete", "accept",
+            "decline", "rsvp", "remind", "snooze",
+        ),
+    ),
+)  # fmt: skip
+"""The default approval verbs, grouped by domain, each group with why it needs a person."""
+
+DEFAULT_VERBS: tuple[str, ...] = tuple(verb for group in VERB_GROUPS for verb in group.verbs)
+"""Verbs that make a tool need approval: every verb of :data:`VERB_GROUPS`, in order."""
+
+SEED_VERBS: tuple[str, ...] = (
     "create",
     "update",
     "delete",
@@ -87,11 +208,52 @@ DEFAULT_VERBS: tuple[str, ...] = (
     "write",
     "send",
 )
-"""Verbs that make a tool need approval unless it is listed in ``never``.
+"""The original design's 13 approval verbs.
 
-They name actions with effects outside the conversation: changing data,
-spending money or time, or talking to other people.
+``Classifier(verbs=SEED_VERBS)`` is the original rule exactly: a name needs
+approval when one of its words is one of these verbs, and any other name runs
+(no read verbs, ``unknown="allow"``).
 """
+
+READ_VERBS: tuple[str, ...] = (
+    "get", "list", "search", "find", "read", "fetch", "query", "lookup", "check", "count",
+    "describe", "show", "view", "retrieve", "calculate", "compute", "browse", "inspect",
+    "preview", "explain", "summarize", "summarise", "analyze", "analyse", "compare",
+    "estimate", "predict", "recommend", "suggest", "validate", "verify", "watch", "wait",
+    "ping", "echo", "whoami", "diff", "poll", "scan", "detect", "identify", "parse",
+    "decode", "peek", "head", "tail", "cat", "ls", "grep", "stat", "tree", "measure",
+    "monitor", "trace", "explore", "locate", "discover", "enumerate", "filter", "sort",
+    "rank", "score", "is", "has", "exists", "navigate", "hover", "screenshot", "download",
+    "geocode", "think",
+)  # fmt: skip
+"""Verbs that only look: a name led by one of them reads, whatever nouns follow."""
+
+DESTRUCTIVE_VERBS: frozenset[str] = frozenset(
+    {
+        "delete", "remove", "destroy", "drop", "truncate", "purge", "wipe", "erase", "kill",
+        "terminate", "overwrite", "replace", "exec", "execute", "revoke", "uninstall", "rm",
+        "rmdir",
+    }
+)  # fmt: skip
+"""Approval verbs that need approval even after a leading read verb (``find_and_delete``)."""
+
+INFO_NOUNS: frozenset[str] = frozenset(
+    {
+        "status", "log", "logs", "info", "details", "schema", "history", "stats",
+        "statistics", "metrics", "overview", "summary", "health", "version", "usage",
+        "directions",
+    }
+)  # fmt: skip
+"""Words that name information: a name with no verb and one of these reads (``git_status``)."""
+
+_JOINERS: Final = frozenset({"and", "or", "then"})
+
+Unknown = Literal["ask", "allow"]
+"""What happens to a name with neither an approval verb nor a read verb."""
+
+_DOMAIN: Final[dict[str, str]] = {
+    verb: group.domain for group in VERB_GROUPS for verb in group.verbs
+}
 
 
 def split_words(name: str) -> tuple[str, ...]:
@@ -140,28 +302,39 @@ class Classification:
     Attributes:
         name: The tool name, as given.
         needs_approval: Whether a human must approve calls to the tool.
-        rule: The layer that decided: ``"always"`` or ``"never"`` for the
-            explicit lists, ``"verb"`` when a word of the name is an approval
-            verb, ``"default"`` when nothing matched, ``"decorator"`` when the
-            tool was guarded explicitly with ``@requires_approval`` (set by
-            :func:`~toolguard.guard`, never by the classifier itself),
-            ``"annotation"`` when a tool's MCP annotations decided (see
-            :meth:`Classifier.explain`).
-        matched_word: The word of the name that matched a verb, when ``rule``
-            is ``"verb"``; otherwise ``None``.
+        rule: The rule that decided: ``"always"`` or ``"never"`` for the
+            explicit lists; ``"verb"`` when a word of the name is an approval
+            verb; ``"read"`` when a read verb decided that the tool only
+            looks; ``"unknown"`` when the name holds no known verb (the
+            classifier's ``unknown`` setting decided); ``"default"`` when a
+            classifier without read verbs that lets unknown names run found
+            no approval verb (the original rule, see :data:`SEED_VERBS`);
+            ``"decorator"`` when the tool was guarded explicitly with
+            ``@requires_approval`` (set by :func:`~toolguard.guard`, never by
+            the classifier itself); ``"annotation"`` when a tool's MCP
+            annotations decided (see :meth:`Classifier.explain`).
+        matched_word: The word of the name that matched an approval verb,
+            when ``rule`` is ``"verb"``; otherwise ``None``.
         matched_verb: The verb it matched, when ``rule`` is ``"verb"``;
             otherwise ``None``. Matching is by exact word, so this equals
             ``matched_word``.
-        reason: A short English explanation, one of:
+        reason: A short English explanation, for example
             ``"listed in always"``,
             ``"listed in never (exempt)"``,
-            ``"the word 'send' is an approval verb"``,
-            ``"no approval verb among the words ['sender', 'stats']"``,
-            or, for a tool with MCP annotations (rule ``"annotation"``),
+            ``"the word 'pay' is an approval verb (money)"``,
+            ``"the word 'list' is a read verb"``,
+            ``"the read verb 'get' leads the action: 'order' is read as a
+            thing, not an action"``,
+            ``"the word 'replace' is a destructive verb: the read verb
+            'search' before it does not exempt it"``,
+            ``'no known verb in [\\'frobnicate\\', \\'widget\\']: unknown="ask"'``,
+            ``"the word 'send' is an approval verb"`` and
+            ``"no approval verb among the words ['sender', 'stats']"`` (the
+            original rule), or, for a tool with MCP annotations,
             ``"the server marks it destructiveHint: true"``,
             ``"the server does not mark it readOnlyHint: true (MCP tools are
             destructive by default)"``, ``"the server marks it readOnlyHint:
-            true and no approval verb among the words ['list']"``.
+            true and the word 'list' is a read verb"``.
     """
 
     name: str
@@ -183,14 +356,13 @@ _set_rule: Final = Classification.__dict__["rule"].__set__
 _set_matched_word: Final = Classification.__dict__["matched_word"].__set__
 _set_matched_verb: Final = Classification.__dict__["matched_verb"].__set__
 _set_reason: Final = Classification.__dict__["reason"].__set__
-_APPROVING_RULES: Final = frozenset({"always", "verb"})
 
 
-def _make(name: str, rule: Rule, word: str | None, reason: str) -> Classification:
-    """Build a Classification quickly; it needs approval for ``always`` and ``verb``."""
+def _make(name: str, rule: Rule, word: str | None, reason: str, *, needs: bool) -> Classification:
+    """Build a Classification quickly; ``word`` is the approval verb that matched, if any."""
     result = _new_object(Classification)
     _set_name(result, name)
-    _set_needs_approval(result, rule in _APPROVING_RULES)
+    _set_needs_approval(result, needs)
     _set_rule(result, rule)
     _set_matched_word(result, word)
     _set_matched_verb(result, word)
@@ -217,31 +389,62 @@ def _names(value: Iterable[str], what: str) -> frozenset[str]:
     return frozenset(item for item in items if isinstance(item, str))
 
 
-def _verb(value: str) -> str:
+def _verb(value: str, what: str = "verb") -> str:
     """Normalise one verb to its single lowercase word, or explain why it is not one."""
     words = split_words(value)
     if len(words) == 1:
         return words[0]
     if not words:
-        msg = f"verb {value!r} contains no word; remove it from verbs"
+        msg = f"{what} {value!r} contains no word; remove it from {what}s"
     else:
         msg = (
-            f"verb {value!r} is not a single word (it splits into {list(words)!r}); "
-            "list each word as its own verb, or put the exact tool name in always"
+            f"{what} {value!r} is not a single word (it splits into {list(words)!r}); "
+            f"list each word as its own {what}, or put the exact tool name in always"
         )
     raise ValueError(msg)
 
 
+def _listed(words: Sequence[str]) -> str:
+    # Words are ASCII letters and digits, so this spells what repr(list(words))
+    # would, at a fraction of the cost.
+    return "['" + "', '".join(words) + "']" if words else "[]"
+
+
+def _action_words(name: str, words: list[str]) -> list[str]:
+    """The words after the last namespace separator, or all words when there is none."""
+    if _NAMESPACE_RE.search(name) is None:
+        return words
+    for part in reversed(_NAMESPACE_RE.split(name)):
+        found = _findall(part)
+        if found:
+            return [word.lower() for word in found] if not part.islower() else found
+    return words
+
+
+_SEED: Final = frozenset(SEED_VERBS)
+_DEFAULT: Final = frozenset(DEFAULT_VERBS)
+_READS: Final = frozenset(READ_VERBS)
+
+
 class Classifier:
-    """Decides which tools need human approval: explicit lists first, then verbs.
+    """Decides which tools need human approval: lists, then verbs, then unknown names.
 
     The rules, in order:
 
     1. A name exactly in ``always`` needs approval.
     2. A name exactly in ``never`` is exempt.
-    3. A name with a word (see :func:`split_words`) equal to one of ``verbs``
-       needs approval; the first such word in the name is reported.
-    4. Any other name needs no approval.
+    3. A name none of whose words (see :func:`split_words`) is an approval
+       verb reads when one of its words is a read verb, and is otherwise an
+       unknown name: it needs approval with ``unknown="ask"`` and runs with
+       ``unknown="allow"``.
+    4. A name with an approval verb needs approval, unless a read verb leads
+       its action, that is, comes before every approval verb in the words
+       after the last namespace separator (``__``, ``/``, ``:`` or ``.``):
+       ``get_order_details``, ``list_workflow_runs`` and
+       ``github__get_pull_request`` read. A leading read verb does not exempt
+       a destructive verb after it (:data:`DESTRUCTIVE_VERBS`:
+       ``search_and_replace``, ``find_delete``) nor an approval verb joined
+       by ``and``, ``or`` or ``then`` (``get_or_create_user``).
 
     List entries are exact, case-sensitive tool names. Verbs are
     case-insensitive single words. A classifier is immutable; it caches
@@ -251,43 +454,76 @@ class Classifier:
     exactly when ``a`` or ``b`` does (see :meth:`__or__`).
 
     Args:
-        verbs: Approval verbs. Each must be a single word per
-            :func:`split_words`, such as ``"send"`` or ``"Send"``.
+        verbs: Approval verbs (default :data:`DEFAULT_VERBS`). Each must be a
+            single word per :func:`split_words`, such as ``"send"``.
+            ``verbs=SEED_VERBS`` gives the original design's rule exactly:
+            with it, ``reads`` defaults to none and ``unknown`` to
+            ``"allow"``.
+        reads: Read verbs (default :data:`READ_VERBS`, without any word that
+            is also in ``verbs``). Pass ``()`` for no read rule: then any
+            approval verb anywhere in a name needs approval.
         always: Tool names that always need approval.
         never: Tool names that never need approval, even with a verb in them.
+        unknown: ``"ask"`` (default) or ``"allow"``: what a name with no
+            known verb gets.
 
     Raises:
-        ValueError: If a verb is not a single word, or a name is in both
-            ``always`` and ``never``.
-        TypeError: If ``verbs``, ``always`` or ``never`` is a bare string or
-            holds something other than strings.
+        ValueError: If a verb is not a single word, a word is in both
+            ``verbs`` and an explicit ``reads``, a name is in both ``always``
+            and ``never``, or ``unknown`` is neither ``"ask"`` nor ``"allow"``.
+        TypeError: If ``verbs``, ``reads``, ``always`` or ``never`` is a bare
+            string or holds something other than strings.
 
     Examples:
         >>> guard = Classifier(always=["findCalendarEvents"], never=["send_heartbeat"])
-        >>> guard.requires_approval("gmail__send_message")
+        >>> guard.requires_approval("mcp__github__merge_pull_request")
         True
-        >>> guard.requires_approval("sender_stats")
+        >>> guard.requires_approval("get_order_details")
         False
-        >>> guard.explain("findCalendarEvents").reason
-        'listed in always'
+        >>> guard.explain("frobnicate_widget").reason
+        'no known verb in [\\'frobnicate\\', \\'widget\\']: unknown="ask"'
     """
 
-    __slots__ = ("_always", "_cache", "_never", "_verbs")
+    __slots__ = ("_always", "_cache", "_never", "_parts", "_plain", "_reads", "_unknown", "_verbs")
 
     _verbs: frozenset[str]
+    _reads: frozenset[str]
+    _unknown: Unknown
     _always: frozenset[str]
     _never: frozenset[str]
+    _plain: bool
+    _parts: tuple[Classifier, ...]
     _cache: dict[str, Classification]
 
     def __init__(
         self,
         *,
         verbs: Iterable[str] = DEFAULT_VERBS,
+        reads: Iterable[str] | None = None,
         always: Iterable[str] = (),
         never: Iterable[str] = (),
+        unknown: Unknown | None = None,
     ) -> None:
-        raw_verbs = _names(verbs, "verbs")
-        self._verbs = frozenset(_verb(verb) for verb in raw_verbs)
+        self._verbs = frozenset(_verb(verb) for verb in _names(verbs, "verbs"))
+        seed = self._verbs == _SEED
+        if reads is None:
+            self._reads = frozenset() if seed else _READS - self._verbs
+        else:
+            self._reads = frozenset(_verb(read, "read") for read in _names(reads, "reads"))
+            shared = self._verbs & self._reads
+            if shared:
+                msg = (
+                    f"words in both verbs and reads: {sorted(shared)!r}; "
+                    "keep each word in only one of the two"
+                )
+                raise ValueError(msg)
+        if unknown is None:
+            unknown = "allow" if seed else "ask"
+        elif unknown not in ("ask", "allow"):
+            given: object = unknown
+            msg = f'unknown must be "ask" or "allow", got {given!r}'
+            raise ValueError(msg)
+        self._unknown = unknown
         self._always = _names(always, "always")
         self._never = _names(never, "never")
         both = self._always & self._never
@@ -297,12 +533,26 @@ class Classifier:
                 "keep each name in only one of the two lists"
             )
             raise ValueError(msg)
+        # Without read verbs and with unknown names allowed, this is the original
+        # rule, explained in its original words.
+        self._plain = not self._reads and unknown == "allow"
+        self._parts = ()
         self._cache = {}
 
     @property
     def verbs(self) -> frozenset[str]:
         """The approval verbs, lowercase."""
         return self._verbs
+
+    @property
+    def reads(self) -> frozenset[str]:
+        """The read verbs, lowercase."""
+        return self._reads
+
+    @property
+    def unknown(self) -> Unknown:
+        """What a name with no known verb gets: ``"ask"`` or ``"allow"``."""
+        return self._unknown
 
     @property
     def always(self) -> frozenset[str]:
@@ -334,16 +584,17 @@ class Classifier:
         ``{"readOnlyHint": true, "destructiveHint": false, ...}``; an empty
         mapping for an MCP tool that has none), the rules are, in order:
         ``always``; ``never`` (the operator's list wins over the server's
-        hints); an approval verb in the name (hints cannot exempt it);
-        ``destructiveHint: true`` needs approval; a tool without
-        ``readOnlyHint: true`` needs approval (MCP's defaults are destructive);
-        a tool marked ``readOnlyHint: true`` runs at once. Only the JSON value
-        ``true`` counts as true.
+        hints); an approval verb that decides by the name (hints cannot
+        exempt it); ``destructiveHint: true`` needs approval; a tool without
+        ``readOnlyHint: true`` needs approval (MCP's defaults are destructive),
+        even when a read verb leads its name; a tool marked
+        ``readOnlyHint: true`` runs at once. Only the JSON value ``true``
+        counts as true.
 
         Args:
             name: The tool name.
             annotations: The tool's MCP annotations, or ``None`` for a tool
-                that is not described by them (the two-layer rules above).
+                that is not described by them (the rules of the class).
 
         Returns:
             The classification, with ``reason`` in plain English.
@@ -384,22 +635,84 @@ class Classifier:
         return results
 
     def _decide(self, name: str) -> Classification:
+        if self._parts:
+            return self._decide_parts(name)
         if name in self._always:
-            return _make(name, "always", None, "listed in always")
+            return _make(name, "always", None, "listed in always", needs=True)
         if name in self._never:
-            return _make(name, "never", None, "listed in never (exempt)")
+            return _make(name, "never", None, "listed in never (exempt)", needs=False)
         # split_words() inlined, without the tuple.
         words = _findall(name)
         if not name.islower():
             words = " ".join(words).lower().split()
         verbs = self._verbs
+        reads = self._reads
         if verbs.isdisjoint(words):
-            # Words are ASCII letters and digits, so this spells what
-            # repr(list(words)) would, at a fraction of the cost.
-            listed = "['" + "', '".join(words) + "']" if words else "[]"
-            return _make(name, "default", None, "no approval verb among the words " + listed)
+            if self._plain:
+                return _make(
+                    name,
+                    "default",
+                    None,
+                    "no approval verb among the words " + _listed(words),
+                    needs=False,
+                )
+            if not reads.isdisjoint(words):
+                read = next(word for word in words if word in reads)
+                return _make(name, "read", None, f"the word '{read}' is a read verb", needs=False)
+            if reads and not INFO_NOUNS.isdisjoint(words):
+                noun = next(word for word in words if word in INFO_NOUNS)
+                reason = f"the word '{noun}' names information and the name holds no verb"
+                return _make(name, "read", None, reason, needs=False)
+            ask = self._unknown == "ask"
+            reason = f'no known verb in {_listed(words)}: unknown="{self._unknown}"'
+            return _make(name, "unknown", None, reason, needs=ask)
+        if reads:
+            action = _action_words(name, words)
+            lead = next((word for word in action if word in verbs or word in reads), None)
+            if lead is None:  # the action holds no verb: the whole name decides
+                action = words
+                lead = next(word for word in words if word in verbs or word in reads)
+            if lead in reads:
+                return self._after_read(name, lead, action[action.index(lead) + 1 :], words)
         word = next(word for word in words if word in verbs)
-        return _make(name, "verb", word, "the word '" + word + "' is an approval verb")
+        return _make(name, "verb", word, self._verb_reason(word), needs=True)
+
+    def _verb_reason(self, word: str) -> str:
+        reason = "the word '" + word + "' is an approval verb"
+        domain = None if self._plain else _DOMAIN.get(word)
+        return reason if domain is None else f"{reason} ({domain})"
+
+    def _after_read(
+        self, name: str, lead: str, rest: list[str], words: list[str]
+    ) -> Classification:
+        """A read verb leads the action: it reads unless a destructive or joined verb follows."""
+        verbs = self._verbs
+        joined = None
+        for word in rest:
+            if word in _JOINERS:
+                joined = word
+            elif word in verbs:
+                if word in DESTRUCTIVE_VERBS:
+                    reason = (
+                        f"the word '{word}' is a destructive verb: "
+                        f"the read verb '{lead}' before it does not exempt it"
+                    )
+                    return _make(name, "verb", word, reason, needs=True)
+                if joined is not None:
+                    reason = (
+                        f"{self._verb_reason(word)}, joined by '{joined}' "
+                        f"after the read verb '{lead}'"
+                    )
+                    return _make(name, "verb", word, reason, needs=True)
+        noun = next(word for word in words if word in verbs)
+        reason = (
+            f"the read verb '{lead}' leads the action: '{noun}' is read as a thing, not an action"
+        )
+        return _make(name, "read", None, reason, needs=False)
+
+    def _decide_parts(self, name: str) -> Classification:
+        results = [part.explain(name) for part in self._parts]
+        return next((result for result in results if result.needs_approval), results[0])
 
     def _decide_annotated(self, name: str, annotations: Mapping[str, Any]) -> Classification:
         given: object = annotations  # checked at run time for untyped callers
@@ -410,37 +723,39 @@ class Classifier:
             )
             raise TypeError(msg)
         by_name = self.explain(name)
-        if by_name.rule != "default":  # always, never or an approval verb: hints cannot change it
+        read_only = annotations.get("readOnlyHint") is True
+        if by_name.rule == "verb":  # an approval verb decides: hints cannot exempt it
+            if read_only and not self._plain:
+                reason = by_name.reason + "; the server's readOnlyHint: true cannot exempt it"
+                return _make(name, "verb", by_name.matched_word, reason, needs=True)
+            return by_name
+        if by_name.rule in ("always", "never"):
             return by_name
         if annotations.get("destructiveHint") is True:
             reason = "the server marks it destructiveHint: true"
             needs = True
-        elif annotations.get("readOnlyHint") is not True:
+        elif not read_only:
             reason = (
                 "the server does not mark it readOnlyHint: true"
                 " (MCP tools are destructive by default)"
             )
             needs = True
         else:
-            reason = "the server marks it readOnlyHint: true and " + by_name.reason
+            known = "the name holds no known verb" if by_name.rule == "unknown" else by_name.reason
+            reason = "the server marks it readOnlyHint: true and " + known
             needs = False
-        return Classification(
-            name=name,
-            needs_approval=needs,
-            rule="annotation",
-            matched_word=None,
-            matched_verb=None,
-            reason=reason,
-        )
+        return _make(name, "annotation", None, reason, needs=needs)
 
     def __or__(self, other: object) -> Classifier:
         """Combine two classifiers: approval is needed when either needs it.
 
-        The result has the union of both verb sets and both ``always`` lists.
-        Its ``never`` list keeps only the exempt names that neither classifier
-        requires approval for: a name one side exempts but the other side
-        catches (by its ``always`` list or its verbs) needs approval. The
-        result explains its decisions itself, in terms of the merged lists.
+        The result asks both and needs approval for a name exactly when one
+        of them does; its explanation is the first one that asks for
+        approval (or, when neither does, the first one's). Its properties
+        summarise both: the union of both verb sets and both ``always``
+        lists, the read verbs both share, ``unknown="ask"`` when either asks,
+        and only the exempt names that neither classifier requires approval
+        for as ``never``.
 
         Args:
             other: Another classifier.
@@ -450,35 +765,55 @@ class Classifier:
         """
         if not isinstance(other, Classifier):
             return NotImplemented
-        never = frozenset(
+        parts = (*(self._parts or (self,)), *(other._parts or (other,)))
+        combined = object.__new__(Classifier)
+        combined._verbs = self._verbs | other._verbs
+        combined._reads = self._reads & other._reads
+        combined._unknown = "ask" if "ask" in (self._unknown, other._unknown) else "allow"
+        combined._always = self._always | other._always
+        combined._never = frozenset(
             name
             for name in self._never | other._never
             if not self.requires_approval(name) and not other.requires_approval(name)
         )
-        return Classifier(
-            verbs=self._verbs | other._verbs,
-            always=self._always | other._always,
-            never=never,
-        )
+        combined._plain = all(part._plain for part in parts)
+        combined._parts = tuple(dict.fromkeys(parts))
+        combined._cache = {}
+        return combined
+
+    def _key(self) -> object:
+        if self._parts:
+            return frozenset(part._key() for part in self._parts)
+        return (self._verbs, self._reads, self._unknown, self._always, self._never)
 
     def __eq__(self, other: object) -> bool:
-        """Classifiers are equal when their verbs and both lists are equal."""
+        """Classifiers are equal when they decide by the same settings."""
         if not isinstance(other, Classifier):
             return NotImplemented
-        return (self._verbs, self._always, self._never) == (
-            other._verbs,
-            other._always,
-            other._never,
-        )
+        return self._key() == other._key()
 
     def __hash__(self) -> int:
-        return hash((self._verbs, self._always, self._never))
+        return hash(self._key())
 
     def __repr__(self) -> str:
+        if self._parts:
+            return " | ".join(repr(part) for part in self._parts)
         return (
-            f"Classifier(verbs={sorted(self._verbs)!r}, "
+            f"Classifier(verbs={_shown(self._verbs)}, reads={_shown(self._reads)}, "
+            f"unknown={self._unknown!r}, "
             f"always={sorted(self._always)!r}, never={sorted(self._never)!r})"
         )
+
+
+def _shown(words: frozenset[str]) -> str:
+    """A vocabulary by its public name when it is one, else its sorted words."""
+    if words == _DEFAULT:
+        return "DEFAULT_VERBS"
+    if words == _SEED:
+        return "SEED_VERBS"
+    if words == _READS:
+        return "READ_VERBS"
+    return repr(sorted(words))
 
 
 _HEADERS: Final = ("tool", "approval", "rule", "reason")

@@ -135,7 +135,7 @@ def guard(
             model should see to a function or tool. Functions already
             decorated with :func:`requires_approval` stay guarded with their
             own policy, whatever the classifier says.
-        classifier: the rules; defaults to ``Classifier()`` (the 13 verbs).
+        classifier: the rules; defaults to ``Classifier()`` (see :class:`~toolguard.Classifier`).
         rules: argument rules (:class:`~toolguard.Rules`) applied to every
             call the runner sees, before the tool's own policy: ``deny``
             refuses without asking anyone, ``ask`` requires a review, ``allow``
