@@ -17,6 +17,7 @@ builtin they resemble, so existing ``except`` clauses keep working::
     ├── ThreadBusyError                 RuntimeError: decisions are being applied right now
     ├── UnknownThreadError              LookupError: no conversation with that id
     ├── UnknownGrantError               LookupError: no active standing grant with that id
+    ├── ReviewStateError                TypeError: a framework run cannot keep a review's state
     ├── StepLimitError                  RuntimeError: the agent loop did not finish
     └── ModelError                      RuntimeError: the model call failed
 
@@ -283,6 +284,18 @@ class UnknownGrantError(ToolguardError, LookupError):
 
     def __str__(self) -> str:
         return str(self.args[0])
+
+
+class ReviewStateError(ToolguardError, TypeError):
+    """A framework run has nowhere to keep what a review needs between calls.
+
+    Raised by the framework integrations when a quorum's votes or a
+    once-only claim must be kept in the framework's run state and that state
+    cannot hold them (e.g. an Agents SDK run whose context is not a dict).
+    Nothing ran; the text says what to pass instead, or to use
+    :class:`~toolguard.Runner` or :class:`~toolguard.ReviewedChat`, which keep
+    them in toolguard's own paused turn.
+    """
 
 
 class StepLimitError(ToolguardError, RuntimeError):

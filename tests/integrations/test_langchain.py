@@ -18,8 +18,12 @@ from langgraph.types import Command
 from pydantic import Field
 
 from toolguard import (
+    AlreadyResumedError,
     ApprovalRequiredError,
     InvalidReviewDecisionError,
+    MemoryStore,
+    QuorumReviewerError,
+    Rules,
     Toolset,
     guard,
     requires_approval,
@@ -428,10 +432,191 @@ def test_outside_a_graph_a_guarded_tool_fails_closed(world: World) -> None:
 
 
 def test_a_failing_tool_gives_an_error_message() -> None:
-    def explode() -> None:
+    def search_index() -> None:
         """Blow up."""
         msg = "boom"
         raise RuntimeError(msg)
 
-    [tool] = tg.tools([explode])
-    assert tool.invoke({}) == "Tool `explode` failed: RuntimeError: boom"
+    [tool] = tg.tools([search_index])
+    assert tool.invoke({}) == "Tool `search_index` failed: RuntimeError: boom"
+
+
+# ------------------------------------------------------------- rules, quorum, secrets, once only
+
+
+class Ops:
+    """A shell, a quorum deploy with a secret and a log search, each recording real runs."""
+
+    def __init__(self) -> None:
+        self.ran: list[tuple[str, dict[str, Any]]] = []
+        ran = self.ran
+
+        def run_shell(command: str) -> str:
+            """Run a shell command."""
+            ran.append(("run_shell", {"command": command}))
+            return f"ran {command}"
+
+        def search_logs(query: str) -> list[str]:
+            """Search the logs."""
+            ran.append(("search_logs", {"query": query}))
+            return [query]
+
+        @requires_approval(approvals=2, redact=["token"])
+        def deploy(env: str, token: str) -> str:
+            """Deploy a release."""
+            ran.append(("deploy", {"env": env, "token": token}))
+            return f"deployed {env} with {token}"
+
+        rules = Rules(
+            allow=['run_shell(command="ls *")'],
+            ask=["search_logs"],
+            deny=['run_shell(command="rm *")'],
+        )
+        self.toolset = guard([run_shell, search_logs, deploy], rules=rules)
+
+    def agent(
+        self, mode: str, chat_model: FakeModel, saver: InMemorySaver, claims: Any = None
+    ) -> Any:
+        middleware = [tg.middleware(self.toolset, claims=claims)] if mode == "middleware" else []
+        return create_agent(
+            chat_model,
+            tools=tg.tools(self.toolset, claims=claims),
+            middleware=middleware,
+            checkpointer=saver,
+        )
+
+
+DENIED_RM = (
+    'The call to `run_shell` is denied by the rule `deny run_shell(command="rm *")`.'
+    " It was not executed."
+)
+DEPLOY_ARGS = {"env": "prod", "token": "s3cr3t-deploy-key"}
+
+
+def deploy_review(env: str, given: int, by: list[str]) -> dict[str, Any]:
+    return {
+        "action_requests": [
+            {
+                "name": "deploy",
+                "args": {"env": env, "token": "[redacted]"},
+                "description": "Tool `deploy` is awaiting approval",
+            }
+        ],
+        "review_configs": [
+            {
+                "action_name": "deploy",
+                "allowed_decisions": ["approve", "edit", "reject"],
+                "approvals": {"required": 2, "given": given, "by": by},
+            }
+        ],
+    }
+
+
+@pytest.mark.parametrize("mode", MODES)
+def test_rules_deny_ask_and_allow_like_the_runner(mode: str) -> None:
+    """deny: an error tool message, never an interrupt or a run; ask: a review; allow: runs."""
+    ops = Ops()
+    saver = InMemorySaver()
+    turn = calls(
+        ("r1", "run_shell", {"command": "rm -rf /tmp/x"}),
+        ("r2", "run_shell", {"command": "ls /tmp"}),
+        ("r3", "search_logs", {"query": "error"}),
+    )
+    result = ops.agent(mode, model(turn), saver).invoke({"messages": [HumanMessage("go")]}, CONFIG)
+    [paused] = result["__interrupt__"]
+    assert paused.value == payload(
+        ("search_logs", {"query": "error"}, "Tool `search_logs` is awaiting approval")
+    )
+    done = ops.agent(mode, model(), saver).invoke(
+        Command(resume={"decisions": [{"type": "reject", "message": "no"}]}), CONFIG
+    )
+    assert sorted(tool_messages(done)) == [
+        ("r1", DENIED_RM, "error"),
+        ("r2", "ran ls /tmp", "success"),
+        ("r3", "no", "error"),
+    ]
+    assert ops.ran == [("run_shell", {"command": "ls /tmp"})]
+
+
+@pytest.mark.parametrize("mode", MODES)
+def test_a_quorum_runs_only_after_two_distinct_named_reviewers(mode: str) -> None:
+    """One vote pauses again with the progress; anonymous and repeated votes are refused."""
+    ops = Ops()
+    saver = InMemorySaver()
+    first = ops.agent(mode, model(calls(("d1", "deploy", DEPLOY_ARGS))), saver).invoke(
+        {"messages": [HumanMessage("deploy")]}, CONFIG
+    )
+    assert first["__interrupt__"][0].value == deploy_review("prod", 0, [])
+    agent = ops.agent(mode, model(), saver)
+    with pytest.raises(QuorumReviewerError) as anonymous:
+        agent.invoke(Command(resume={"decisions": [{"type": "approve"}]}), CONFIG)
+    assert str(anonymous.value) == (
+        "Action 'deploy' needs approvals from 2 distinct, named reviewers: an anonymous"
+        " reviewer cannot approve or edit it. Nothing was changed."
+    )
+    vote = {"decisions": [{"type": "approve"}], "reviewer": "alice"}
+    second = ops.agent(mode, model(), saver).invoke(Command(resume=vote), CONFIG)
+    assert ops.ran == []
+    assert second["__interrupt__"][0].value == deploy_review("prod", 1, ["alice"])
+    with pytest.raises(QuorumReviewerError) as again:
+        ops.agent(mode, model(), saver).invoke(
+            Command(resume={"decisions": [{"type": "approve"}], "reviewer": "ALICE"}), CONFIG
+        )
+    assert str(again.value) == (
+        "Reviewer 'ALICE' already approved action 'deploy' (1 of 2 approvals); another"
+        " reviewer must approve it. Nothing was changed."
+    )
+    done = ops.agent(mode, model(), saver).invoke(
+        Command(resume={"decisions": [{"type": "approve"}], "reviewer": "bob"}), CONFIG
+    )
+    assert tool_messages(done) == [("d1", "deployed prod with [redacted]", "success")]
+    assert ops.ran == [("deploy", DEPLOY_ARGS)]
+
+
+@pytest.mark.parametrize("mode", MODES)
+def test_an_edit_restarts_the_quorum_and_keeps_a_redacted_secret(mode: str) -> None:
+    """An edit is its author's vote for the new arguments; "[redacted]" keeps the real key."""
+    ops = Ops()
+    saver = InMemorySaver()
+    ops.agent(mode, model(calls(("d1", "deploy", DEPLOY_ARGS))), saver).invoke(
+        {"messages": [HumanMessage("deploy")]}, CONFIG
+    )
+    edit = {
+        "type": "edit",
+        "edited_action": {"name": "deploy", "args": {"env": "staging", "token": "[redacted]"}},
+    }
+    second = ops.agent(mode, model(), saver).invoke(
+        Command(resume={"decisions": [edit], "reviewer": "alice"}), CONFIG
+    )
+    assert second["__interrupt__"][0].value == deploy_review("staging", 1, ["alice"])
+    ops.agent(mode, model(), saver).invoke(
+        Command(resume={"decisions": [{"type": "approve"}], "reviewer": "carol"}), CONFIG
+    )
+    assert ops.ran == [("deploy", {"env": "staging", "token": "s3cr3t-deploy-key"})]
+
+
+@pytest.mark.parametrize("mode", MODES)
+def test_claims_run_an_approved_call_once_across_two_resumes(mode: str) -> None:
+    """Two processes resume the same paused checkpoint: the body runs once, the second refuses."""
+    ops = Ops()
+    saver = InMemorySaver()
+    store = MemoryStore()
+    turn = calls(("s1", "search_logs", {"query": "error"}))
+    ops.agent(mode, model(turn), saver, store).invoke({"messages": [HumanMessage("go")]}, CONFIG)
+    paused = ops.agent(mode, model(), saver, store).get_state(CONFIG).config
+    answer = Command(resume={"decisions": [{"type": "approve"}]})
+    done = ops.agent(mode, model(), saver, store).invoke(answer, paused)
+    assert tool_messages(done) == [("s1", '["error"]', "success")]
+    with pytest.raises(AlreadyResumedError):
+        ops.agent(mode, model(), saver, store).invoke(answer, paused)
+    assert ops.ran == [("search_logs", {"query": "error"})]
+
+
+def test_outside_a_graph_a_quorum_tool_shows_its_progress_and_secrets_redacted() -> None:
+    ops = Ops()
+    deploy = next(t for t in tg.tools(ops.toolset) if t.name == "deploy")
+    with pytest.raises(ApprovalRequiredError) as info:
+        deploy.invoke(DEPLOY_ARGS)
+    assert info.value.pending_review.model_dump() == deploy_review("prod", 0, [])
+    assert info.value.call.args == {"env": "prod", "token": "[redacted]"}
+    assert ops.ran == []

@@ -21,6 +21,7 @@ from agents import (
     OpenAIChatCompletionsModel,
     Runner,
     RunState,
+    UserError,
     set_tracing_disabled,
 )
 from agents.tool_context import ToolContext
@@ -28,15 +29,20 @@ from agents.tool_context import ToolContext
 from tests.openai_server import ScriptedOpenAIServer, reply_text, reply_tool_calls
 from toolguard import (
     REJECTED_BY_USER_MESSAGE,
+    AlreadyResumedError,
     ApprovalPolicy,
     ApprovalRequiredError,
     InvalidReviewDecisionError,
+    MemoryStore,
     NoPendingReviewError,
+    QuorumReviewerError,
+    Rules,
     Tool,
     guard,
     requires_approval,
 )
 from toolguard.integrations import openai_agents as tg
+from toolguard.integrations.openai_agents import ReviewStateError
 
 SEND_ARGS = {"to": "alice@example.com", "subject": "Meeting", "body": "The meeting is at 10."}
 MAIL_PROMPT = "Mail Alice that the meeting moved to 10"
@@ -703,3 +709,253 @@ async def test_the_payload_keeps_the_tools_allowed_decisions(
     assert tg.pending_review(result.interruptions).model_dump()["review_configs"] == [
         {"action_name": "wipe_disk", "allowed_decisions": ["approve", "reject"]}
     ]
+
+
+# ------------------------------------------------------------- rules, quorum, secrets, once only
+
+
+def shell_tools(ran: list[str]) -> list[Callable[..., Any]]:
+    def run_shell(command: str) -> str:
+        """Run a shell command.
+
+        Args:
+            command: the command line.
+        """
+        ran.append(command)
+        return f"ran {command}"
+
+    def search_logs(query: str) -> list[str]:
+        """Search the logs."""
+        ran.append(f"search {query}")
+        return [query]
+
+    return [run_shell, search_logs]
+
+
+SHELL_RULES = Rules(
+    allow=['run_shell(command="ls *")'], ask=["search_logs"], deny=['run_shell(command="rm *")']
+)
+DENIED_RM = (
+    'The call to `run_shell` is denied by the rule `deny run_shell(command="rm *")`.'
+    " It was not executed."
+)
+
+
+async def test_rules_deny_ask_and_allow_like_the_runner(
+    server: ScriptedOpenAIServer, client: openai.AsyncOpenAI
+) -> None:
+    """deny: the model reads the denial, nothing runs or pauses; ask: a review; allow: runs."""
+    ran: list[str] = []
+    server.add(
+        reply_tool_calls(
+            [
+                ("r1", "run_shell", {"command": "rm -rf /tmp/x"}),
+                ("r2", "run_shell", {"command": "ls /tmp"}),
+                ("r3", "search_logs", {"query": "error"}),
+            ]
+        ),
+        reply_text("ok"),
+    )
+    agent = make_agent(client, tg.function_tools(guard(shell_tools(ran), rules=SHELL_RULES)))
+    result = await Runner.run(agent, "clean up", context={})
+    assert ran == ["ls /tmp"]
+    assert tg.pending_review(result.interruptions).model_dump() == {
+        "action_requests": [
+            {
+                "name": "search_logs",
+                "args": {"query": "error"},
+                "description": "Tool `search_logs` is awaiting approval",
+            }
+        ],
+        "review_configs": [
+            {"action_name": "search_logs", "allowed_decisions": ["approve", "edit", "reject"]}
+        ],
+    }
+    state = result.to_state()
+    tg.apply_decisions(state, [{"type": "reject", "message": "no"}])
+    await Runner.run(agent, state)
+    assert tool_messages(server) == [("r1", DENIED_RM), ("r2", "ran ls /tmp"), ("r3", "no")]
+    assert ran == ["ls /tmp"]
+
+
+def deploy_tool(ran: list[tuple[str, str]]) -> Any:
+    @requires_approval(approvals=2, redact=["token"])
+    def deploy(env: str, token: str) -> str:
+        """Deploy a release."""
+        ran.append((env, token))
+        return f"deployed {env} with {token}"
+
+    return deploy
+
+
+DEPLOY_ARGS = {"env": "prod", "token": "s3cr3t-deploy-key"}
+
+
+def deploy_review(env: str, given: int, by: list[str]) -> dict[str, Any]:
+    return {
+        "action_requests": [
+            {
+                "name": "deploy",
+                "args": {"env": env, "token": "[redacted]"},
+                "description": "Tool `deploy` is awaiting approval",
+            }
+        ],
+        "review_configs": [
+            {
+                "action_name": "deploy",
+                "allowed_decisions": ["approve", "edit", "reject"],
+                "approvals": {"required": 2, "given": given, "by": by},
+            }
+        ],
+    }
+
+
+async def test_a_quorum_runs_only_after_two_distinct_named_reviewers(
+    server: ScriptedOpenAIServer, client: openai.AsyncOpenAI
+) -> None:
+    """One vote keeps the interruption (progress shown); anonymous and repeated votes refused."""
+    ran: list[tuple[str, str]] = []
+    server.add(reply_tool_calls([("d1", "deploy", DEPLOY_ARGS)]), reply_text("Deployed."))
+    agent = make_agent(client, tg.function_tools([deploy_tool(ran)]))
+    result = await Runner.run(agent, "deploy", context={})
+    state = result.to_state()
+    assert tg.pending_review(state).model_dump() == deploy_review("prod", 0, [])
+    with pytest.raises(QuorumReviewerError) as anonymous:
+        tg.apply_decisions(state, [{"type": "approve"}])
+    assert str(anonymous.value) == (
+        "Action 'deploy' needs approvals from 2 distinct, named reviewers: an anonymous"
+        " reviewer cannot approve or edit it. Nothing was changed."
+    )
+    left = tg.apply_decisions(state, [{"type": "approve"}], reviewer="alice")
+    assert left is not None
+    assert left.model_dump() == deploy_review("prod", 1, ["alice"])
+    stored = state.to_string()  # the votes travel with the state
+    state = await RunState.from_string(agent, stored)
+    again = await Runner.run(agent, state)
+    assert (ran, len(server.requests)) == ([], 1)
+    state = again.to_state()
+    assert tg.pending_review(state).model_dump() == deploy_review("prod", 1, ["alice"])
+    with pytest.raises(QuorumReviewerError):
+        tg.apply_decisions(state, [{"type": "approve"}], reviewer="Alice")
+    assert tg.apply_decisions(state, [{"type": "approve"}], reviewer="bob") is None
+    done = await Runner.run(agent, state)
+    assert (done.final_output, ran) == ("Deployed.", [("prod", "s3cr3t-deploy-key")])
+    assert tool_messages(server) == [("d1", "deployed prod with [redacted]")]
+
+
+async def test_the_sdks_own_approval_never_counts_as_a_quorum(
+    server: ScriptedOpenAIServer, client: openai.AsyncOpenAI
+) -> None:
+    """state.approve without toolguard's votes: the quorum call refuses to run."""
+    ran: list[tuple[str, str]] = []
+    server.add(reply_tool_calls([("d1", "deploy", DEPLOY_ARGS)]), reply_text("Deployed."))
+    agent = make_agent(client, tg.function_tools([deploy_tool(ran)]))
+    result = await Runner.run(agent, "deploy", context={})
+    state = result.to_state()
+    state.approve(state.get_interruptions()[0])
+    with pytest.raises(UserError) as caught:
+        await Runner.run(agent, state)
+    assert isinstance(caught.value.__cause__, ApprovalRequiredError)
+    assert caught.value.__cause__.pending_review.model_dump() == deploy_review("prod", 0, [])
+    assert ran == []
+
+
+async def test_an_edit_restarts_the_quorum_and_keeps_a_redacted_secret(
+    server: ScriptedOpenAIServer, client: openai.AsyncOpenAI
+) -> None:
+    """The edit is its author's vote for the new arguments; "[redacted]" keeps the real key."""
+    ran: list[tuple[str, str]] = []
+    server.add(reply_tool_calls([("d1", "deploy", DEPLOY_ARGS)]), reply_text("Deployed."))
+    agent = make_agent(client, tg.function_tools([deploy_tool(ran)]))
+    result = await Runner.run(agent, "deploy", context={})
+    state = result.to_state()
+    edit = {
+        "type": "edit",
+        "edited_action": {"name": "deploy", "args": {"env": "staging", "token": "[redacted]"}},
+    }
+    left = tg.apply_decisions(state, [edit], reviewer="alice")
+    assert left is not None
+    assert left.model_dump() == deploy_review("staging", 1, ["alice"])
+    assert tg.apply_decisions(state, [{"type": "approve"}], reviewer="carol") is None
+    await Runner.run(agent, state)
+    assert ran == [("staging", "s3cr3t-deploy-key")]
+
+
+async def test_a_quorum_needs_a_dict_context(
+    server: ScriptedOpenAIServer, client: openai.AsyncOpenAI
+) -> None:
+    """A run whose context cannot keep the votes is refused at the pause, never dropped."""
+    ran: list[tuple[str, str]] = []
+    server.add(reply_tool_calls([("d1", "deploy", DEPLOY_ARGS)]))
+    agent = make_agent(client, tg.function_tools([deploy_tool(ran)]))
+    with pytest.raises(UserError) as caught:
+        await Runner.run(agent, "deploy", context=["not", "a", "dict"])
+    assert isinstance(caught.value.__cause__, ReviewStateError)
+    assert str(caught.value.__cause__) == (
+        "The call to `deploy` needs a review whose state toolguard keeps in the run's context"
+        " (the votes of its 2 reviewers), but this run's context is a list. Pass context={}"
+        " (or a dict of your own) to Runner.run, or use toolguard.Runner or"
+        " toolguard.ReviewedChat, which keep it in their own paused turn."
+    )
+    assert ran == []
+
+
+async def test_redacted_arguments_never_reach_the_reviewer_and_run_for_real(
+    server: ScriptedOpenAIServer, client: openai.AsyncOpenAI
+) -> None:
+    ran: list[str] = []
+
+    @requires_approval(redact=["password"])
+    def login(user: str, password: str) -> str:
+        """Log in."""
+        ran.append(password)
+        return f"welcome {user}, {password}"
+
+    server.add(
+        reply_tool_calls([("l1", "login", {"user": "ann", "password": "hunter2-long"})]),
+        reply_text("ok"),
+    )
+    agent = make_agent(client, tg.function_tools([login]))
+    result = await Runner.run(agent, "log in", context={})
+    assert tg.pending_review(result.interruptions).model_dump()["action_requests"] == [
+        {
+            "name": "login",
+            "args": {"user": "ann", "password": "[redacted]"},
+            "description": "Tool `login` is awaiting approval",
+        }
+    ]
+    state = result.to_state()
+    edit = {
+        "type": "edit",
+        "edited_action": {"name": "login", "args": {"user": "bob", "password": "[redacted]"}},
+    }
+    tg.apply_decisions(state, [edit])
+    await Runner.run(agent, state)
+    assert ran == ["hunter2-long"]
+    assert tool_messages(server) == [("l1", "welcome bob, [redacted]")]
+
+
+async def test_claims_run_an_approved_call_once_across_two_resumes(
+    server: ScriptedOpenAIServer, client: openai.AsyncOpenAI
+) -> None:
+    """Two processes load the same stored state and approve: the body runs once."""
+    counter = Counter()
+    store = MemoryStore()
+    server.add(reply_tool_calls([("c2", "send_email", SEND_ARGS)]), reply_text("Sent."))
+    agent = make_agent(client, tg.function_tools(counter.tools(), claims=store))
+    result = await Runner.run(agent, MAIL_PROMPT, context={})
+    stored = result.to_state().to_string()
+    review_id = result.context_wrapper.context[tg.REVIEWS_KEY]["c2"]
+    first = await RunState.from_string(agent, stored)
+    second = await RunState.from_string(agent, stored)
+    tg.apply_decisions(first, [{"type": "approve"}])
+    tg.apply_decisions(second, [{"type": "approve"}])
+    done = await Runner.run(agent, first)
+    assert done.final_output == "Sent."
+    with pytest.raises(UserError) as caught:
+        await Runner.run(agent, second)
+    assert isinstance(caught.value.__cause__, AlreadyResumedError)
+    assert str(caught.value.__cause__) == (
+        f"The paused turn {review_id} was already resumed or closed; its tools are not run again."
+    )
+    assert counter.calls == [("send_email", SEND_ARGS)]

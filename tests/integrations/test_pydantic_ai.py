@@ -28,10 +28,14 @@ from pydantic_ai.usage import RunUsage
 
 from toolguard import (
     REJECTED_BY_USER_MESSAGE,
+    AlreadyResumedError,
     ApprovalPolicy,
     Classifier,
     InvalidReviewDecisionError,
+    MemoryStore,
     NoPendingReviewError,
+    QuorumReviewerError,
+    Rules,
     Tool,
     guard,
     requires_approval,
@@ -596,4 +600,293 @@ def test_a_call_whose_arguments_cannot_be_shown_is_not_put_to_a_reviewer() -> No
     assert str(caught.value) == (
         "The arguments of the call 'c7' to `send_email` are not a JSON object a reviewer can be"
         " shown. Deny it with ToolDenied instead of reviewing it."
+    )
+
+
+# ------------------------------------------------------------- rules, quorum, secrets, once only
+
+
+class Shell:
+    """A shell tool whose body records every command it really ran."""
+
+    def __init__(self) -> None:
+        self.ran: list[str] = []
+        ran = self.ran
+
+        def run_shell(command: str) -> str:
+            """Run a shell command.
+
+            Args:
+                command: the command line.
+            """
+            ran.append(command)
+            return f"ran {command}"
+
+        def search_logs(query: str) -> list[str]:
+            """Search the logs.
+
+            Args:
+                query: words to look for.
+            """
+            ran.append(f"search {query}")
+            return [query]
+
+        self.tools = [run_shell, search_logs]
+
+
+SHELL_RULES = Rules(
+    allow=['run_shell(command="ls *")'], ask=["search_logs"], deny=['run_shell(command="rm *")']
+)
+DENIED_RM = (
+    'The call to `run_shell` is denied by the rule `deny run_shell(command="rm *")`.'
+    " It was not executed."
+)
+
+
+async def test_rules_deny_ask_and_allow_like_the_runner() -> None:
+    """deny: a failed result, never a pause or a run; ask: a review; allow: runs at once."""
+    shell = Shell()
+    script = Script(
+        calls(
+            ("r1", "run_shell", {"command": "rm -rf /tmp/x"}),
+            ("r2", "run_shell", {"command": "ls /tmp"}),
+            ("r3", "search_logs", {"query": "error"}),
+        ),
+        text("ok"),
+    )
+    agent = agent_for(script, guard(shell.tools, rules=SHELL_RULES))
+    result = await agent.run("clean up")
+    assert shell.ran == ["ls /tmp"]
+    assert sorted(returns(result.all_messages())) == [
+        ("r1", "run_shell", DENIED_RM, "failed"),
+        ("r2", "run_shell", "ran ls /tmp", "success"),
+    ]
+    assert tg.pending_review(result.output).model_dump() == {
+        "action_requests": [
+            {
+                "name": "search_logs",
+                "args": {"query": "error"},
+                "description": "Tool `search_logs` is awaiting approval",
+            }
+        ],
+        "review_configs": [
+            {"action_name": "search_logs", "allowed_decisions": ["approve", "edit", "reject"]}
+        ],
+    }
+
+
+async def test_an_edit_cannot_route_around_a_deny_rule() -> None:
+    """An approved edit whose arguments a deny rule matches is refused when it would run."""
+    shell = Shell()
+    rules = Rules(deny=['run_shell(command="rm *")'])
+    script = Script(calls(("r1", "run_shell", {"command": "du -sh"})), text("ok"))
+    agent = agent_for(script, guard(shell.tools, rules=rules))
+    result = await agent.run("disk use")
+    edit = {"type": "edit", "edited_action": {"name": "run_shell", "args": {"command": "rm -r /"}}}
+    results = tg.deferred_results(result.output, [edit])
+    await agent.run(message_history=result.all_messages(), deferred_tool_results=results)
+    assert shell.ran == []
+    assert returns(script.requests[-1]) == [("r1", "run_shell", DENIED_RM, "failed")]
+
+
+def quorum_tools(ran: list[tuple[str, str]]) -> list[Any]:
+    @requires_approval(approvals=2, redact=["token"])
+    def deploy(env: str, token: str) -> str:
+        """Deploy a release.
+
+        Args:
+            env: where to deploy.
+            token: the deploy key.
+        """
+        ran.append((env, token))
+        return f"deployed {env} with {token}"
+
+    return [deploy]
+
+
+DEPLOY_ARGS = {"env": "prod", "token": "s3cr3t-deploy-key"}
+
+
+def deploy_review(env: str, given: int, by: list[str]) -> dict[str, Any]:
+    return {
+        "action_requests": [
+            {
+                "name": "deploy",
+                "args": {"env": env, "token": "[redacted]"},
+                "description": "Tool `deploy` is awaiting approval",
+            }
+        ],
+        "review_configs": [
+            {
+                "action_name": "deploy",
+                "allowed_decisions": ["approve", "edit", "reject"],
+                "approvals": {"required": 2, "given": given, "by": by},
+            }
+        ],
+    }
+
+
+async def test_a_quorum_runs_only_after_two_distinct_named_reviewers() -> None:
+    """One approval re-pauses with the progress; anonymous and repeated votes are refused."""
+    ran: list[tuple[str, str]] = []
+    script = Script(calls(("d1", "deploy", DEPLOY_ARGS)), text("Deployed."))
+    agent = agent_for(script, quorum_tools(ran))
+    first = await agent.run("deploy")
+    assert tg.pending_review(first.output).model_dump() == deploy_review("prod", 0, [])
+    with pytest.raises(QuorumReviewerError) as anonymous:
+        tg.deferred_results(first.output, [{"type": "approve"}])
+    assert str(anonymous.value) == (
+        "Action 'deploy' needs approvals from 2 distinct, named reviewers: an anonymous"
+        " reviewer cannot approve or edit it. Nothing was changed."
+    )
+    second = await agent.run(
+        message_history=first.all_messages(),
+        deferred_tool_results=tg.deferred_results(
+            first.output, [{"type": "approve"}], reviewer="alice"
+        ),
+    )
+    assert ran == []
+    assert isinstance(second.output, DeferredToolRequests)
+    assert tg.pending_review(second.output).model_dump() == deploy_review("prod", 1, ["alice"])
+    with pytest.raises(QuorumReviewerError) as again:
+        tg.deferred_results(second.output, [{"type": "approve"}], reviewer=" ALICE ")
+    assert str(again.value) == (
+        "Reviewer ' ALICE ' already approved action 'deploy' (1 of 2 approvals); another"
+        " reviewer must approve it. Nothing was changed."
+    )
+    done = await agent.run(
+        message_history=second.all_messages(),
+        deferred_tool_results=tg.deferred_results(
+            second.output, [{"type": "approve"}], reviewer="bob"
+        ),
+    )
+    assert (done.output, ran) == ("Deployed.", [("prod", "s3cr3t-deploy-key")])
+    assert returns(script.requests[-1]) == [
+        ("d1", "deploy", "deployed prod with [redacted]", "success")
+    ]
+
+
+async def test_a_plain_tool_approved_never_counts_as_a_quorum() -> None:
+    """ToolApproved() built without toolguard's votes re-pauses a quorum call; nothing runs."""
+    ran: list[tuple[str, str]] = []
+    script = Script(calls(("d1", "deploy", DEPLOY_ARGS)), text("Deployed."))
+    agent = agent_for(script, quorum_tools(ran))
+    first = await agent.run("deploy")
+    again = await agent.run(
+        message_history=first.all_messages(),
+        deferred_tool_results=DeferredToolResults(approvals={"d1": ToolApproved()}),
+    )
+    assert ran == []
+    assert tg.pending_review(again.output).model_dump() == deploy_review("prod", 0, [])
+
+
+async def test_an_edit_restarts_the_quorum_and_keeps_a_redacted_secret() -> None:
+    """An edit is the editor's vote for the new arguments; "[redacted]" keeps the real key."""
+    ran: list[tuple[str, str]] = []
+    script = Script(calls(("d1", "deploy", DEPLOY_ARGS)), text("Deployed."))
+    agent = agent_for(script, quorum_tools(ran))
+    first = await agent.run("deploy")
+    edit = {
+        "type": "edit",
+        "edited_action": {"name": "deploy", "args": {"env": "staging", "token": "[redacted]"}},
+    }
+    second = await agent.run(
+        message_history=first.all_messages(),
+        deferred_tool_results=tg.deferred_results(first.output, [edit], reviewer="alice"),
+    )
+    assert ran == []
+    assert tg.pending_review(second.output).model_dump() == deploy_review("staging", 1, ["alice"])
+    await agent.run(
+        message_history=second.all_messages(),
+        deferred_tool_results=tg.deferred_results(
+            second.output, [{"type": "approve"}], reviewer="carol"
+        ),
+    )
+    assert ran == [("staging", "s3cr3t-deploy-key")]
+
+
+async def test_redacted_arguments_never_reach_the_reviewer_and_run_for_real() -> None:
+    """pending_review and toolguard's metadata show "[redacted]"; approve runs the real value."""
+    ran: list[str] = []
+
+    @requires_approval(redact=["password"])
+    def login(user: str, password: str) -> str:
+        """Log in."""
+        ran.append(password)
+        return f"welcome {user}"
+
+    script = Script(calls(("l1", "login", {"user": "ann", "password": "hunter2-long"})), text("ok"))
+    agent = agent_for(script, [login])
+    result = await agent.run("log in")
+    assert tg.pending_review(result.output).model_dump()["action_requests"] == [
+        {
+            "name": "login",
+            "args": {"user": "ann", "password": "[redacted]"},
+            "description": "Tool `login` is awaiting approval",
+        }
+    ]
+    assert result.output.metadata == {
+        "l1": {
+            "toolguard": {
+                "description": None,
+                "allowed_decisions": ["approve", "edit", "reject"],
+                "redacted": ["password"],
+            }
+        }
+    }
+    await agent.run(
+        message_history=result.all_messages(),
+        deferred_tool_results=tg.deferred_results(result.output, [{"type": "approve"}]),
+    )
+    assert ran == ["hunter2-long"]
+
+
+async def test_claims_run_an_approved_call_once_across_two_resumes() -> None:
+    """Two processes resume the same stored pause: the first runs it, the second is refused."""
+    counter = Counter()
+    store = MemoryStore()
+    script = Script(calls(("c2", "send_email", SEND_ARGS)), text("Sent."), text("Sent."))
+
+    def agent() -> Agent[None, str | DeferredToolRequests]:
+        return Agent(
+            script.model(),
+            toolsets=[tg.toolset(counter.tools(), claims=store)],
+            output_type=[str, DeferredToolRequests],  # type: ignore[arg-type]
+        )
+
+    paused = await agent().run("mail")
+    history = ModelMessagesTypeAdapter.dump_json(paused.all_messages())
+    requests = TypeAdapter(DeferredToolRequests).dump_json(paused.output)
+    [review_id] = [m["toolguard"]["review_id"] for m in paused.output.metadata.values()]
+    outcomes: list[Any] = []
+    for _ in range(2):  # each resume loads the stored pause, as another process would
+        stored = TypeAdapter(DeferredToolRequests).validate_json(requests)
+        try:
+            done = await agent().run(
+                message_history=ModelMessagesTypeAdapter.validate_json(history),
+                deferred_tool_results=tg.deferred_results(stored, [{"type": "approve"}]),
+            )
+        except AlreadyResumedError as exc:
+            outcomes.append(str(exc))
+        else:
+            outcomes.append(done.output)
+    assert outcomes == [
+        "Sent.",
+        f"The paused turn {review_id} was already resumed or closed; its tools are not run again.",
+    ]
+    assert counter.calls == [("send_email", SEND_ARGS)]
+
+
+def test_an_approve_with_a_standing_grant_is_refused() -> None:
+    """A grant needs a conversation's state: refused with the alternative, never dropped."""
+    requests = DeferredToolRequests(
+        approvals=[ToolCallPart("send_email", json.dumps(SEND_ARGS), tool_call_id="c9")]
+    )
+    grant = {"type": "approve", "grant": {"scope": "thread", "match": "tool"}}
+    with pytest.raises(InvalidReviewDecisionError) as caught:
+        tg.deferred_results(requests, [grant])
+    assert str(caught.value) == (
+        "The approval of `send_email` carries a standing grant, which Pydantic AI cannot keep:"
+        " grants live in a conversation's state. Use toolguard.ReviewedChat (or its HTTP"
+        " service) for grants, or approve without 'grant'."
     )

@@ -1,38 +1,69 @@
-"""What the framework integrations share: the review payload and the checks on decisions."""
+"""What the framework integrations share: the policy, the review payload, votes and claims.
+
+Each integration translates its framework's world in and out; what happens to
+a proposed call, what a reviewer sees and what a decision may do is decided
+here (and in :mod:`toolguard._policy`, which the runner follows too).
+"""
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from toolguard._errors import InvalidReviewDecisionError
+from toolguard._errors import AlreadyResumedError, InvalidReviewDecisionError, QuorumReviewerError
+from toolguard._json import to_json_data
+from toolguard._limits import Limits, check_limits
 from toolguard._messages import message
 from toolguard._models import (
     ALLOWED_DECISIONS,
     ActionRequest,
+    ApproveDecision,
     EditDecision,
     PendingReview,
+    QuorumProgress,
     ReviewConfig,
+    ToolCall,
+    call_digest,
 )
+from toolguard._policy import Verdict, decide
+from toolguard._quorum import reviewer_key, reviewer_text
+from toolguard._redact import keep_redacted, scrub, scrub_data
+from toolguard._runner import Claims, parse_tool_call
 from toolguard._tool import Tool
 from toolguard._toolset import Tools, Toolset
 from toolguard._validate import AnyDecision, validate_decisions
 
+LIMITS: Limits = check_limits(None)
+"""The bounds on a model's arguments: the runner's defaults."""
+
 
 @dataclass(frozen=True, slots=True)
 class ReviewItem:
-    """One paused call as the reviewer sees it."""
+    """One paused call as the reviewer sees it (``args`` with secrets shown as ``REDACTED``)."""
 
     name: str
     args: dict[str, Any]
     description: str | None
     allowed_decisions: tuple[str, ...]
+    progress: QuorumProgress | None = None
 
 
 def as_toolset(tools: Tools) -> Toolset:
     """``tools`` as a :class:`Toolset`: a toolset as is, anything else through ``guard()``."""
     return tools if isinstance(tools, Toolset) else Toolset(tools)
+
+
+def propose(toolset: Toolset, call_id: str, name: str, arguments: Any) -> tuple[ToolCall, Verdict]:
+    """Read one proposed call (a dict or JSON text) and ask the policy about it.
+
+    The call is read as the runner reads it (:func:`toolguard.parse_tool_call`
+    with the default :class:`~toolguard.Limits`), and :func:`toolguard._policy.decide`
+    answers: run now, ask a person, or refuse with the text the model reads.
+    """
+    raw = {"id": call_id or "call_0", "name": name, "args": arguments}
+    call = parse_tool_call(raw, limits=LIMITS)
+    return call, decide(toolset, call)
 
 
 def allowed_decisions(tool: Tool[Any, Any] | None) -> tuple[str, ...]:
@@ -42,8 +73,30 @@ def allowed_decisions(tool: Tool[Any, Any] | None) -> tuple[str, ...]:
     return tuple(getattr(tool.approval, "allowed_decisions", ALLOWED_DECISIONS))
 
 
+def review_item(
+    tool: Tool[Any, Any] | None,
+    name: str,
+    args: Mapping[str, Any],
+    *,
+    required: int = 1,
+    by: Sequence[str] = (),
+) -> ReviewItem:
+    """How a reviewer sees a call of ``tool`` with the real ``args`` (secrets replaced)."""
+    shown = tool.shown_args(args) if tool is not None else dict(args)
+    progress = (
+        QuorumProgress(required=required, given=len(by), by=list(by)) if required > 1 else None
+    )
+    return ReviewItem(
+        name=name,
+        args=shown,
+        description=tool.review_description() if tool is not None else None,
+        allowed_decisions=allowed_decisions(tool),
+        progress=progress,
+    )
+
+
 def review_payload(items: Sequence[ReviewItem]) -> PendingReview:
-    """SPEC's ``pending_review`` payload for these calls, in order."""
+    """SPEC's ``pending_review`` payload for these calls, in order (a quorum's progress kept)."""
     return PendingReview(
         action_requests=[
             ActionRequest(
@@ -55,7 +108,11 @@ def review_payload(items: Sequence[ReviewItem]) -> PendingReview:
         ],
         review_configs=[
             ReviewConfig.model_validate(
-                {"action_name": item.name, "allowed_decisions": list(item.allowed_decisions)}
+                {
+                    "action_name": item.name,
+                    "allowed_decisions": list(item.allowed_decisions),
+                    "approvals": item.progress,
+                }
             )
             for item in items
         ],
@@ -65,11 +122,16 @@ def review_payload(items: Sequence[ReviewItem]) -> PendingReview:
 def checked_decisions(
     review: PendingReview, decisions: Any, *, framework: str
 ) -> list[AnyDecision]:
-    """``validate_decisions`` plus what the framework cannot do: switch an edit to another tool.
+    """``validate_decisions`` plus what a framework cannot do.
+
+    Refused: an edit that switches to another tool, and an approve carrying a
+    standing ``grant`` (a grant lives in a conversation's state, which only
+    :class:`~toolguard.ReviewedChat` keeps).
 
     Raises:
         NoPendingReviewError: nothing awaits a decision.
-        InvalidReviewDecisionError: with SPEC's texts, or ``edit_other_tool``.
+        InvalidReviewDecisionError: with SPEC's texts, ``edit_other_tool``, or
+            the grant refusal.
     """
     parsed = validate_decisions(review, decisions)
     for request, decision in zip(review.action_requests, parsed, strict=True):
@@ -82,4 +144,115 @@ def checked_decisions(
                     framework=framework,
                 )
             )
+        if isinstance(decision, ApproveDecision) and decision.grant is not None:
+            msg = (
+                f"The approval of `{request.name}` carries a standing grant, which {framework}"
+                " cannot keep: grants live in a conversation's state. Use toolguard.ReviewedChat"
+                " (or its HTTP service) for grants, or approve without 'grant'."
+            )
+            raise InvalidReviewDecisionError(msg)
     return parsed
+
+
+def edited_args(
+    tool: Tool[Any, Any] | None, edited: Mapping[str, Any], real: Mapping[str, Any]
+) -> dict[str, Any]:
+    """An edit's arguments; a secret left as ``REDACTED`` keeps the call's real value."""
+    if tool is None or not tool.redacted:
+        return dict(edited)
+    return keep_redacted(edited, real, tool.redacted)[0]
+
+
+# --------------------------------------------------------------------------- a quorum
+
+
+def args_digest(name: str, args: Mapping[str, Any]) -> str:
+    """What a quorum's votes approved: the call's name and real arguments, digested."""
+    return call_digest(name, dict(args))
+
+
+def add_vote(name: str, required: int, by: Sequence[str], reviewer: object) -> list[str]:
+    """``by`` plus ``reviewer``'s approval of a call that needs ``required`` approvals.
+
+    Raises:
+        QuorumReviewerError: ``reviewer`` is anonymous (``None`` or blank), or
+            already approved these arguments; nothing changed.
+        TypeError: ``reviewer`` is not text, an ``int`` or a ``UUID``.
+    """
+    text = reviewer_text(reviewer)
+    key = reviewer_key(text)
+    if key is None:
+        raise QuorumReviewerError(None, name, required, list(by))
+    if any(reviewer_key(other) == key for other in by):
+        raise QuorumReviewerError(text, name, required, list(by))
+    return [*by, text or ""]
+
+
+def vote_count(by: Sequence[Any]) -> int:
+    """How many distinct, named reviewers are in ``by`` (the same one twice counts once)."""
+    keys = {reviewer_key(b) for b in by if isinstance(b, str)}
+    keys.discard(None)
+    return len(keys)
+
+
+def stored_votes(record: Any, name: str, args: Mapping[str, Any]) -> list[str]:
+    """The reviewers a stored ``{"by", "digest"}`` record holds for this very call, or ``[]``."""
+    if not isinstance(record, Mapping) or record.get("digest") != args_digest(name, args):
+        return []
+    by = record.get("by")
+    return [b for b in by if isinstance(b, str)] if isinstance(by, list) else []
+
+
+# --------------------------------------------------------------------------- once only
+
+
+def check_claims(claims: object) -> Claims | None:
+    """``claims`` when it is a store with ``claim(key)`` (or ``None``); else ``TypeError``."""
+    if claims is not None and not callable(getattr(claims, "claim", None)):
+        msg = (
+            "claims must be a store with an async claim(key) method (MemoryStore,"
+            f" SQLiteStore, PostgresStore), got {type(claims).__name__}"
+        )
+        raise TypeError(msg)
+    return claims  # type: ignore[return-value]
+
+
+async def claim_once(claims: Claims | None, review_id: str) -> None:
+    """Claim an approved call's review in ``claims`` before it runs (nothing without a store).
+
+    Raises:
+        AlreadyResumedError: another run (maybe another process) claimed it:
+            the call ran or runs there, and does not run here.
+    """
+    if claims is None:
+        return
+    if not await claims.claim(f"resume:{review_id}"):
+        raise AlreadyResumedError(review_id)
+
+
+# --------------------------------------------------------------------------- results
+
+
+def _secrets(tool: Tool[Any, Any], argsets: Sequence[Mapping[str, Any]]) -> list[str]:
+    found: list[str] = []
+    for args in argsets:
+        found += tool.secret_texts(args)
+    return found
+
+
+def failure_text(tool: Tool[Any, Any], exc: BaseException, *argsets: Mapping[str, Any]) -> str:
+    """What the model reads when the tool raised (a secret argument it quotes is scrubbed)."""
+    text = f"Tool `{tool.name}` failed: {type(exc).__name__}: {exc}"
+    return scrub(text, _secrets(tool, argsets)) if tool.redacted else text
+
+
+def shown_result(tool: Tool[Any, Any], value: Any, *argsets: Mapping[str, Any]) -> Any:
+    """The tool's return value, with any secret argument it echoes scrubbed (as the runner does)."""
+    if not tool.redacted:
+        return value
+    secrets = _secrets(tool, argsets)
+    try:
+        data = to_json_data(value)
+    except (ValueError, RecursionError):
+        return scrub(str(value), secrets)
+    return scrub_data(data, secrets)

@@ -36,9 +36,11 @@ langchain-core 1.8 and langgraph 1.2.
 from __future__ import annotations
 
 import asyncio
+import copy
 import functools
 import json
-from collections.abc import Awaitable, Callable, Mapping, Sequence
+from collections.abc import Awaitable, Callable, Mapping
+from dataclasses import dataclass, field
 from typing import Annotated, Any, cast
 
 try:
@@ -61,21 +63,30 @@ except ImportError as exc:  # pragma: no cover - exercised in a subprocess test
 
 import anyio
 
-from toolguard._errors import ApprovalRequiredError, ToolguardError
+from toolguard._errors import ApprovalRequiredError, InvalidReviewDecisionError, ToolguardError
 from toolguard._json import to_json_data
-from toolguard._messages import message
-from toolguard._models import (
-    ALLOWED_DECISIONS,
-    REJECTED_BY_USER_MESSAGE,
-    ActionRequest,
-    PendingReview,
-    ReviewConfig,
-    ToolCall,
-    new_id,
-)
-from toolguard._tool import Tool, ToolArgumentsError
+from toolguard._models import REJECTED_BY_USER_MESSAGE, PendingReview, ToolCall, new_id
+from toolguard._quorum import reviewer_text
+from toolguard._runner import Claims
+from toolguard._tool import Tool
 from toolguard._toolset import Tools, Toolset
 from toolguard._validate import validate_decisions
+from toolguard.integrations._review import (
+    ReviewItem,
+    add_vote,
+    allowed_decisions,
+    args_digest,
+    as_toolset,
+    check_claims,
+    claim_once,
+    edited_args,
+    failure_text,
+    propose,
+    review_item,
+    review_payload,
+    shown_result,
+    vote_count,
+)
 
 __all__ = ["APPROVED_KEY", "GuardedTool", "ToolguardMiddleware", "middleware", "tools"]
 
@@ -83,33 +94,7 @@ APPROVED_KEY = "toolguard_approved_calls"
 """Agent-state key (private, checkpointed) holding the calls a reviewer approved, by call id."""
 
 _SCRATCHPAD = "__pregel_scratchpad"  # what LangGraph's interrupt() needs in the run's config
-
-
-def _toolset(tools: Tools) -> Toolset:
-    return tools if isinstance(tools, Toolset) else Toolset(tools)
-
-
-def _review(items: Sequence[tuple[Tool[Any, Any], str, dict[str, Any]]]) -> PendingReview:
-    """SPEC's payload for ``(tool, name, json_args)`` items, keeping the tool's own settings."""
-    return PendingReview(
-        action_requests=[
-            ActionRequest(
-                name=name,
-                args=args,
-                description=tool.review_description() or message("action_description", name=name),
-            )
-            for tool, name, args in items
-        ],
-        review_configs=[
-            ReviewConfig(
-                action_name=name,
-                allowed_decisions=list(
-                    getattr(tool.approval, "allowed_decisions", ALLOWED_DECISIONS)
-                ),
-            )
-            for tool, name, _ in items
-        ],
-    )
+_TASK_ID = "__pregel_task_id"  # the paused task's id: the same in every process resuming it
 
 
 def _decision_list(answer: Any) -> Any:
@@ -117,6 +102,19 @@ def _decision_list(answer: Any) -> Any:
     if isinstance(answer, Mapping) and "decisions" in answer:
         return answer["decisions"]
     return answer
+
+
+def _reviewer(answer: Any) -> str | None:
+    """The ``reviewer`` of a resume value ``{"decisions": [...], "reviewer": ...}`` (or ``None``).
+
+    Raises:
+        InvalidReviewDecisionError: a reviewer that is not text, an int or a UUID.
+    """
+    given = answer.get("reviewer") if isinstance(answer, Mapping) else None
+    try:
+        return reviewer_text(given)
+    except TypeError as exc:
+        raise InvalidReviewDecisionError(str(exc)) from None
 
 
 class _Refused(Exception):  # noqa: N818 - not a ValueError, so pydantic lets it through
@@ -127,29 +125,83 @@ class _Refused(Exception):  # noqa: N818 - not a ValueError, so pydantic lets it
         self.error = error
 
 
-def _ask(pending: PendingReview) -> list[Any]:
-    """Pause with ``pending`` and return the reviewer's validated decisions.
+@dataclass(slots=True)
+class _Waiting:
+    """One call under review: the real arguments it would run with and its quorum's votes."""
 
-    The decisions are checked while LangGraph validates the resume value, before
-    it saves it: refused decisions raise the toolguard error (e.g.
-    :class:`~toolguard.InvalidReviewDecisionError`) and are NOT recorded, so the
-    same pause can be answered again with correct decisions.
+    tool: Tool[Any, Any]
+    name: str
+    args: dict[str, Any]
+    required: int
+    by: list[str] = field(default_factory=list)
+    decision: Any = None
+    edited: bool = False
+
+    def item(self) -> ReviewItem:
+        return review_item(self.tool, self.name, self.args, required=self.required, by=self.by)
+
+    def vote(self, decision: Any, reviewer: str | None) -> bool:
+        """Apply one decision; ``True`` once the call is settled (a quorum met, or not a vote).
+
+        Raises:
+            QuorumReviewerError: an anonymous or repeated reviewer approves a
+                quorum call (nothing changed).
+        """
+        kind = getattr(decision, "type", None)
+        if kind == "edit" and decision.edited_action.name == self.name:
+            args = edited_args(self.tool, decision.edited_action.args, self.args)
+            if self.required > 1:
+                self.by = add_vote(self.name, self.required, [], reviewer)
+                self.args, self.edited = args, True
+                return False  # a new count starts for the edited arguments
+            self.args, self.edited, self.decision = args, True, decision
+            return True
+        if kind == "approve" and self.required > 1:
+            self.by = add_vote(self.name, self.required, self.by, reviewer)
+            if vote_count(self.by) < self.required:
+                return False
+        self.decision = decision
+        return True
+
+
+def _settle(waiting: list[_Waiting]) -> None:
+    """Pause until every call in ``waiting`` is settled, one interrupt per round of votes.
+
+    The decisions (and a quorum's votes) are checked while LangGraph validates
+    the resume value, before it saves it: refused decisions raise the toolguard
+    error (e.g. :class:`~toolguard.InvalidReviewDecisionError`) and are NOT
+    recorded, so the same pause can be answered again. Each later round shows
+    only the calls still waiting, with their progress.
     """
-    decided: list[Any] = []
+    while True:
+        open_ = [w for w in waiting if w.decision is None]
+        if not open_:
+            return
+        pending = review_payload([w.item() for w in open_])
 
-    def check(value: Any) -> Any:
+        def check(
+            value: Any, pending: PendingReview = pending, open_: list[_Waiting] = open_
+        ) -> Any:
+            try:
+                _apply(pending, open_, value, dry_run=True)
+            except ToolguardError as exc:
+                raise _Refused(exc) from None
+            return value
+
+        schema: Any = Annotated[Any, AfterValidator(check)]
         try:
-            decided[:] = validate_decisions(pending, _decision_list(value))
-        except ToolguardError as exc:
-            raise _Refused(exc) from None
-        return value
+            answer = interrupt(pending.model_dump(mode="json"), response_schema=schema)
+        except _Refused as refused:
+            raise refused.error from None
+        _apply(pending, open_, answer, dry_run=False)
 
-    schema: Any = Annotated[Any, AfterValidator(check)]
-    try:
-        interrupt(pending.model_dump(mode="json"), response_schema=schema)
-    except _Refused as refused:
-        raise refused.error from None
-    return decided
+
+def _apply(pending: PendingReview, open_: list[_Waiting], answer: Any, *, dry_run: bool) -> None:
+    decisions = validate_decisions(pending, _decision_list(answer))
+    reviewer = _reviewer(answer)
+    targets = [copy.copy(w) for w in open_] if dry_run else open_
+    for entry, decision in zip(targets, decisions, strict=True):
+        entry.vote(decision, reviewer)
 
 
 def _in_graph() -> bool:
@@ -160,13 +212,18 @@ def _in_graph() -> bool:
     return _SCRATCHPAD in configurable
 
 
+def _task_id() -> str:
+    """The running LangGraph task's id (the same in every process resuming the same pause)."""
+    try:
+        configurable = get_config().get("configurable") or {}
+    except RuntimeError:
+        return ""
+    return str(configurable.get(_TASK_ID) or "")
+
+
 def _content(value: Any) -> str:
     data = to_json_data(value)
     return data if isinstance(data, str) else json.dumps(data, ensure_ascii=False)
-
-
-def _failed(tool: Tool[Any, Any], exc: Exception) -> ToolException:
-    return ToolException(f"Tool `{tool.name}` failed: {type(exc).__name__}: {exc}")
 
 
 def _run_sync(tool: Tool[Any, Any], validated: dict[str, Any]) -> Any:
@@ -188,6 +245,27 @@ def _run_sync(tool: Tool[Any, Any], validated: dict[str, Any]) -> Any:
     raise RuntimeError(msg)  # pragma: no cover
 
 
+def _claim_sync(claims: Claims, review_id: str) -> None:
+    """:func:`claim_once` from synchronous code."""
+    try:
+        asyncio.get_running_loop()
+    except RuntimeError:
+        anyio.run(claim_once, claims, review_id)
+        return
+    msg = "A claimed approval cannot be checked from sync code in an event loop: use ainvoke"
+    raise RuntimeError(msg)
+
+
+@dataclass(frozen=True, slots=True)
+class _Plan:
+    """What a call does: run ``validated`` (with ``note``), or answer with ``answer``."""
+
+    validated: dict[str, Any]
+    note: str | None = None
+    answer: str | None = None
+    review_id: str | None = None
+
+
 class GuardedTool(BaseTool):
     """A toolguard :class:`~toolguard.Tool` as a LangChain tool that cannot skip review.
 
@@ -197,61 +275,82 @@ class GuardedTool(BaseTool):
 
     handle_tool_error: Any = True
     _tg_tool: Tool[Any, Any] = PrivateAttr()
+    _tg_toolset: Toolset = PrivateAttr()
     _tg_approved: bool = PrivateAttr(default=False)
+    _tg_claims: Claims | None = PrivateAttr(default=None)
+    _tg_review_id: str | None = PrivateAttr(default=None)
 
-    def __init__(self, tool: Tool[Any, Any], *, approved: bool = False) -> None:
+    def __init__(
+        self,
+        tool: Tool[Any, Any],
+        *,
+        toolset: Toolset | None = None,
+        approved: bool = False,
+        claims: Claims | None = None,
+        review_id: str | None = None,
+    ) -> None:
         super().__init__(
             name=tool.name,
             description=tool.description or tool.name,
             args_schema=tool.parameters,
         )
         self._tg_tool = tool
+        self._tg_toolset = toolset if toolset is not None else Toolset([tool])
         self._tg_approved = approved
+        self._tg_claims = claims
+        self._tg_review_id = review_id
 
     @property
     def toolguard_tool(self) -> Tool[Any, Any]:
         """The toolguard tool this LangChain tool runs."""
         return self._tg_tool
 
-    def _decide(self, args: dict[str, Any]) -> tuple[dict[str, Any], str | None, str | None]:
-        """``(validated args, note, answer)``: what to run, or the answer to give instead.
+    def _decide(self, args: dict[str, Any]) -> _Plan:
+        """What to run, or the answer to give instead.
 
-        Raises ToolException for bad arguments, a rejection or a refused edit;
-        ApprovalRequiredError outside a graph; LangGraph's interrupt inside one.
+        Raises ToolException for a deny rule, bad arguments, a rejection or a
+        refused edit; ApprovalRequiredError outside a graph; LangGraph's
+        interrupt inside one (once per round of a quorum's votes).
         """
         tool = self._tg_tool
-        try:
-            validated = tool.validate_args(args)
-        except ToolArgumentsError as exc:
-            raise ToolException(str(exc)) from None
-        if self._tg_approved or not tool.needs_approval(validated):
-            return validated, None, None
-        json_args = to_json_data(args)
-        pending = _review([(tool, tool.name, json_args)])
+        call, verdict = propose(self._tg_toolset, "", tool.name, args)
+        if verdict.outcome == "deny" or verdict.validated is None:
+            raise ToolException(verdict.refusal or "")
+        if self._tg_approved:
+            # Approved by the middleware; its claim (if any) is this pause's.
+            return _Plan(verdict.validated, review_id=self._tg_review_id)
+        if verdict.outcome == "run":
+            return _Plan(verdict.validated)
+        waiting = _Waiting(tool, tool.name, call.args, verdict.approvals)
         if not _in_graph():
-            call = ToolCall(id=new_id(), name=tool.name, args=json_args)
-            raise ApprovalRequiredError(pending_review=pending, call=call)
-        decision = _ask(pending)[0]
+            item = waiting.item()
+            asked = ToolCall(id=new_id(), name=tool.name, args=item.args)
+            raise ApprovalRequiredError(pending_review=review_payload([item]), call=asked)
+        review_id = f"{_task_id()}:{tool.name}:{args_digest(tool.name, call.args)}"
+        _settle([waiting])
+        decision = waiting.decision
         kind = getattr(decision, "type", None)
-        if kind == "approve":
-            return validated, None, None
-        if kind == "edit":
-            edited = decision.edited_action
-            if edited.name != tool.name:
+        if kind in ("approve", "edit"):
+            if getattr(decision, "type", None) == "edit" and (
+                decision.edited_action.name != tool.name
+            ):
                 msg = (
-                    f"The reviewer's edit names the tool `{edited.name}`, but only `{tool.name}`"
-                    " can run here: edit the arguments, not the tool. It was not executed."
+                    f"The reviewer's edit names the tool `{decision.edited_action.name}`, but"
+                    f" only `{tool.name}` can run here: edit the arguments, not the tool."
+                    " It was not executed."
                 )
                 raise ToolException(msg)
-            try:
-                validated = tool.validate_args(edited.args)
-            except ToolArgumentsError as exc:
-                raise ToolException(str(exc)) from None
-            shown = json.dumps(edited.args, ensure_ascii=False, sort_keys=True)
-            note = f"A reviewer edited this call; it ran with the arguments {shown}."
-            return validated, note, None
+            if not waiting.edited:
+                return _Plan(verdict.validated, review_id=review_id)
+            # An edit runs only if the policy lets these arguments run at all (deny rules).
+            _, again = propose(self._tg_toolset, "", tool.name, waiting.args)
+            if again.outcome == "deny" or again.validated is None:
+                raise ToolException(again.refusal or "")
+            ran = json.dumps(tool.shown_args(waiting.args), ensure_ascii=False, sort_keys=True)
+            note = f"A reviewer edited this call; it ran with the arguments {ran}."
+            return _Plan(again.validated, note=note, review_id=review_id)
         if kind == "respond":  # LangChain's: the reviewer answers instead of the tool
-            return validated, None, str(getattr(decision, "message", "") or "")
+            return _Plan(verdict.validated, answer=str(getattr(decision, "message", "") or ""))
         reason = getattr(decision, "message", None) or REJECTED_BY_USER_MESSAGE
         raise ToolException(reason)
 
@@ -260,43 +359,59 @@ class GuardedTool(BaseTool):
         return content if note is None else f"{note}\n\n{content}"
 
     def _run(self, /, **kwargs: Any) -> str:
-        validated, note, answer = self._decide(kwargs)
-        if answer is not None:
-            return answer
+        plan = self._decide(kwargs)
+        if plan.answer is not None:
+            return plan.answer
+        if plan.review_id is not None and self._tg_claims is not None:
+            _claim_sync(self._tg_claims, plan.review_id)
+        tool = self._tg_tool
         try:
-            value = _run_sync(self._tg_tool, validated)
+            value = _run_sync(tool, plan.validated)
         except GraphBubbleUp:
             raise
         except Exception as exc:
-            raise _failed(self._tg_tool, exc) from exc
-        return self._with_note(_content(value), note)
+            raise ToolException(failure_text(tool, exc, plan.validated, kwargs)) from exc
+        shown = shown_result(tool, value, plan.validated, kwargs)
+        return self._with_note(_content(shown), plan.note)
 
     async def _arun(self, /, **kwargs: Any) -> str:
-        validated, note, answer = self._decide(kwargs)
-        if answer is not None:
-            return answer
+        plan = self._decide(kwargs)
+        if plan.answer is not None:
+            return plan.answer
+        if plan.review_id is not None:
+            await claim_once(self._tg_claims, plan.review_id)
+        tool = self._tg_tool
         try:
-            value = await self._tg_tool.execute(validated)
+            value = await tool.execute(plan.validated)
         except GraphBubbleUp:
             raise
         except Exception as exc:
-            raise _failed(self._tg_tool, exc) from exc
-        return self._with_note(_content(value), note)
+            raise ToolException(failure_text(tool, exc, plan.validated, kwargs)) from exc
+        shown = shown_result(tool, value, plan.validated, kwargs)
+        return self._with_note(_content(shown), plan.note)
 
 
-def tools(tools: Tools) -> list[BaseTool]:
+def tools(tools: Tools, *, claims: Claims | None = None) -> list[BaseTool]:
     """toolguard tools as LangChain tools that never run a guarded body unapproved.
 
     Args:
-        tools: a :class:`~toolguard.Toolset`, or a list of functions and
-            :class:`~toolguard.Tool` objects (classified with
+        tools: a :class:`~toolguard.Toolset` (its ``rules`` apply), or a list
+            of functions and :class:`~toolguard.Tool` objects (classified with
             :func:`~toolguard.guard`).
+        claims: a store with ``claim(key)`` (``MemoryStore``, ``SQLiteStore``,
+            ``PostgresStore``): an approved call is claimed there before it
+            runs, so a pause resumed twice (two processes) runs it once.
 
     Returns:
         One ``BaseTool`` per tool, in order, for ``create_agent(tools=...)``,
         a ``ToolNode`` or ``model.bind_tools``.
+
+    Raises:
+        TypeError: ``claims`` has no ``claim`` method.
     """
-    return [GuardedTool(tool) for tool in _toolset(tools).values()]
+    toolset = as_toolset(tools)
+    store = check_claims(claims)
+    return [GuardedTool(tool, toolset=toolset, claims=store) for tool in toolset.values()]
 
 
 class _ToolguardState(AgentState[Any]):
@@ -309,27 +424,34 @@ class ToolguardMiddleware(HumanInTheLoopMiddleware[Any, Any, Any]):
     """LangChain's human-in-the-loop middleware, deciding with toolguard.
 
     Build it with :func:`middleware`. Only the calls toolguard says need
-    approval (with their actual arguments) pause the agent; the pause's value
-    is toolguard's ``pending_review`` payload for all of them, and the resume
-    value is ``{"decisions": [...]}`` (or the bare list), checked with
-    :func:`~toolguard.validate_decisions` (an invalid answer raises
-    :class:`~toolguard.InvalidReviewDecisionError` and runs nothing).
+    approval (the toolset's allow/ask/deny rules, then the tool's policy, on
+    the actual arguments) pause the agent; the pause's value is toolguard's
+    ``pending_review`` payload for all of them, and the resume value is
+    ``{"decisions": [...], "reviewer": ...}`` (or the bare list), checked
+    with :func:`~toolguard.validate_decisions` (an invalid answer raises
+    :class:`~toolguard.InvalidReviewDecisionError` and runs nothing). A call
+    a deny rule refuses gets the denial as an error tool message, unasked.
     """
 
     state_schema = _ToolguardState  # type: ignore[assignment]
 
-    def __init__(self, tools: Tools) -> None:
-        toolset = _toolset(tools)
+    def __init__(self, tools: Tools, *, claims: Claims | None = None) -> None:
+        toolset = as_toolset(tools)
         interrupt_on: dict[str, bool | InterruptOnConfig] = {}
         for name, tool in toolset.items():
-            if tool.guarded:
-                allowed = getattr(tool.approval, "allowed_decisions", ALLOWED_DECISIONS)
-                config = {"allowed_decisions": list(allowed)}
-                interrupt_on[name] = cast("InterruptOnConfig", config)
+            config = {"allowed_decisions": list(allowed_decisions(tool))}
+            interrupt_on[name] = cast("InterruptOnConfig", config)
         super().__init__(interrupt_on, edit_notice=None)
         self.toolset = toolset
-        self._guarded = {name: GuardedTool(tool) for name, tool in toolset.items()}
-        self._approved = {name: GuardedTool(tool, approved=True) for name, tool in toolset.items()}
+        self.claims = check_claims(claims)
+        self._guarded = {
+            name: GuardedTool(tool, toolset=toolset, claims=self.claims)
+            for name, tool in toolset.items()
+        }
+        self._approved = {
+            name: GuardedTool(tool, toolset=toolset, approved=True)
+            for name, tool in toolset.items()
+        }
 
     def after_model(self, state: Any, runtime: Any) -> dict[str, Any] | None:
         """Pause for the calls of the last model turn that need approval; apply the decisions."""
@@ -338,37 +460,40 @@ class ToolguardMiddleware(HumanInTheLoopMiddleware[Any, Any, Any]):
         if last is None or not last.tool_calls:
             return None
         answered = {m.tool_call_id for m in messages if isinstance(m, ToolMessage)}
-        waiting: list[tuple[int, dict[str, Any], Tool[Any, Any]]] = []
+        waiting: list[tuple[int, dict[str, Any], _Waiting]] = []
         for index, call in enumerate(last.tool_calls):
-            tool = self.toolset.get(call["name"])
-            if tool is None or not tool.guarded or call.get("id") in answered:
+            if call["name"] not in self.toolset or call.get("id") in answered:
                 continue
-            try:
-                validated = tool.validate_args(call["args"])
-            except ToolArgumentsError:
-                continue  # the tool answers with the schema error, without asking anyone
-            if tool.needs_approval(validated):
-                waiting.append((index, dict(call), tool))
+            read, verdict = propose(
+                self.toolset, str(call.get("id") or ""), call["name"], call["args"]
+            )
+            if verdict.outcome != "ask" or verdict.tool is None:
+                continue  # runs at once, or the tool answers with its refusal, unasked
+            entry = _Waiting(verdict.tool, call["name"], read.args, verdict.approvals)
+            waiting.append((index, dict(call), entry))
         if not waiting:
             return {APPROVED_KEY: {}} if state.get(APPROVED_KEY) else None
-        pending = _review(
-            [(tool, call["name"], to_json_data(call["args"])) for _, call, tool in waiting]
-        )
-        decisions = _ask(pending)
+        _settle([entry for _, _, entry in waiting])
+        task = _task_id()
         revised = list(last.tool_calls)
         replies: list[ToolMessage] = []
         approved: dict[str, Any] = {}
-        for (index, proposed, _), decision in zip(waiting, decisions, strict=True):
+        for index, proposed, entry in waiting:
+            decision = entry.decision
             kind = getattr(decision, "type", None)
             call_id = str(proposed.get("id") or "")
-            if kind == "approve":
-                approved[call_id] = {"name": proposed["name"], "args": proposed["args"]}
-            elif kind == "edit":
-                edited = decision.edited_action
-                replaced = {**revised[index], "name": edited.name, "args": edited.args}
-                revised[index] = cast("LCToolCall", replaced)
-                if edited.name == proposed["name"]:
-                    approved[call_id] = {"name": edited.name, "args": edited.args}
+            if kind in ("approve", "edit"):
+                name = entry.name
+                if kind == "edit":
+                    name = decision.edited_action.name
+                if entry.edited or kind == "edit":
+                    args = entry.args if name == entry.name else decision.edited_action.args
+                    replaced = {**revised[index], "name": name, "args": args}
+                    revised[index] = cast("LCToolCall", replaced)
+                else:
+                    args = proposed["args"]
+                if name == entry.name:
+                    approved[call_id] = {"name": name, "args": args, "review": f"{task}:{call_id}"}
                 # An edit to another tool is not an approval of it: its own guard decides.
             else:
                 respond = kind == "respond"
@@ -396,8 +521,21 @@ class ToolguardMiddleware(HumanInTheLoopMiddleware[Any, Any, Any]):
             return request
         state = request.state if isinstance(request.state, Mapping) else {}
         record = (state.get(APPROVED_KEY) or {}).get(call.get("id") or "")
-        if record == {"name": name, "args": call["args"]}:
-            return request.override(tool=self._approved[name])
+        if isinstance(record, Mapping) and (record.get("name"), record.get("args")) == (
+            name,
+            call["args"],
+        ):
+            if self.claims is None:
+                return request.override(tool=self._approved[name])
+            review = record.get("review")
+            approved = GuardedTool(
+                self.toolset[name],
+                toolset=self.toolset,
+                approved=True,
+                claims=self.claims,
+                review_id=review if isinstance(review, str) else f":{call.get('id') or ''}",
+            )
+            return request.override(tool=approved)
         return request.override(tool=self._guarded[name])
 
     def wrap_tool_call(
@@ -417,16 +555,22 @@ class ToolguardMiddleware(HumanInTheLoopMiddleware[Any, Any, Any]):
         return await handler(self._route(request))
 
 
-def middleware(tools: Tools) -> ToolguardMiddleware:
+def middleware(tools: Tools, *, claims: Claims | None = None) -> ToolguardMiddleware:
     """A ``HumanInTheLoopMiddleware`` for ``create_agent`` that decides with toolguard.
 
     Args:
         tools: the same tools given to the agent: a
-            :class:`~toolguard.Toolset`, or a list of functions and
-            :class:`~toolguard.Tool` objects (classified with
+            :class:`~toolguard.Toolset` (its ``rules`` apply), or a list of
+            functions and :class:`~toolguard.Tool` objects (classified with
             :func:`~toolguard.guard`).
+        claims: a store with ``claim(key)``: an approved call is claimed there
+            before it runs, so a pause resumed twice (two processes) runs it
+            once.
 
     Returns:
         The middleware; the agent needs a checkpointer to pause and resume.
+
+    Raises:
+        TypeError: ``claims`` has no ``claim`` method.
     """
-    return ToolguardMiddleware(tools)
+    return ToolguardMiddleware(tools, claims=claims)

@@ -46,7 +46,9 @@ from __future__ import annotations
 
 import json
 from collections.abc import Mapping, MutableMapping, Sequence
+from dataclasses import dataclass
 from typing import Any, cast
+from uuid import UUID
 
 try:
     from agents import FunctionTool, RunContextWrapper, RunState, ToolApprovalItem
@@ -60,30 +62,62 @@ except ImportError as exc:  # pragma: no cover - depends on the environment
     )
     raise ImportError(msg) from exc
 
-from toolguard._errors import ApprovalRequiredError, InvalidReviewDecisionError
-from toolguard._json import clean_text, to_json_data
+from toolguard._errors import (
+    ApprovalRequiredError,
+    InvalidReviewDecisionError,
+    ReviewStateError,
+)
+from toolguard._json import to_json_data
 from toolguard._models import (
     REJECTED_BY_USER_MESSAGE,
     ApproveDecision,
     EditDecision,
     PendingReview,
     ToolCall,
+    new_id,
 )
-from toolguard._tool import Tool, ToolArgumentsError
-from toolguard._toolset import Tools
+from toolguard._runner import Claims
+from toolguard._tool import Tool
+from toolguard._toolset import Tools, Toolset
+from toolguard._validate import AnyDecision
 from toolguard.integrations._review import (
     ReviewItem,
-    allowed_decisions,
+    add_vote,
+    args_digest,
     as_toolset,
+    check_claims,
     checked_decisions,
+    claim_once,
+    edited_args,
+    failure_text,
+    propose,
+    review_item,
     review_payload,
+    shown_result,
+    stored_votes,
+    vote_count,
 )
 
-__all__ = ["EDITED_RESULT", "EDITS_KEY", "apply_decisions", "function_tools", "pending_review"]
+__all__ = [
+    "EDITED_RESULT",
+    "EDITS_KEY",
+    "REVIEWS_KEY",
+    "VOTES_KEY",
+    "ReviewStateError",
+    "apply_decisions",
+    "function_tools",
+    "pending_review",
+]
 
 FRAMEWORK = "the OpenAI Agents SDK"
 EDITS_KEY = "toolguard_edits"
 """The context key holding edited calls: ``{call_id: {"name", "args", "in_history"}}``."""
+
+VOTES_KEY = "toolguard_votes"
+"""The context key holding a quorum's votes: ``{call_id: {"by", "digest", "args"?}}``."""
+
+REVIEWS_KEY = "toolguard_reviews"
+"""The context key holding each paused call's review id, claimed once with ``claims``."""
 
 EDITED_RESULT = "A reviewer edited this call; it ran with the arguments {args}. Result: {result}"
 """What the model reads for an edited call whose history item could not be replaced."""
@@ -91,34 +125,49 @@ EDITED_RESULT = "A reviewer edited this call; it ran with the arguments {args}. 
 _TOOL_ATTR = "_toolguard_tool"
 
 
-def function_tools(tools: Tools) -> list[FunctionTool]:
+def function_tools(tools: Tools, *, claims: Claims | None = None) -> list[FunctionTool]:
     """The tools as Agents SDK ``FunctionTool`` objects, guarded by toolguard.
 
     Each keeps its name, description and JSON schema (parameter
     descriptions included; not in the SDK's strict mode, so optional
-    parameters stay optional).
+    parameters stay optional). Every call is decided as toolguard's runner
+    decides it: the toolset's allow/ask/deny rules, then the tool's policy.
 
     Args:
-        tools: a :class:`~toolguard.Toolset`, or a list or mapping of
-            functions and tools (then :func:`~toolguard.guard` classifies
-            them).
+        tools: a :class:`~toolguard.Toolset` (its ``rules`` apply), or a list
+            or mapping of functions and tools (then :func:`~toolguard.guard`
+            classifies them).
+        claims: a store with ``claim(key)`` (``MemoryStore``, ``SQLiteStore``,
+            ``PostgresStore``): an approved call is claimed there before it
+            runs, so a paused run resumed twice (two processes) runs it once.
+            The review id it claims is kept in the run's context under
+            :data:`REVIEWS_KEY` (the context must be a dict).
+
+    Raises:
+        TypeError: ``claims`` has no ``claim`` method.
     """
-    return [_function_tool(tool) for tool in as_toolset(tools).values()]
+    toolset = as_toolset(tools)
+    store = check_claims(claims)
+    return [_function_tool(toolset, tool, store) for tool in toolset.values()]
 
 
-def _function_tool(tool: Tool[Any, Any]) -> FunctionTool:
+def _function_tool(toolset: Toolset, tool: Tool[Any, Any], claims: Claims | None) -> FunctionTool:
     async def needs_approval(
-        _ctx: RunContextWrapper[Any], params: dict[str, Any], _call_id: str
+        ctx: RunContextWrapper[Any], params: dict[str, Any], call_id: str
     ) -> bool:
-        try:
-            to_json_data(params)  # what a reviewer would be shown must be JSON
-            validated = tool.validate_args(params)
-        except (ValueError, RecursionError):
-            return False  # the call gets its error result without asking anyone
-        return _needs_approval(tool, validated)
+        _, verdict = propose(toolset, call_id, tool.name, params)
+        if verdict.outcome != "ask":
+            return False  # runs at once, or gets its refusal without asking anyone
+        if claims is not None or verdict.approvals > 1:
+            context = _run_context(ctx, tool.name, verdict.approvals)
+            if claims is not None:
+                stored = context.get(REVIEWS_KEY)
+                reviews = dict(stored) if isinstance(stored, Mapping) else {}
+                context[REVIEWS_KEY] = {**reviews, call_id: new_id()}
+        return True
 
     async def on_invoke_tool(ctx: ToolContext[Any], input_json: str) -> str:
-        return await _invoke(tool, ctx, input_json)
+        return await _invoke(toolset, tool, claims, ctx, input_json)
 
     function_tool = FunctionTool(
         name=tool.name,
@@ -126,18 +175,35 @@ def _function_tool(tool: Tool[Any, Any]) -> FunctionTool:
         params_json_schema=tool.parameters,
         on_invoke_tool=on_invoke_tool,
         strict_json_schema=False,
-        needs_approval=needs_approval if tool.guarded else False,
+        needs_approval=needs_approval,
     )
     setattr(function_tool, _TOOL_ATTR, tool)
     return function_tool
 
 
-def _needs_approval(tool: Tool[Any, Any], validated: Mapping[str, Any]) -> bool:
-    """The tool's policy on these arguments; a predicate that fails means "ask" (fail closed)."""
-    try:
-        return tool.needs_approval(validated)
-    except Exception:
-        return True
+def _run_context(
+    wrapper: RunContextWrapper[Any], name: str, approvals: int
+) -> MutableMapping[str, Any]:
+    """The run's context dict, where a quorum's votes and review ids are kept.
+
+    Raises:
+        ReviewStateError: the context is not a dict (``None`` becomes ``{}``).
+    """
+    context: object = wrapper.context
+    if context is None:
+        fresh: dict[str, Any] = {}
+        wrapper.context = fresh
+        return fresh
+    if not isinstance(context, MutableMapping):
+        need = f"the votes of its {approvals} reviewers" if approvals > 1 else "its once-only claim"
+        msg = (
+            f"The call to `{name}` needs a review whose state toolguard keeps in the run's"
+            f" context ({need}), but this run's context is a {type(context).__name__}."
+            " Pass context={} (or a dict of your own) to Runner.run, or use toolguard.Runner"
+            " or toolguard.ReviewedChat, which keep it in their own paused turn."
+        )
+        raise ReviewStateError(msg)
+    return cast("MutableMapping[str, Any]", context)
 
 
 def _parse_object(text: str | None) -> dict[str, Any] | None:
@@ -159,62 +225,70 @@ def _result_text(value: Any) -> str:
     return data if isinstance(data, str) else json.dumps(data, ensure_ascii=False)
 
 
-def _edit_for(ctx: ToolContext[Any]) -> dict[str, Any] | None:
-    context = ctx.context
+def _context_entry(context: object, key: str, call_id: str) -> Any:
     if not isinstance(context, Mapping):
         return None
-    edits = context.get(EDITS_KEY)
-    if not isinstance(edits, Mapping):
-        return None
-    edit = edits.get(ctx.tool_call_id)
+    entries = context.get(key)
+    return entries.get(call_id) if isinstance(entries, Mapping) else None
+
+
+def _edit_for(ctx: ToolContext[Any]) -> dict[str, Any] | None:
+    edit = _context_entry(ctx.context, EDITS_KEY, ctx.tool_call_id)
     return dict(edit) if isinstance(edit, Mapping) else None
 
 
-async def _invoke(tool: Tool[Any, Any], ctx: ToolContext[Any], input_json: str) -> str:
+async def _invoke(
+    toolset: Toolset,
+    tool: Tool[Any, Any],
+    claims: Claims | None,
+    ctx: ToolContext[Any],
+    input_json: str,
+) -> str:
     """Run one call of ``tool`` the way toolguard's runner would."""
     approved = ctx.is_tool_approved(tool.name, ctx.tool_call_id) is True
     edit = _edit_for(ctx) if approved else None
+    source: Any = input_json
     if edit is not None:
-        args: dict[str, Any] | None = edit.get("args")
-        if not isinstance(args, dict) or edit.get("name") != tool.name:
+        source = edit.get("args")
+        if not isinstance(source, dict) or edit.get("name") != tool.name:
             return (
                 f"The edited call for `{tool.name}` is malformed in the run's context."
                 " It was not executed."
             )
-    else:
-        args = _parse_object(input_json)
-        if args is None:
-            shown = clean_text(input_json)[:200]
-            return f"Invalid arguments for tool `{tool.name}`: expected a JSON object, got {shown}"
-    try:
-        validated = tool.validate_args(args)
-    except ToolArgumentsError as exc:
-        return str(exc)
-    except RecursionError:
-        return f"Invalid arguments for tool `{tool.name}`: nested too deeply"
-    if not approved and _needs_approval(tool, validated):
-        call = ToolCall(id=ctx.tool_call_id, name=tool.name, args=args)
-        review = review_payload([_review_item(tool, args)])
-        raise ApprovalRequiredError(pending_review=review, call=call)
+    elif not input_json.strip():
+        source = {}
+    call, verdict = propose(toolset, ctx.tool_call_id, tool.name, source)
+    if verdict.outcome == "deny" or verdict.validated is None:
+        return verdict.refusal or ""  # a deny rule, bad arguments: nothing runs
+    validated = verdict.validated
+    if verdict.outcome == "ask":
+        quorum = verdict.approvals > 1
+        by: list[str] = []
+        if approved and quorum:
+            record = _context_entry(ctx.context, VOTES_KEY, ctx.tool_call_id)
+            by = stored_votes(record, tool.name, call.args)
+        if not approved or (quorum and vote_count(by) < verdict.approvals):
+            item = review_item(tool, tool.name, call.args, required=verdict.approvals, by=by)
+            shown = ToolCall(id=call.id, name=tool.name, args=item.args)
+            raise ApprovalRequiredError(pending_review=review_payload([item]), call=shown)
+    if approved and claims is not None:
+        review_id = _context_entry(ctx.context, REVIEWS_KEY, ctx.tool_call_id)
+        if not isinstance(review_id, str) or not review_id:
+            return (
+                f"The approved call to `{tool.name}` has no toolguard review id in the run's"
+                " context, so it cannot be claimed once. It was not executed."
+            )
+        await claim_once(claims, review_id)
     try:
         value = await tool.execute(validated)
     except Exception as exc:
-        text = f"Tool `{tool.name}` failed: {type(exc).__name__}: {exc}"
+        text = failure_text(tool, exc, validated, call.args)
     else:
-        text = _result_text(value)
+        text = _result_text(shown_result(tool, value, validated, call.args))
     if edit is not None and not edit.get("in_history"):
-        ran = json.dumps(args, ensure_ascii=False, sort_keys=True)
+        ran = json.dumps(tool.shown_args(call.args), ensure_ascii=False, sort_keys=True)
         return EDITED_RESULT.format(args=ran, result=text)
     return text
-
-
-def _review_item(tool: Tool[Any, Any] | None, args: dict[str, Any], name: str = "") -> ReviewItem:
-    return ReviewItem(
-        name=tool.name if tool is not None else name,
-        args=args,
-        description=tool.review_description() if tool is not None else None,
-        allowed_decisions=allowed_decisions(tool),
-    )
 
 
 def _toolguard_tool(item: ToolApprovalItem) -> Tool[Any, Any] | None:
@@ -227,11 +301,24 @@ def _toolguard_tool(item: ToolApprovalItem) -> Tool[Any, Any] | None:
     return None
 
 
+@dataclass(frozen=True, slots=True)
+class _Paused:
+    """One interruption a person reviews."""
+
+    item: ToolApprovalItem
+    tool: Tool[Any, Any] | None
+    args: dict[str, Any]
+    """The real arguments under review: the model's, or a quorum's pending edit."""
+    proposed: dict[str, Any]
+    """The model's own arguments."""
+    required: int
+    by: list[str]
+    entry: ReviewItem
+
+
 def _reviewable(
-    interruptions: Sequence[ToolApprovalItem],
-) -> tuple[
-    list[tuple[ToolApprovalItem, Tool[Any, Any] | None, ReviewItem]], list[ToolApprovalItem]
-]:
+    interruptions: Sequence[ToolApprovalItem], context: object
+) -> tuple[list[_Paused], list[ToolApprovalItem]]:
     """Split interruptions into the ones a person reviews and toolguard calls with bad arguments.
 
     A toolguard call whose arguments are not a JSON object cannot run; the SDK
@@ -245,79 +332,159 @@ def _reviewable(
             msg = f"pending_review() takes the run's interruptions, got {type(item).__name__}"
             raise TypeError(msg)
         tool = _toolguard_tool(item)
-        args = _parse_object(item.arguments)
-        if args is None:
+        proposed = _parse_object(item.arguments)
+        if proposed is None:
             if tool is not None:
                 broken.append(item)
                 continue
-            args = {}
-        reviewed.append((item, tool, _review_item(tool, args, name=item.tool_name or "")))
+            proposed = {}
+        name = tool.name if tool is not None else item.tool_name or ""
+        required = tool.approvals if tool is not None else 1
+        args, by = proposed, []
+        if required > 1:
+            record = _context_entry(context, VOTES_KEY, str(item.call_id))
+            pending_edit = record.get("args") if isinstance(record, Mapping) else None
+            if isinstance(pending_edit, dict):
+                args = pending_edit
+            by = stored_votes(record, name, args)
+        entry = review_item(tool, name, args, required=required, by=by)
+        reviewed.append(_Paused(item, tool, args, proposed, required, by, entry))
     return reviewed, broken
 
 
-def pending_review(interruptions: Sequence[ToolApprovalItem]) -> PendingReview:
-    """SPEC's ``pending_review`` payload for a run's ``interruptions``.
+def _source(
+    source: RunState[Any, Any] | Sequence[ToolApprovalItem],
+) -> tuple[list[ToolApprovalItem], object]:
+    if isinstance(source, RunState):
+        wrapper = getattr(source, "_context", None)
+        return source.get_interruptions(), getattr(wrapper, "context", None)
+    return list(source), None
 
-    Descriptions set with ``requires_approval(description=...)`` and the
-    tool's allowed decisions come from toolguard. Interruptions of tools not
-    built by :func:`function_tools` are listed with the default description.
+
+def pending_review(source: RunState[Any, Any] | Sequence[ToolApprovalItem]) -> PendingReview:
+    """SPEC's ``pending_review`` payload for a paused run.
+
+    Descriptions set with ``requires_approval(description=...)``, the tool's
+    allowed decisions and its redacted parameters (shown as ``REDACTED``)
+    come from toolguard. Interruptions of tools not built by
+    :func:`function_tools` are listed with the default description.
 
     Args:
-        interruptions: ``result.interruptions`` or ``state.get_interruptions()``.
+        source: the paused ``RunState`` (``result.to_state()``), or
+            ``result.interruptions``. Give the state to see a quorum's votes
+            so far (they are kept in its context); the interruptions alone
+            show ``given: 0``.
     """
-    reviewed, _ = _reviewable(list(interruptions))
-    return review_payload([entry for _, _, entry in reviewed])
+    interruptions, context = _source(source)
+    reviewed, _ = _reviewable(interruptions, context)
+    return review_payload([paused.entry for paused in reviewed])
 
 
-def apply_decisions(state: RunState[Any, Any], decisions: Any) -> None:
+def apply_decisions(
+    state: RunState[Any, Any], decisions: Any, *, reviewer: str | int | UUID | None = None
+) -> PendingReview | None:
     """Apply a person's decisions to a paused run; then ``Runner.run(agent, state)`` resumes it.
 
     Decisions are checked with :func:`~toolguard.validate_decisions` against
-    :func:`pending_review` of the state's interruptions, in order; a refused
-    list changes nothing. approve → ``state.approve``; reject →
-    ``state.reject`` with the reason or ``REJECTED_BY_USER_MESSAGE``; edit →
-    approval plus the edited arguments under ``context[EDITS_KEY]`` (the
-    tool runs them, checked against the schema), and the model's call in the
-    run's history replaced by the edited one. Calls with arguments that are
-    not a JSON object are approved so the model gets their error result.
+    :func:`pending_review` of the state, in order; a refused list changes
+    nothing. approve → ``state.approve``; reject → ``state.reject`` with the
+    reason or ``REJECTED_BY_USER_MESSAGE``; edit → approval plus the edited
+    arguments under ``context[EDITS_KEY]`` (the tool runs them, checked
+    against the schema and the deny rules; a redacted argument left as
+    ``REDACTED`` keeps its real value), and the model's call in the run's
+    history replaced by the edited one. Calls with arguments that are not a
+    JSON object are approved so the model gets their error result.
+
+    A quorum (``requires_approval(approvals=N)``): each approval is one vote
+    of ``reviewer`` (needed, and distinct from the earlier ones), kept in the
+    run's context under :data:`VOTES_KEY`. Until N distinct reviewers
+    approved the same arguments the call stays an interruption and nothing
+    runs; an edit restarts the count for the edited arguments.
+
+    Returns:
+        The review still waiting (a quorum in progress, with its
+        ``approvals`` progress), or ``None`` when every call is decided.
 
     Raises:
         NoPendingReviewError: the state has no interruption to decide.
         InvalidReviewDecisionError: the decisions do not answer the review;
             an edit names another tool or a tool not built by
-            :func:`function_tools`.
+            :func:`function_tools`; an approve carries a standing grant.
+        QuorumReviewerError: an anonymous reviewer, or one who already
+            approved, votes on a quorum call; nothing changed.
         TypeError: an edit while the run's context is not a dict (pass
             ``context={}`` to ``Runner.run``).
     """
-    reviewed, broken = _reviewable(state.get_interruptions())
-    review = review_payload([entry for _, _, entry in reviewed])
+    wrapper = getattr(state, "_context", None)
+    reviewed, broken = _reviewable(state.get_interruptions(), getattr(wrapper, "context", None))
+    review = review_payload([paused.entry for paused in reviewed])
     parsed = checked_decisions(review, decisions, framework=FRAMEWORK)
     edits: dict[str, dict[str, Any]] = {}
-    for (item, tool, entry), decision in zip(reviewed, parsed, strict=True):
+    votes: dict[str, dict[str, Any] | None] = {}
+    settled: list[tuple[ToolApprovalItem, AnyDecision]] = []
+    held: list[ReviewItem] = []
+    for paused, decision in zip(reviewed, parsed, strict=True):
+        call_id = str(paused.item.call_id)
+        name = paused.entry.name
+        if isinstance(decision, EditDecision) and paused.tool is None:
+            msg = (
+                f"The tool `{name}` was not built by toolguard's function_tools(), so"
+                " it cannot run edited arguments. Approve or reject the call."
+            )
+            raise InvalidReviewDecisionError(msg)
+        if isinstance(decision, (ApproveDecision, EditDecision)) and paused.required > 1:
+            # A vote: it counts for the arguments it approved (an edit starts a new count).
+            args, earlier = paused.args, paused.by
+            if isinstance(decision, EditDecision):
+                args = edited_args(paused.tool, decision.edited_action.args, paused.args)
+                earlier = []
+            by = add_vote(name, paused.required, earlier, reviewer)
+            record: dict[str, Any] = {"by": by, "digest": args_digest(name, args)}
+            if args != paused.proposed:
+                record["args"] = args
+            votes[call_id] = record
+            if vote_count(by) < paused.required:
+                held.append(review_item(paused.tool, name, args, required=paused.required, by=by))
+                continue
+            if args != paused.proposed:
+                edits[call_id] = {"name": name, "args": args}
+            settled.append((paused.item, ApproveDecision()))
+            continue
         if isinstance(decision, EditDecision):
-            if tool is None:
-                msg = (
-                    f"The tool `{entry.name}` was not built by toolguard's function_tools(), so"
-                    " it cannot run edited arguments. Approve or reject the call."
-                )
-                raise InvalidReviewDecisionError(msg)
-            edits[str(item.call_id)] = {
-                "name": decision.edited_action.name,
-                "args": dict(decision.edited_action.args),
-            }
-    if edits:
-        context = _edit_context(state)  # refuses before anything changes
-        for call_id, edit in edits.items():
-            edit["in_history"] = _replace_in_history(state, call_id, edit["args"])
-        stored = context.get(EDITS_KEY)
-        context[EDITS_KEY] = {**(stored if isinstance(stored, Mapping) else {}), **edits}
-    for (item, _, _), decision in zip(reviewed, parsed, strict=True):
+            args = edited_args(paused.tool, decision.edited_action.args, paused.proposed)
+            edits[call_id] = {"name": decision.edited_action.name, "args": args}
+        if paused.required > 1:
+            votes[call_id] = None  # rejected: its votes end with it
+        settled.append((paused.item, decision))
+    if edits or votes:
+        _keep(state, edits, votes)
+    for item, decision in settled:
         if isinstance(decision, (ApproveDecision, EditDecision)):
             state.approve(item)
         else:
-            state.reject(item, rejection_message=decision.message or REJECTED_BY_USER_MESSAGE)
+            reason = getattr(decision, "message", None) or REJECTED_BY_USER_MESSAGE
+            state.reject(item, rejection_message=reason)
     for item in broken:
         state.approve(item)
+    return review_payload(held) if held else None
+
+
+def _keep(
+    state: RunState[Any, Any],
+    edits: dict[str, dict[str, Any]],
+    votes: dict[str, dict[str, Any] | None],
+) -> None:
+    """Write edits and a quorum's votes into the run's context (``None``: drop the votes)."""
+    context = _edit_context(state)  # refuses before anything changes
+    for call_id, edit in edits.items():
+        edit["in_history"] = _replace_in_history(state, call_id, edit["args"])
+    if edits:
+        stored = context.get(EDITS_KEY)
+        context[EDITS_KEY] = {**(stored if isinstance(stored, Mapping) else {}), **edits}
+    if votes:
+        stored = context.get(VOTES_KEY)
+        kept = {**(stored if isinstance(stored, Mapping) else {}), **votes}
+        context[VOTES_KEY] = {k: v for k, v in kept.items() if v is not None}
 
 
 def _replace_in_history(state: RunState[Any, Any], call_id: str, args: dict[str, Any]) -> bool:

@@ -36,6 +36,7 @@ from __future__ import annotations
 import json
 from collections.abc import Mapping
 from typing import Any
+from uuid import UUID
 
 try:
     from pydantic_ai import RunContext
@@ -64,15 +65,30 @@ from toolguard._models import (
     ApproveDecision,
     EditDecision,
     PendingReview,
+    QuorumProgress,
+    ToolCall,
+    new_id,
 )
-from toolguard._tool import Tool, ToolArgumentsError
+from toolguard._policy import Verdict
+from toolguard._redact import keep_redacted, redact_args
+from toolguard._runner import Claims
+from toolguard._tool import Tool
 from toolguard._toolset import Tools, Toolset
 from toolguard.integrations._review import (
     ReviewItem,
+    add_vote,
     allowed_decisions,
+    args_digest,
     as_toolset,
+    check_claims,
     checked_decisions,
+    claim_once,
+    failure_text,
+    propose,
     review_payload,
+    shown_result,
+    stored_votes,
+    vote_count,
 )
 
 __all__ = ["GuardedToolset", "deferred_results", "pending_review", "toolset"]
@@ -90,19 +106,28 @@ class GuardedToolset(AbstractToolset[Any]):
     """A Pydantic AI toolset over a toolguard :class:`~toolguard.Toolset`.
 
     Build it with :func:`toolset`. Each tool keeps its name, description and
-    JSON schema (parameter descriptions included). Arguments are checked by
-    toolguard against the tool's schema, so a bad call becomes a failed
-    tool result naming the offending field instead of a retry.
+    JSON schema (parameter descriptions included). Every call is decided the
+    way toolguard's runner decides it (the toolset's allow/ask/deny rules,
+    then the tool's own policy); arguments are checked against the tool's
+    schema, so a bad call becomes a failed tool result naming the offending
+    field instead of a retry.
 
     Args:
         tools: the guarded registry.
         id: the toolset's id, unique among an agent's toolsets (needed for
             durable execution).
+        claims: a store with ``claim(key)`` (``MemoryStore``, ``SQLiteStore``,
+            ``PostgresStore``): an approved call is claimed there before it
+            runs, so resuming the same paused run twice (two processes) runs
+            it once.
     """
 
-    def __init__(self, tools: Toolset, *, id: str | None = None) -> None:
+    def __init__(
+        self, tools: Toolset, *, id: str | None = None, claims: Claims | None = None
+    ) -> None:
         self.tools = tools
         self._id = id
+        self.claims = check_claims(claims)
 
     @property
     def id(self) -> str | None:
@@ -128,38 +153,88 @@ class GuardedToolset(AbstractToolset[Any]):
     async def call_tool(
         self, name: str, tool_args: dict[str, Any], ctx: RunContext[Any], tool: ToolsetTool[Any]
     ) -> Any:
-        """Run one call: at once, or pause it for approval, or refuse bad arguments.
+        """Run one call: at once, or pause it for approval, or refuse it.
 
         Raises:
-            ApprovalRequired: the call needs a human and was not approved yet.
-            ToolFailed: the arguments break the schema, or the tool raised.
+            ApprovalRequired: the call needs a human and was not approved yet
+                (or its quorum is not complete yet).
+            ToolFailed: a deny rule refuses the call, the arguments break the
+                schema, or the tool raised.
+            AlreadyResumedError: with ``claims``, another run already claimed
+                this approved call; it did not run here.
         """
-        guarded = self.tools.get(name)
-        if guarded is None:
-            available = ", ".join(self.tools) or "(none)"
-            text = f"Tool `{name}` does not exist. Available tools: {available}"
-            raise ToolFailed(text)
-        try:
-            validated = guarded.validate_args(tool_args)
-        except ToolArgumentsError as exc:
-            raise ToolFailed(str(exc)) from None
-        except RecursionError:
-            text = f"Invalid arguments for tool `{name}`: nested too deeply"
-            raise ToolFailed(text) from None
-        if not ctx.tool_call_approved and _needs_approval(guarded, validated):
-            try:
-                to_json_data(tool_args)  # what a reviewer will be shown must be JSON
-            except (ValueError, RecursionError) as exc:
-                text = f"Invalid arguments for tool `{name}`: {exc}"
-                raise ToolFailed(text) from None
-            raise ApprovalRequired(metadata={METADATA_KEY: _review_metadata(guarded)})
-        if ctx.tool_call_approved:
+        call, verdict = propose(self.tools, ctx.tool_call_id or "", name, tool_args)
+        if verdict.outcome == "deny" or verdict.tool is None or verdict.validated is None:
+            raise ToolFailed(verdict.refusal or "")
+        guarded, validated = verdict.tool, verdict.validated
+        approved = ctx.tool_call_approved
+        own = _own(ctx.tool_call_metadata) if approved else {}
+        if verdict.outcome == "ask":
+            if not approved:
+                raise ApprovalRequired(metadata=self._pause(guarded, verdict, call, [], None))
+            if verdict.approvals > 1:
+                by = stored_votes(own.get("approvals"), call.name, call.args)
+                if vote_count(by) < verdict.approvals:
+                    # Not enough distinct reviewers yet: nothing runs, the call pauses again.
+                    _record_edit(ctx, tool_args)
+                    review_id = own.get("review_id")
+                    raise ApprovalRequired(
+                        metadata=self._pause(guarded, verdict, call, by, review_id)
+                    )
+        if approved:
+            await self._claim(own)
             _record_edit(ctx, tool_args)
         try:
-            return await guarded.execute(validated)
+            value = await guarded.execute(validated)
         except Exception as exc:
-            text = f"Tool `{guarded.name}` failed: {type(exc).__name__}: {exc}"
-            raise ToolFailed(text) from exc
+            raise ToolFailed(failure_text(guarded, exc, validated, call.args)) from exc
+        return shown_result(guarded, value, validated, call.args)
+
+    def _pause(
+        self,
+        tool: Tool[Any, Any],
+        verdict: Verdict,
+        call: ToolCall,
+        by: list[str],
+        review_id: object,
+    ) -> dict[str, Any]:
+        """toolguard's entry in ``DeferredToolRequests.metadata`` for a paused call."""
+        meta: dict[str, Any] = {
+            "description": tool.review_description(),
+            "allowed_decisions": list(allowed_decisions(tool)),
+        }
+        if tool.redacted:
+            meta["redacted"] = sorted(tool.redacted)
+        if verdict.approvals > 1:
+            meta["approvals"] = {
+                "required": verdict.approvals,
+                "by": by,
+                "digest": args_digest(call.name, call.args),
+            }
+        if self.claims is not None:
+            meta["review_id"] = review_id if isinstance(review_id, str) else new_id()
+        return {METADATA_KEY: meta}
+
+    async def _claim(self, own: Mapping[str, Any]) -> None:
+        if self.claims is None:
+            return
+        review_id = own.get("review_id")
+        if not isinstance(review_id, str) or not review_id:
+            text = (
+                "This approved call carries no toolguard review id, so it cannot be claimed"
+                " once: build the results with deferred_results(). It was not executed."
+            )
+            raise ToolFailed(text)
+        await claim_once(self.claims, review_id)
+
+
+def _own(metadata: Any) -> dict[str, Any]:
+    """toolguard's entry in a call's ``tool_call_metadata`` (``{}`` when absent)."""
+    if isinstance(metadata, Mapping):
+        own = metadata.get(METADATA_KEY)
+        if isinstance(own, Mapping):
+            return dict(own)
+    return {}
 
 
 def _record_edit(ctx: RunContext[Any], tool_args: dict[str, Any]) -> None:
@@ -179,22 +254,7 @@ def _record_edit(ctx: RunContext[Any], tool_args: dict[str, Any]) -> None:
                 return
 
 
-def _needs_approval(tool: Tool[Any, Any], validated: Mapping[str, Any]) -> bool:
-    """The tool's policy on these arguments; a predicate that fails means "ask" (fail closed)."""
-    try:
-        return tool.needs_approval(validated)
-    except Exception:
-        return True
-
-
-def _review_metadata(tool: Tool[Any, Any]) -> dict[str, Any]:
-    return {
-        "description": tool.review_description(),
-        "allowed_decisions": list(allowed_decisions(tool)),
-    }
-
-
-def toolset(tools: Tools, *, id: str | None = None) -> GuardedToolset:
+def toolset(tools: Tools, *, id: str | None = None, claims: Claims | None = None) -> GuardedToolset:
     """Pydantic AI tools for ``Agent(toolsets=[...])``, guarded by toolguard.
 
     Give the agent ``output_type=[str, DeferredToolRequests]`` (or your
@@ -202,28 +262,58 @@ def toolset(tools: Tools, *, id: str | None = None) -> GuardedToolset:
     requests instead of failing.
 
     Args:
-        tools: a :class:`~toolguard.Toolset`, or a list or mapping of
-            functions and tools (then :func:`~toolguard.guard` classifies
-            them).
+        tools: a :class:`~toolguard.Toolset` (its ``rules`` apply), or a list
+            or mapping of functions and tools (then :func:`~toolguard.guard`
+            classifies them).
         id: the toolset's id among the agent's toolsets.
+        claims: a store with ``claim(key)``: an approved call is claimed
+            there before it runs, so it runs once even when the paused run is
+            resumed twice (two processes sharing the store).
+
+    Raises:
+        TypeError: ``claims`` has no ``claim`` method.
     """
-    return GuardedToolset(as_toolset(tools), id=id)
+    return GuardedToolset(as_toolset(tools), id=id, claims=claims)
+
+
+def _meta(requests: DeferredToolRequests, call: ToolCallPart) -> dict[str, Any]:
+    return _own(requests.metadata.get(call.tool_call_id))
+
+
+def _required(meta: Mapping[str, Any]) -> int:
+    quorum = meta.get("approvals")
+    required = quorum.get("required") if isinstance(quorum, Mapping) else None
+    return required if type(required) is int and required > 1 else 1
 
 
 def _items(requests: DeferredToolRequests) -> list[ReviewItem]:
     items = []
     for call in requests.approvals:
-        meta = requests.metadata.get(call.tool_call_id, {}).get(METADATA_KEY) or {}
+        meta = _meta(requests, call)
+        args = _args_dict(call)
         allowed = meta.get("allowed_decisions") or allowed_decisions(None)
+        required = _required(meta)
+        by = stored_votes(meta.get("approvals"), call.tool_name, args) if required > 1 else []
+        shown = redact_args(args, frozenset(_names(meta)))
         items.append(
             ReviewItem(
                 name=call.tool_name,
-                args=_args_dict(call),
+                args=shown,
                 description=meta.get("description"),
                 allowed_decisions=tuple(allowed),
+                progress=(
+                    QuorumProgress(required=required, given=len(by), by=by)
+                    if required > 1
+                    else None
+                ),
             )
         )
     return items
+
+
+def _names(meta: Mapping[str, Any]) -> list[str]:
+    names = meta.get("redacted")
+    return [n for n in names if isinstance(n, str)] if isinstance(names, list) else []
 
 
 def _args_dict(call: ToolCallPart) -> dict[str, Any]:
@@ -245,40 +335,74 @@ def _args_dict(call: ToolCallPart) -> dict[str, Any]:
 def pending_review(requests: DeferredToolRequests) -> PendingReview:
     """SPEC's ``pending_review`` payload for the approvals a run asked for.
 
-    Descriptions set with ``requires_approval(description=...)`` and the
-    tool's allowed decisions come from toolguard (carried in the requests'
-    metadata), not only from Pydantic AI's call parts. Calls deferred for
-    external execution (``requests.calls``) are not approvals and are not
-    listed.
+    Descriptions set with ``requires_approval(description=...)``, the tool's
+    allowed decisions, its redacted parameters (shown as ``REDACTED``) and a
+    quorum's progress (``review_configs[i]["approvals"]``) come from
+    toolguard (carried in the requests' metadata), not only from Pydantic
+    AI's call parts. Calls deferred for external execution
+    (``requests.calls``) are not approvals and are not listed.
     """
     return review_payload(_items(requests))
 
 
-def deferred_results(requests: DeferredToolRequests, decisions: Any) -> DeferredToolResults:
+def deferred_results(
+    requests: DeferredToolRequests, decisions: Any, *, reviewer: str | int | UUID | None = None
+) -> DeferredToolResults:
     """Turn a person's decisions into Pydantic AI's ``DeferredToolResults``.
 
     Decisions are checked with :func:`~toolguard.validate_decisions` against
     :func:`pending_review` (one per approval, in order). approve →
     ``ToolApproved()``; edit → ``ToolApproved(override_args=...)`` (the edited
-    arguments are checked against the schema when the call runs; a bad edit
-    becomes a failed tool result and nothing runs); reject →
+    arguments are checked against the schema and the deny rules when the
+    call runs; a bad edit becomes a failed tool result and nothing runs; a
+    redacted argument left as ``REDACTED`` keeps its real value); reject →
     ``ToolDenied(reason or REJECTED_BY_USER_MESSAGE)``.
+
+    A quorum (``requires_approval(approvals=N)``): each approval or edit is
+    one vote of ``reviewer`` (needed, and distinct from the earlier ones),
+    carried in the results' metadata. Until N distinct reviewers approved the
+    same arguments, the call does not run: the next ``agent.run`` ends with
+    ``DeferredToolRequests`` again, whose :func:`pending_review` shows the
+    progress. An edit restarts the count for the edited arguments.
 
     Raises:
         NoPendingReviewError: the requests hold no approval.
         InvalidReviewDecisionError: the decisions do not answer the review,
-            or an edit names another tool (Pydantic AI cannot switch tools).
+            or an edit names another tool (Pydantic AI cannot switch tools),
+            or an approve carries a standing grant.
+        QuorumReviewerError: an anonymous reviewer, or one who already
+            approved, votes on a quorum call; nothing changed.
     """
     review = pending_review(requests)
     parsed = checked_decisions(review, decisions, framework=FRAMEWORK)
     approvals: dict[str, bool | ToolApproved | ToolDenied] = {}
+    metadata: dict[str, dict[str, Any]] = {}
     for call, decision in zip(requests.approvals, parsed, strict=True):
+        meta = _meta(requests, call)
+        args = _args_dict(call)
+        required = _required(meta)
+        carried: dict[str, Any] = {k: meta[k] for k in ("review_id",) if k in meta}
         if isinstance(decision, ApproveDecision):
+            if required > 1:
+                earlier = stored_votes(meta.get("approvals"), call.tool_name, args)
+                by = add_vote(call.tool_name, required, earlier, reviewer)
+                carried["approvals"] = _votes(required, by, call.tool_name, args)
             approvals[call.tool_call_id] = ToolApproved()
         elif isinstance(decision, EditDecision):
-            approvals[call.tool_call_id] = ToolApproved(
-                override_args=dict(decision.edited_action.args)
-            )
+            names = frozenset(_names(meta))
+            edited = dict(decision.edited_action.args)
+            if names:
+                edited = keep_redacted(edited, args, names)[0]
+            if required > 1:
+                by = add_vote(call.tool_name, required, [], reviewer)
+                carried["approvals"] = _votes(required, by, call.tool_name, edited)
+            approvals[call.tool_call_id] = ToolApproved(override_args=edited)
         else:
             approvals[call.tool_call_id] = ToolDenied(decision.message or REJECTED_BY_USER_MESSAGE)
-    return DeferredToolResults(approvals=approvals)
+        if carried:
+            metadata[call.tool_call_id] = {METADATA_KEY: carried}
+    return DeferredToolResults(approvals=approvals, metadata=metadata)
+
+
+def _votes(required: int, by: list[str], name: str, args: dict[str, Any]) -> dict[str, Any]:
+    return {"required": required, "by": by, "digest": args_digest(name, args)}
