@@ -34,15 +34,15 @@ ROOT = Path(__file__).resolve().parents[2]
 
 TABLE = """\
 tool          approval  rule        reason
-------------  --------  ----------  ----------------------------------------------------------------------------------------------
-read_file     no        annotation  the server marks it readOnlyHint: true and no approval verb among the words ['read', 'file']
+------------  --------  ----------  --------------------------------------------------------------------------------------------------------
+read_file     no        annotation  the server marks it readOnlyHint: true and the word 'read' is a read verb
 list_files    required  annotation  the server does not mark it readOnlyHint: true (MCP tools are destructive by default)
-archive_file  required  annotation  the server does not mark it readOnlyHint: true (MCP tools are destructive by default)
-purge_cache   required  annotation  the server marks it destructiveHint: true
-delete_file   required  verb        the word 'delete' is an approval verb
-book_room     required  verb        the word 'book' is an approval verb
-fail_always   no        annotation  the server marks it readOnlyHint: true and no approval verb among the words ['fail', 'always']
-stats         no        annotation  the server marks it readOnlyHint: true and no approval verb among the words ['stats']"""  # noqa: E501
+archive_file  required  verb        the word 'archive' is an approval verb (data)
+purge_cache   required  verb        the word 'purge' is an approval verb (data); the server's readOnlyHint: true cannot exempt it
+delete_file   required  verb        the word 'delete' is an approval verb (data); the server's readOnlyHint: true cannot exempt it
+book_room     required  verb        the word 'book' is an approval verb (commerce); the server's readOnlyHint: true cannot exempt it
+fail_always   no        annotation  the server marks it readOnlyHint: true and the name holds no known verb
+stats         no        annotation  the server marks it readOnlyHint: true and the word 'stats' names information and the name holds no verb"""  # noqa: E501
 
 
 @asynccontextmanager
@@ -227,14 +227,7 @@ async def test_the_operators_lists_win_over_the_servers_hints(log: Path) -> None
                     " (MCP tools are destructive by default)"
                 ),
             ),
-            (
-                "archive_file",
-                True,
-                (
-                    "the server does not mark it readOnlyHint: true"
-                    " (MCP tools are destructive by default)"
-                ),
-            ),
+            ("archive_file", True, "the word 'archive' is an approval verb (data)"),
             ("purge_cache", False, "listed in never (exempt)"),
             ("delete_file", False, "listed in never (exempt)"),
         ]
