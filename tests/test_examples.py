@@ -54,10 +54,10 @@ def test_reviewed_chat_runs_offline_with_the_demo_model() -> None:
     done = run_example("reviewed_chat.py", stdin, offline_env())
     assert (done.returncode, done.stderr) == (0, "")
     assert done.stdout.splitlines() == [
-        "tool          approval  rule     reason",
-        "------------  --------  -------  ----------------------------------------------------",
-        "find_contact  no        default  no approval verb among the words ['find', 'contact']",
-        "send_email    required  verb     the word 'send' is an approval verb",
+        "tool          approval  rule  reason",
+        "------------  --------  ----  --------------------------------------------------------------",
+        "find_contact  no        read  the word 'find' is a read verb",
+        "send_email    required  verb  the word 'send' is an approval verb (messaging and publishing)",
         "you> -- Tool `send_email` is awaiting approval",
         "{",
         '  "to": "alice@example.com",',

@@ -656,15 +656,15 @@ def test_guard_list_with_default_classifier() -> None:
         rule="verb",
         matched_word="send",
         matched_verb="send",
-        reason="the word 'send' is an approval verb",
+        reason="the word 'send' is an approval verb (messaging and publishing)",
     )
     assert toolset.explain("findCalendarEvents") == Classification(
         name="findCalendarEvents",
         needs_approval=False,
-        rule="default",
+        rule="read",
         matched_word=None,
         matched_verb=None,
-        reason="no approval verb among the words ['find', 'calendar', 'events']",
+        reason="the word 'find' is a read verb",
     )
 
 
@@ -692,7 +692,8 @@ def test_guard_mapping_renames_tools() -> None:
     """A mapping key is the name the model sees, classified and used in the payload."""
     toolset = guard({"mail_out": send_email, "lookup": search_mail})
     assert list(toolset) == ["mail_out", "lookup"]
-    assert toolset.guarded == []
+    # "mail_out" holds no known verb: the default classifier asks; "lookup" reads.
+    assert toolset.guarded == ["mail_out"]
     assert toolset["mail_out"].openai_schema == {
         **SEND_EMAIL_SCHEMA,
         "function": {**SEND_EMAIL_SCHEMA["function"], "name": "mail_out"},
@@ -735,16 +736,16 @@ def test_table() -> None:
     toolset = guard([send_email, search_mail, findCalendarEvents, wipe_disk])
     expected = [
         "tool                approval  rule       reason",
-        "------------------  --------  ---------  " + "-" * 63,
-        "send_email          required  verb       the word 'send' is an approval verb",
+        "------------------  --------  ---------  " + "-" * 81,
         (
-            "search_mail         no        default    "
-            "no approval verb among the words ['search', 'mail']"
+            "send_email          required  verb       "
+            "the word 'send' is an approval verb (messaging and publishing)"
         ),
         (
-            "findCalendarEvents  no        default    "
-            "no approval verb among the words ['find', 'calendar', 'events']"
+            "search_mail         no        read       "
+            "the read verb 'search' leads the action: 'mail' is read as a thing, not an action"
         ),
+        "findCalendarEvents  no        read       the word 'find' is a read verb",
         "wipe_disk           required  decorator  guarded with @requires_approval",
     ]
     assert toolset.table() == "\n".join(expected)
@@ -758,8 +759,10 @@ def test_openai_tools() -> None:
 
 def test_guarded_schemas_equal_unguarded_ones() -> None:
     """The model sees no difference: guarded and unguarded toolsets give the same schemas."""
-    guarded = guard([send_email, search_mail, findCalendarEvents], Classifier(verbs=["search"]))
-    unguarded = guard([send_email, search_mail, findCalendarEvents], Classifier(verbs=[]))
+    only_search = Classifier(verbs=["search"], reads=(), unknown="allow")
+    guarded = guard([send_email, search_mail, findCalendarEvents], only_search)
+    nothing = Classifier(verbs=[], reads=(), unknown="allow")
+    unguarded = guard([send_email, search_mail, findCalendarEvents], nothing)
     assert guarded.guarded == ["search_mail"]
     assert unguarded.guarded == []
     assert guarded.openai_tools() == unguarded.openai_tools()

@@ -14,7 +14,9 @@ from typing import Any
 import pytest
 
 from toolguard import (
+    SEED_VERBS,
     ApprovalRequiredError,
+    Classifier,
     Limits,
     ModelResponse,
     ReviewedChat,
@@ -177,7 +179,7 @@ def failing_tools() -> list[Any]:
 
 async def test_exceptions_give_the_same_error_result() -> None:
     """A marked tool that raises gives the same failed result as an unmarked one."""
-    step = await Runner(failing_tools()).run(
+    step = await Runner(failing_tools(), classifier=Classifier(verbs=SEED_VERBS)).run(
         [call("c1", "fail_quick", key="k"), call("c2", "fail_slow", key="k")]
     )
     assert step.results == [
@@ -211,7 +213,11 @@ async def test_results_beyond_the_limits_are_bounded_the_same() -> None:
         """A large text."""
         return "x" * size
 
-    runner = Runner([big_quick, big_slow], limits=Limits(max_result_bytes=1024))
+    runner = Runner(
+        [big_quick, big_slow],
+        limits=Limits(max_result_bytes=1024),
+        classifier=Classifier(verbs=SEED_VERBS),
+    )
     step = await runner.run([call("c1", "big_quick", size=5000), call("c2", "big_slow", size=5000)])
     content, value = bounded_result("x" * 5000, Limits(max_result_bytes=1024))
     assert value is None
@@ -256,7 +262,7 @@ async def test_marked_tools_respect_max_concurrency() -> None:
         order.append(label)
         return label
 
-    runner = Runner([step_one], max_concurrency=1)
+    runner = Runner([step_one], max_concurrency=1, classifier=Classifier(verbs=SEED_VERBS))
     step = await runner.run([call("c1", "step_one", label="a"), call("c2", "step_one", label="b")])
     assert step.results == [ok("c1", "step_one", "a"), ok("c2", "step_one", "b")]
     assert sorted(order) == ["a", "b"]

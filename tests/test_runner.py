@@ -15,8 +15,10 @@ from hypothesis import strategies as st
 from toolguard import (
     NO_DECISION,
     REJECTED_BY_USER_MESSAGE,
+    SEED_VERBS,
     AlreadyResumedError,
     ApproveDecision,
+    Classifier,
     EditDecision,
     EditedAction,
     InvalidReviewDecisionError,
@@ -85,7 +87,8 @@ class World:
         return [search_events, send_email, delete_event, explode, transfer, get_weather]
 
     def runner(self, **options: Any) -> Runner:
-        """A Runner over the tools."""
+        """A Runner over the tools, classified by the original 13 verbs unless told otherwise."""
+        options.setdefault("classifier", Classifier(verbs=SEED_VERBS))
         return Runner(self.tools(), **options)
 
 
@@ -893,14 +896,18 @@ def barrier_tools(barrier: threading.Barrier) -> list[Any]:
 
 async def test_sync_tools_of_one_turn_run_concurrently() -> None:
     """Two sync tools that wait for each other on a barrier both finish when run in one turn."""
-    runner = Runner(barrier_tools(threading.Barrier(2, timeout=5)))
+    runner = Runner(
+        barrier_tools(threading.Barrier(2, timeout=5)), classifier=Classifier(verbs=SEED_VERBS)
+    )
     step = await runner.run([call("c1", "meet", label="a"), call("c2", "meet", label="b")])
     assert step.results == [ok("c1", "meet", "a"), ok("c2", "meet", "b")]
 
 
 async def test_approved_sync_tools_run_concurrently() -> None:
     """Two approved sync calls that wait for each other both finish on resume."""
-    runner = Runner(barrier_tools(threading.Barrier(2, timeout=5)))
+    runner = Runner(
+        barrier_tools(threading.Barrier(2, timeout=5)), classifier=Classifier(verbs=SEED_VERBS)
+    )
     step = await runner.run(
         [call("c1", "send_signal", label="a"), call("c2", "send_signal", label="b")]
     )

@@ -25,6 +25,8 @@ from tests.openai_server import ScriptedOpenAIServer, reply_text, reply_tool_cal
 from toolguard import (
     NO_DECISION,
     REJECTED_BY_USER_MESSAGE,
+    SEED_VERBS,
+    Classifier,
     ModelResponse,
     PendingTurn,
     ResultOutcome,
@@ -94,7 +96,7 @@ def test_every_outcome_has_a_default_and_only_responded_is_unmarked() -> None:
 async def test_each_creation_site_sets_its_outcome_and_marks_the_message() -> None:
     """Runner results keep SPEC's exact content; their tool messages carry the marker."""
     log: list[str] = []
-    runner = Runner(make_tools(log))
+    runner = Runner(make_tools(log), classifier=Classifier(verbs=SEED_VERBS))
     step = await runner.run(
         [
             ToolCall(id="u", name="nope", args={}),
@@ -142,7 +144,7 @@ async def test_each_creation_site_sets_its_outcome_and_marks_the_message() -> No
 
 async def test_tampered_expired_cancelled_and_interrupted_are_marked() -> None:
     """The chat-only outcomes: digest mismatch, deadline, cancellation, crash recovery."""
-    runner = Runner(make_tools([]))
+    runner = Runner(make_tools([]), classifier=Classifier(verbs=SEED_VERBS))
 
     async def paused() -> PendingTurn:
         # A turn is resumed or closed once only: a fresh paused turn for each outcome.
@@ -194,7 +196,7 @@ async def test_the_openai_server_receives_the_marked_text(
 @given(reason=st.one_of(st.text(max_size=40), surrogate_text, deceptive_text, st.just("{text}{0}")))
 def test_any_reason_is_marked_and_kept_verbatim(reason: str) -> None:
     """Whatever a reviewer writes (braces, surrogates, bidi), the marker leads, the text stays."""
-    runner = Runner(make_tools([]))
+    runner = Runner(make_tools([]), classifier=Classifier(verbs=SEED_VERBS))
     step = runner.run_sync([ToolCall(id="c1", name="send_email", args={"to": "a@x"})])
     assert step.pending is not None
     done = runner.resume_sync(step.pending, [{"type": "reject", "message": reason}])
@@ -207,7 +209,7 @@ def test_any_reason_is_marked_and_kept_verbatim(reason: str) -> None:
 
 def test_custom_templates_and_verbatim() -> None:
     """ResultTemplates fields replace the defaults, {name} is the tool; verbatim() unmarks."""
-    runner = Runner(make_tools([]))
+    runner = Runner(make_tools([]), classifier=Classifier(verbs=SEED_VERBS))
     step = runner.run_sync([ToolCall(id="c1", name="nope", args={})])
     custom = ResultTemplates(unknown_tool="<{name}> {text} </{name}>")
     assert step.tool_messages(custom)[0]["content"] == (
@@ -289,7 +291,7 @@ def test_wrong_template_arguments_and_paused_steps_are_refused() -> None:
     """A non-ResultTemplates value is a TypeError; a paused step has no messages yet."""
     with pytest.raises(TypeError, match="result_templates must be a ResultTemplates, got dict"):
         ReviewedChat(ScriptedModel([]), [], result_templates={"rejected": "x {text}"})  # type: ignore[arg-type]
-    runner = Runner(make_tools([]))
+    runner = Runner(make_tools([]), classifier=Classifier(verbs=SEED_VERBS))
     step = runner.run_sync([ToolCall(id="c1", name="send_email", args={"to": "a@x"})])
     with pytest.raises(ValueError, match="The turn is paused"):
         step.openai_messages()

@@ -7,6 +7,7 @@ from typing import Any
 import pytest
 
 from toolguard import (
+    SEED_VERBS,
     ApprovalRequiredError,
     Classifier,
     ModelResponse,
@@ -173,7 +174,9 @@ def test_runs_through_the_runner_sync_and_async(rec: Recorder, use_async: bool) 
     func = rec.async_ if use_async else rec.sync
     tool = Tool.from_schema("notify", "Notify.", SCHEMA, func)
     assert tool.is_async is use_async
-    step = Runner([tool]).run_sync([ToolCall(id="c1", name="notify", args={"to": "bob"})])
+    step = Runner([tool], classifier=Classifier(verbs=SEED_VERBS)).run_sync(
+        [ToolCall(id="c1", name="notify", args={"to": "bob"})]
+    )
     content = "sent to bob" if use_async else '{"sent": {"to": "bob"}}'
     assert [(r.status, r.content) for r in step.results] == [("success", content)]
     assert rec.calls == [{"to": "bob"}]
@@ -183,7 +186,9 @@ def test_guard_classifies_it_and_approve_runs_it_once(rec: Recorder) -> None:
     tool = Tool.from_schema("send_message", "Send.", SCHEMA, rec.sync)
     toolset = guard([tool])
     assert toolset.guarded == ["send_message"]
-    assert toolset.explain("send_message").reason == "the word 'send' is an approval verb"
+    assert toolset.explain("send_message").reason == (
+        "the word 'send' is an approval verb (messaging and publishing)"
+    )
     runner = Runner(toolset)
     step = runner.run_sync([ToolCall(id="c1", name="send_message", args={"to": "x"})])
     assert step.pending_review is not None
@@ -259,7 +264,7 @@ def test_renaming_keeps_the_schema(rec: Recorder) -> None:
     toolset = guard({"mail": Tool.from_schema("send_message", "Send.", SCHEMA, rec.sync)})
     assert list(toolset) == ["mail"]
     assert toolset["mail"].parameters == SCHEMA
-    assert toolset.explain("mail").rule == "default"
+    assert toolset.explain("mail").rule == "verb"  # the name the model sees is classified
     assert guard(
         [Tool.from_schema("x", "X.", SCHEMA, rec.sync)], Classifier(always=["x"])
     ).guarded == ["x"]
