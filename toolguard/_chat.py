@@ -854,6 +854,8 @@ class ReviewedChat:
         while True:
             state, pending = await self._current_review(thread_id, review_id)
             await self._check_reviewer(state, reviewer)
+            if self._vault is not None:  # the real values of secrets, if this process has them
+                pending = self._vault.restore(pending)
             parsed = validate_decisions(pending, decisions)
             self.runner.check_allowed(pending, parsed)  # the tools' own policies, before the claim
             waiting = [a for a in pending.actions if a.status == "requested"]
@@ -869,18 +871,11 @@ class ReviewedChat:
                 # error (never a lost approval, never an approval of arguments not shown).
                 review_id = pending.review_id
         claimed = await self._claim(state, parsed, reviewer, plan)
-        if self._vault is not None:  # the real values of secrets, if this process has them
-            pending = self._vault.restore(pending)
+        if self._vault is not None:
             self._vault.drop(pending.review_id)
         waiting = [a for a in pending.actions if a.status == "requested"]
         step = await self.runner._resume_checked(
-            pending,
-            waiting,
-            parsed,
-            claimed.thread_id,
-            reviewer,
-            # Planned above on the same review; with secrets restored, planned again.
-            plan=plan if self._vault is None else None,
+            pending, waiting, parsed, claimed.thread_id, reviewer, plan=plan
         )
         step = _with_reviewer(step, reviewer)
         return await self._loop(claimed, claimed.version, list(claimed.messages), step)
@@ -1110,13 +1105,23 @@ class ReviewedChat:
                 if a.id not in known
             ),
         ]
-        saved = await self._save(
-            state,
-            state.version,
-            pending=plan.pending,
-            actions=_merge(state.actions, plan.touched),
-            audit=[*state.audit, *events],
-        )
+        old_review = state.pending.review_id
+        # store_secrets=False: the paused turn is stored with REDACTED, its secrets kept here.
+        pending = plan.pending if self._vault is None else self._vault.stash(plan.pending)
+        try:
+            saved = await self._save(
+                state,
+                state.version,
+                pending=pending,
+                actions=_merge(state.actions, plan.touched),
+                audit=[*state.audit, *events],
+            )
+        except ConcurrentUpdateError:
+            if self._vault is not None and new_review != old_review:
+                self._vault.drop(new_review)
+            raise
+        if self._vault is not None and new_review != old_review:
+            self._vault.drop(old_review)
         return ChatTurn(
             thread_id=saved.thread_id,
             pending_review=plan.pending.pending_review,
@@ -1157,7 +1162,7 @@ class ReviewedChat:
                 # reviewer and time).
                 review = state.pending.review_id
                 votes = quorum.vote_events(state.thread_id, review, plan.votes, reviewer, now)
-                decided = [action for action, _ in plan.pairs]
+                decided = [quorum.shown_action(self.runner, action) for action, _ in plan.pairs]
             events = [
                 *votes,
                 *(

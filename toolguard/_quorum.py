@@ -33,8 +33,10 @@ from toolguard._models import (
     ToolCall,
     call_digest,
     new_id,
+    with_fields,
 )
 from toolguard._override import get_stand_in
+from toolguard._redact import keep_redacted, shown_decision
 from toolguard._reveal import without_invisible
 from toolguard._tool import ToolArgumentsError
 from toolguard._validate import AnyDecision
@@ -97,7 +99,8 @@ class Vote:
     action: Action
     """The action as the decision leaves it (a restarted edit: the new request)."""
     decision: AnyDecision | None
-    """The decision (``None``: none was given, on the lenient path)."""
+    """The decision as recorded: an edit's secret arguments shown as ``REDACTED``
+    (``None``: none was given, on the lenient path)."""
     given: int
     """Approvals of the action's current arguments after this decision."""
     required: int
@@ -109,11 +112,13 @@ class QuorumPlan:
     """What a submission does: keep the review pending, or settle every action."""
 
     pending: PendingTurn | None = None
-    """The review still pending, with its progress; ``None`` when every action is settled."""
+    """The review still pending, with its progress; ``None`` when every action is settled.
+    Like the turn's calls, its settled actions keep their decisions as given (an edit's
+    real secret values, to run them): store it as the paused turn, never show it."""
     pairs: list[tuple[Action, AnyDecision | None]] = field(default_factory=list)
     """When settled: each action to finish and its decision, in call order."""
     touched: list[Action] = field(default_factory=list)
-    """The actions this submission changed (for the thread's records)."""
+    """The actions this submission changed (for the thread's records: decisions as shown)."""
     votes: list[Vote] = field(default_factory=list)
     """One per decision, when the review holds a quorum action (else empty)."""
     calls: list[ToolCall] = field(default_factory=list)
@@ -169,10 +174,11 @@ def plan(  # noqa: PLR0915 - one flat pass over the decisions reads best
         decision = parsed[i] if i < len(parsed) else None
         required = needs[action.id]
         settled = {"decision": decision, "decided_at": now, "reviewer": reviewer}
+        shown = shown_decision(decision, runner.toolset)  # what the records say
         if required <= 1 or not isinstance(decision, (ApproveDecision, EditDecision)):
             status = _status(decision)
             after[action.id] = action.model_copy(update={**settled, "status": status})
-            out.votes.append(Vote(after[action.id], decision, len(action.approved_by), required))
+            out.votes.append(Vote(after[action.id], shown, len(action.approved_by), required))
             continue
         if key is None:
             raise QuorumReviewerError(None, action.name, required, action.approved_by)
@@ -185,14 +191,22 @@ def plan(  # noqa: PLR0915 - one flat pass over the decisions reads best
             else:
                 update = {"approved_by": by, "approvals_required": required}
             after[action.id] = action.model_copy(update=update)
-            out.votes.append(Vote(after[action.id], decision, len(by), required))
+            out.votes.append(Vote(after[action.id], shown, len(by), required))
             continue
-        restarted = _restart(runner, action, calls[position[action.call_id]], decision, thread_id)
+        restarted = _restart(
+            runner,
+            action,
+            calls[position[action.call_id]],
+            decision,
+            thread_id=thread_id,
+            review_id=pending.review_id,
+        )
         if restarted is None:
-            # The edit can never run (unknown tool, bad arguments, a deny rule): it settles
-            # now and the resume gives the model the error, as for any edit.
+            # The edit can never run (unknown tool, bad arguments, a deny rule, a secret no
+            # longer at hand): it settles now and the resume gives the model the error, as for
+            # any edit.
             after[action.id] = action.model_copy(update={**settled, "status": "edited"})
-            out.votes.append(Vote(after[action.id], decision, 0, required))
+            out.votes.append(Vote(after[action.id], shown, 0, required))
             continue
         new_call, request = restarted
         request = request.model_copy(
@@ -203,11 +217,12 @@ def plan(  # noqa: PLR0915 - one flat pass over the decisions reads best
         )
         calls[position[new_call.id]] = new_call
         replaced = [c for c in replaced if c.id != new_call.id] + [new_call]
+        # The replaced request is finished: only its record remains, with the edit as shown.
         after[action.id] = action.model_copy(
-            update={**settled, "status": "edited", "finished_at": now}
+            update={**settled, "decision": shown, "status": "edited", "finished_at": now}
         )
         fresh[action.id] = request
-        out.votes.append(Vote(after[action.id], decision, 1, request.approvals_required))
+        out.votes.append(Vote(after[action.id], shown, 1, request.approvals_required))
     changed = [after[a.id] for a in waiting]
     if not fresh and all(a.status != "requested" for a in changed):
         settled_all = {a.id: a for a in [*held, *changed]}
@@ -222,13 +237,24 @@ def plan(  # noqa: PLR0915 - one flat pass over the decisions reads best
     kept: list[Action] = []
     for action in pending.actions:
         current = after.get(action.id, action)
+        real = calls[position[action.call_id]].args  # the digests cover the real arguments
         if action.id in fresh:
-            kept.append(_bind(runner, fresh[action.id], review_id, thread_id))  # the new request
+            # The new request, bound to the new review.
+            kept.append(_bind(runner, fresh[action.id], real, review_id, thread_id))
             continue
         if current.result is not None:
             kept.append(current)  # finished earlier in this turn: unchanged
             continue
-        kept.append(_rebound(runner, current, pending.review_id, review_id, thread_id))
+        kept.append(
+            _rebound(
+                runner,
+                current,
+                real,
+                old_review=pending.review_id,
+                new_review=review_id,
+                thread_id=thread_id,
+            )
+        )
     actions = kept
     out.pending = PendingTurn(
         review_id=review_id,
@@ -242,8 +268,14 @@ def plan(  # noqa: PLR0915 - one flat pass over the decisions reads best
     out.votes = [
         Vote(by_id.get(v.action.id, v.action), v.decision, v.given, v.required) for v in out.votes
     ]
-    out.touched = _unique([*changed, *actions])
+    out.touched = [shown_action(runner, a) for a in _unique([*changed, *actions])]
     return out
+
+
+def shown_action(runner: Runner, action: Action) -> Action:
+    """``action`` as the thread's records keep it: an edit's secret arguments as ``REDACTED``."""
+    decision = shown_decision(action.decision, runner.toolset)
+    return action if decision is action.decision else with_fields(action, {"decision": decision})
 
 
 def _unique(actions: list[Action]) -> list[Action]:
@@ -262,17 +294,35 @@ def _status(decision: AnyDecision | None) -> str:
 
 
 def _restart(
-    runner: Runner, action: Action, call: ToolCall, decision: EditDecision, thread_id: str
+    runner: Runner,
+    action: Action,
+    call: ToolCall,
+    decision: EditDecision,
+    *,
+    thread_id: str,
+    review_id: str,
 ) -> tuple[ToolCall, Action] | None:
-    """The call and request an edit of a quorum action restarts; ``None``: it cannot run."""
+    """The call and request an edit of a quorum action restarts; ``None``: it cannot run.
+
+    A redacted parameter of the same tool left as ``REDACTED`` keeps this
+    call's real value, once the call is proven to be the reviewed one (as a
+    single reviewer's edit does, see :meth:`Runner.resume`).
+    """
     from toolguard._runner import parse_tool_call  # noqa: PLC0415 - the runner imports this module
 
     edited = decision.edited_action
-    new_call = parse_tool_call(
-        {"id": call.id, "name": edited.name, "args": edited.args}, limits=runner.limits
-    )
     tool = runner.toolset.get(edited.name)
-    if tool is None or new_call.error is not None or new_call.arguments_error is not None:
+    if tool is None:
+        return None
+    args = dict(edited.args)
+    if edited.name == action.name and tool.redacted:
+        args, kept = keep_redacted(edited.args, call.args, tool.redacted)
+        if kept and runner._unreviewed(action, call, tool, thread_id, review_id) is not None:
+            return None  # the resume gives the model why (tampered, or the secret is gone)
+    new_call = parse_tool_call(
+        {"id": call.id, "name": edited.name, "args": args}, limits=runner.limits
+    )
+    if new_call.error is not None or new_call.arguments_error is not None:
         return None
     if runner.toolset.rules:
         verdict = runner.toolset.rules.decide(new_call.name, new_call.args)
@@ -288,29 +338,40 @@ def _restart(
     return new_call, request
 
 
-def _bind(runner: Runner, action: Action, review_id: str, thread_id: str) -> Action:
+def _bind(
+    runner: Runner, action: Action, args: dict[str, Any], review_id: str, thread_id: str
+) -> Action:
+    """``action`` bound to ``review_id``: the digest of its call's real ``args``."""
     digest = call_digest(
-        action.name, action.args, runner.signing_key, thread_id=thread_id, review_id=review_id
+        action.name, args, runner.signing_key, thread_id=thread_id, review_id=review_id
     )
     return action.model_copy(update={"digest": digest})
 
 
 def _rebound(
-    runner: Runner, action: Action, old_review: str, new_review: str, thread_id: str
+    runner: Runner,
+    action: Action,
+    args: dict[str, Any],
+    *,
+    old_review: str,
+    new_review: str,
+    thread_id: str,
 ) -> Action:
     """``action`` bound to ``new_review``, only when its digest holds for ``old_review``.
 
-    A digest that does not hold (a rewritten store) is kept as it is, so the
-    action still fails closed (``TAMPERED``) when it is approved.
+    ``args`` are the real arguments of its call (secrets included: the
+    digest covers them). A digest that does not hold (a rewritten store, a
+    secret no longer at hand) is kept as it is, so the action still fails
+    closed (``TAMPERED`` or ``SECRET_GONE``) when it is approved.
     """
     if old_review == new_review:
         return action
     expected = call_digest(
-        action.name, action.args, runner.signing_key, thread_id=thread_id, review_id=old_review
+        action.name, args, runner.signing_key, thread_id=thread_id, review_id=old_review
     )
     if not hmac.compare_digest(action.digest, expected):
         return action
-    return _bind(runner, action, new_review, thread_id)
+    return _bind(runner, action, args, new_review, thread_id)
 
 
 def progress_text(given: int, required: int) -> str:
@@ -326,7 +387,7 @@ def vote_detail(vote: Vote) -> str | None:
 
 
 def vote_args(vote: Vote) -> dict[str, Any] | None:
-    """The arguments a vote approved (an edit: the new ones); ``None`` for a reject."""
+    """The arguments a vote approved (an edit: the new ones, as shown); ``None`` for a reject."""
     if isinstance(vote.decision, EditDecision):
         return vote.decision.edited_action.args
     if isinstance(vote.decision, ApproveDecision):

@@ -284,16 +284,18 @@ class SecretVault:
 
     Used by ``ReviewedChat(store_secrets=False)``: the stored thread (paused
     turn, history, audit) holds ``REDACTED``; the vault holds the real
-    arguments of a paused turn's calls until the turn is resumed or closed.
+    arguments of a paused turn's calls, and the real edits of its actions
+    already settled while a quorum waits, until the turn is resumed or closed.
     A paused turn whose values are gone (another process, a restart) fails
     closed: its approved calls end with ``SECRET_GONE`` and never run.
     """
 
-    __slots__ = ("_real", "_tools")
+    __slots__ = ("_edits", "_real", "_tools")
 
     def __init__(self, tools: _Tools) -> None:
         self._tools = tools
         self._real: dict[str, dict[str, dict[str, Any]]] = {}
+        self._edits: dict[str, dict[str, EditDecision]] = {}
 
     def shown_calls(self, calls: Iterable[ToolCall]) -> list[ToolCall]:
         """The calls with their secret values replaced (for storage)."""
@@ -305,13 +307,30 @@ class SecretVault:
         return shown
 
     def stash(self, pending: PendingTurn) -> PendingTurn:
-        """Keep the real arguments of ``pending``'s calls here; return it with them replaced."""
+        """Keep the real arguments of ``pending``'s calls here; return it with them replaced.
+
+        The edits of its actions (settled while a quorum waits) are kept and
+        replaced the same way.
+        """
         real = {c.id: dict(c.args) for c in (*pending.calls, *pending.replaced_calls)}
         self._real[pending.review_id] = real
+        edits = {
+            a.id: a.decision
+            for a in pending.actions
+            if isinstance(a.decision, EditDecision)
+            and shown_decision(a.decision, self._tools) is not a.decision
+        }
+        self._edits[pending.review_id] = edits
         return pending.model_copy(
             update={
                 "calls": self.shown_calls(pending.calls),
                 "replaced_calls": self.shown_calls(pending.replaced_calls),
+                "actions": [
+                    a.model_copy(update={"decision": shown_decision(a.decision, self._tools)})
+                    if a.id in edits
+                    else a
+                    for a in pending.actions
+                ],
             }
         )
 
@@ -330,14 +349,25 @@ class SecretVault:
                 for c in calls
             ]
 
+        edits = self._edits.get(pending.review_id, {})
         return pending.model_copy(
-            update={"calls": back(pending.calls), "replaced_calls": back(pending.replaced_calls)}
+            update={
+                "calls": back(pending.calls),
+                "replaced_calls": back(pending.replaced_calls),
+                "actions": [
+                    a.model_copy(update={"decision": edits[a.id]})
+                    if a.id in edits and shown_decision(edits[a.id], self._tools) == a.decision
+                    else a
+                    for a in pending.actions
+                ],
+            }
         )
 
     def drop(self, review_id: str | None) -> None:
-        """Forget the real arguments of a turn that ended."""
+        """Forget the real arguments of a turn that ended (or of a review that was replaced)."""
         if review_id is not None:
             self._real.pop(review_id, None)
+            self._edits.pop(review_id, None)
 
     def __len__(self) -> int:
         return len(self._real)
