@@ -22,12 +22,19 @@ the schema give an error tool message without asking anyone.
 
 :func:`middleware` gives a :class:`ToolguardMiddleware` (a LangChain
 ``HumanInTheLoopMiddleware``) for ``create_agent``: after each model turn it
-asks toolguard which calls need approval (classifier, ``@requires_approval``,
-``when=`` on the actual arguments), pauses once for all of them with SPEC's
+asks toolguard which calls need approval (the toolset's allow/ask/deny rules,
+then the classifier, ``@requires_approval``, ``when=`` on the actual
+arguments), pauses once for all of them with SPEC's
 payload, validates the decisions with :func:`~toolguard.validate_decisions`,
 replaces an edited call in the model's message (so the history shows what
 ran), answers rejected calls with the reason, and runs approved calls exactly
 once.
+
+Both follow the toolset's deny rules (the model gets the denial as an error
+tool message, nobody is asked), show redacted arguments as ``REDACTED``, and
+hold a quorum (``requires_approval(approvals=N)``): each resume value
+``{"decisions": [...], "reviewer": ...}`` is one round of votes, and the agent
+pauses again, with the progress, until N distinct reviewers approved.
 
 Needs ``pip install "toolguard-hitl[langchain]"``; tested with langchain 1.5,
 langchain-core 1.8 and langgraph 1.2.

@@ -15,10 +15,16 @@ Install the extra: ``pip install "toolguard-hitl[openai-agents]"``.
         tg.apply_decisions(state, decisions)
         result = await Runner.run(agent, state)
 
-A call that needs no approval runs at once. A call that toolguard says needs
-approval (the classifier, ``@requires_approval``, ``when=`` on the actual
-arguments) is the SDK's ``needs_approval``, so the run stops with
-``result.interruptions``. Arguments that break the schema get an error result
+Each call is decided as toolguard's runner decides it: the toolset's
+allow/ask/deny rules first, then the tool's own policy (the classifier,
+``@requires_approval``, ``when=`` on the actual arguments). A call a deny rule
+matches gets the denial as its result, unasked and unrun. A call that needs
+no approval runs at once. A call that needs approval is the SDK's
+``needs_approval``, so the run stops with ``result.interruptions``; a quorum
+(``requires_approval(approvals=N)``) keeps it interrupted until N distinct
+reviewers (``apply_decisions(..., reviewer=)``) approved, their votes kept in
+the run's context under :data:`VOTES_KEY`. Redacted arguments show as
+``REDACTED`` in :func:`pending_review`. Arguments that break the schema get an error result
 without asking anyone, and so does a tool that raises.
 
 Decisions: approve is ``RunState.approve``; reject is ``RunState.reject``

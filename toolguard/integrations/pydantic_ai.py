@@ -16,10 +16,16 @@ Install the extra: ``pip install "toolguard-hitl[pydantic-ai]"``.
         result = await agent.run(message_history=result.all_messages(),
                                  deferred_tool_results=results)
 
-A call that needs no approval runs at once. A call that toolguard says needs
-approval (the classifier, ``@requires_approval``, ``when=`` on the actual
-arguments) raises Pydantic AI's ``ApprovalRequired``, so the run ends with
-``DeferredToolRequests``. Arguments that break the schema get a failed tool
+Each call is decided as toolguard's runner decides it: the toolset's
+allow/ask/deny rules first, then the tool's own policy (the classifier,
+``@requires_approval``, ``when=`` on the actual arguments). A call a deny rule
+matches gets the denial as a failed tool result, unasked and unrun. A call
+that needs no approval runs at once. A call that needs approval raises
+Pydantic AI's ``ApprovalRequired``, so the run ends with
+``DeferredToolRequests``; a quorum (``requires_approval(approvals=N)``) keeps
+it deferred until N distinct reviewers (``deferred_results(..., reviewer=)``)
+approved. Redacted arguments show as ``REDACTED`` in :func:`pending_review`.
+Arguments that break the schema get a failed tool
 result (``ToolFailed``) without asking anyone, and so does a tool that
 raises. Approve runs the call once, reject returns the reason (or
 ``REJECTED_BY_USER_MESSAGE``) to the model as a denial, edit runs the edited
