@@ -14,6 +14,7 @@ argument is redacted by redacting the whole argument.
 
 from __future__ import annotations
 
+import contextlib
 import json
 import typing
 from collections.abc import Iterable, Mapping
@@ -21,7 +22,13 @@ from typing import Any, Protocol
 
 from pydantic import SecretBytes, SecretStr
 
-from toolguard._models import EditDecision, PendingTurn, ToolCall
+from toolguard._models import (
+    EditDecision,
+    PendingTurn,
+    RejectDecision,
+    RespondDecision,
+    ToolCall,
+)
 
 __all__ = [
     "REDACTED",
@@ -33,12 +40,14 @@ __all__ = [
     "redact_messages",
     "scrub",
     "scrub_data",
+    "scrub_notes",
     "secret_names",
     "secret_texts",
     "shown_call_args",
     "shown_decision",
     "shown_edit",
     "shown_messages",
+    "spellings",
     "tool_redaction",
 ]
 
@@ -152,28 +161,75 @@ def keep_redacted(
     return merged, kept
 
 
+def spellings(text: str) -> set[str]:
+    """``text`` as a message may quote it: raw, JSON-escaped (UTF-8 or ASCII), ``repr``, ``ascii``.
+
+    Without the quotes around it: ``'a"b'`` gives ``a"b`` and ``a\\"b``; a
+    character beyond the BMP also gives its ``\\ud83d\\udd11`` and
+    ``\\U0001f511`` escapes, U+2028 its ``\\u2028``, DEL its ``\\x7f``.
+    """
+    return {
+        text,
+        json.dumps(text, ensure_ascii=False)[1:-1],
+        json.dumps(text)[1:-1],
+        repr(text)[1:-1],
+        ascii(text)[1:-1],
+    }
+
+
+def _leaf_texts(value: Any, found: set[str], depth: int = 0) -> None:
+    """Add the spellings of every text and number inside ``value`` (JSON-like data)."""
+    if depth > _SECRET_DEPTH:
+        return
+    if isinstance(value, SecretStr):
+        value = value.get_secret_value()
+    elif isinstance(value, (SecretBytes, bytes)):
+        raw = value.get_secret_value() if isinstance(value, SecretBytes) else value
+        value = raw.decode("utf-8", "replace")
+    if isinstance(value, bool) or value is None:
+        return
+    if isinstance(value, (int, float)):
+        found.add(str(value))
+    elif isinstance(value, str):
+        if value and value != REDACTED:
+            found.update(spellings(value))
+    elif isinstance(value, Mapping):
+        for item in value.values():
+            _leaf_texts(item, found, depth + 1)
+    elif isinstance(value, (list, tuple)):
+        for item in value:
+            _leaf_texts(item, found, depth + 1)
+
+
+_SECRET_DEPTH = 32
+"""Texts nested deeper than this inside one secret argument are not searched for."""
+
+
 def secret_texts(values: Mapping[str, Any], names: frozenset[str]) -> list[str]:
-    """The texts of the redacted values (real values, raw or validated), longest first."""
+    """The texts to scrub for the redacted values (real values, raw or validated), longest first.
+
+    Each text in a value (the value itself, or every text and number inside
+    an object or list value) in each of its :func:`spellings`, and an
+    object or list value as a whole, written as JSON (UTF-8 and ASCII) and
+    with ``repr``.
+    """
     found: set[str] = set()
     for name in names:
         if name not in values:
             continue
         value = values[name]
-        if isinstance(value, SecretStr):
-            value = value.get_secret_value()
-        elif isinstance(value, SecretBytes):
-            value = value.get_secret_value().decode("utf-8", "replace")
-        if isinstance(value, (int, float)) and not isinstance(value, bool):
-            value = str(value)
-        if isinstance(value, str):
-            if value and value != REDACTED:
-                found.add(value)
-                dumped = json.dumps(value, ensure_ascii=False)[1:-1]
-                if dumped != value:
-                    found.add(dumped)
-        elif value is not None and not isinstance(value, bool):
-            text = json.dumps(value, ensure_ascii=False, default=str)
-            found.add(text)
+        _leaf_texts(value, found)
+        if isinstance(value, (Mapping, list, tuple)):
+            # Unwritable as a whole: its texts are in ``found`` one by one.
+            with contextlib.suppress(ValueError, TypeError, RecursionError):
+                found.update(
+                    (
+                        json.dumps(value, ensure_ascii=False, default=str),
+                        json.dumps(value, default=str),
+                        repr(value),
+                    )
+                )
+    found.discard(REDACTED)
     return sorted(found, key=len, reverse=True)
 
 
@@ -271,6 +327,31 @@ def shown_decision(decision: Any, tools: _Tools) -> Any:
     if not names:
         return decision
     return shown_edit(decision, redact_args(decision.edited_action.args, names))
+
+
+def scrub_notes(
+    decisions: Iterable[Any], actions: Iterable[Any], calls: Iterable[ToolCall], tools: _Tools
+) -> list[Any]:
+    """The decisions with each reject or respond message not quoting its call's secrets.
+
+    ``decisions[i]`` answers ``actions[i]`` (an :class:`~toolguard.Action`),
+    whose call (by ``call_id``) is in ``calls`` with its real arguments. A
+    reviewer's note is written to the model, the audit trail and webhooks,
+    so a secret of the call it answers is replaced there like anywhere else.
+    """
+    by_id = {c.id: c for c in calls}
+    out: list[Any] = []
+    for given, action in zip(decisions, actions, strict=False):
+        call = by_id.get(action.call_id)
+        note = getattr(given, "message", None)
+        names = tool_redaction(tools, action.name)
+        if isinstance(given, (RejectDecision, RespondDecision)) and note and call and names:
+            clean = scrub(note, secret_texts(call.args, names))
+            if clean != note:
+                out.append(given.model_copy(update={"message": clean}))
+                continue
+        out.append(given)
+    return out
 
 
 def shown_messages(chat: Any, messages: Iterable[Mapping[str, Any]]) -> list[dict[str, Any]]:

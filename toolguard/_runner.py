@@ -67,6 +67,7 @@ from toolguard._redact import (
     redact_args,
     scrub,
     scrub_data,
+    scrub_notes,
     shown_edit,
 )
 from toolguard._results import ResultTemplates, check_templates, result_text
@@ -861,7 +862,17 @@ class Runner:
             raise NoPendingReviewError
         parsed = [parse_decision(d) for d in as_decision_list(decisions)[: len(waiting)]]
         self.check_allowed(pending, parsed)
+        parsed = self.scrub_notes(pending, parsed)
         return await self._resume_checked(pending, waiting, parsed, thread_id, reviewer)
+
+    def scrub_notes(self, pending: PendingTurn, parsed: Sequence[AnyDecision]) -> list[AnyDecision]:
+        """``parsed`` (one per waiting action) with reject and respond notes not quoting secrets.
+
+        A note that quotes a secret argument of the call it answers, in any
+        spelling, has it replaced by ``REDACTED`` before anything records it.
+        """
+        waiting = [a for a in pending.actions if a.status == "requested"]
+        return scrub_notes(parsed, waiting, pending.calls, self.toolset)
 
     async def _resume_checked(  # noqa: PLR0915 - one flat pass over the decisions reads best
         self,

@@ -18,7 +18,7 @@ from collections.abc import Callable, Iterable, Mapping
 from typing import Any
 
 from toolguard._json import clean_text, to_json_data
-from toolguard._redact import check_redact, scrub, secret_names
+from toolguard._redact import check_redact, redact_args, scrub, secret_names
 from toolguard._tool import ApprovalPolicy, Tool, ToolArgumentsError, _is_async_callable
 
 INSTALL_HINT = 'Tool.from_schema needs the jsonschema package: pip install "toolguard-hitl[schema]"'
@@ -95,15 +95,24 @@ def _location(path: Any) -> list[str]:
     return [str(part) for part in path]
 
 
-def _problems(error: Any) -> list[tuple[list[str], str]]:
-    """``(location, message)`` pairs for one jsonschema error, in the core's wording."""
+def _problems(error: Any, redacted: frozenset[str]) -> list[tuple[list[str], str]]:
+    """``(location, message)`` pairs for one jsonschema error, in the core's wording.
+
+    A message about the whole argument object (``maxProperties``, ``not``,
+    ``anyOf`` at the top) quotes it with ``repr``: that quote shows the
+    redacted parameters as ``REDACTED``.
+    """
     path = _location(error.absolute_path)
     if error.validator == "required" and isinstance(error.instance, Mapping):
         missing = [key for key in error.validator_value or () if isinstance(key, str)]
         missing = [key for key in missing if key not in error.instance]
         if missing:
             return [([*path, key], "Field required") for key in missing]
-    return [(path, error.message)]
+    text = str(error.message)
+    instance = error.instance
+    if not path and redacted and isinstance(instance, Mapping) and redacted & instance.keys():
+        text = text.replace(repr(instance), repr(redact_args(instance, redacted)))
+    return [(path, text)]
 
 
 class _SchemaBinder:
@@ -232,10 +241,11 @@ class SchemaTool(Tool[..., Any]):
         if not errors:
             return data  # type: ignore[no-any-return]  # to_json_data built a fresh copy
         problems = sorted(
-            (problem for error in errors for problem in _problems(error)),
+            (problem for error in errors for problem in _problems(error, self.redacted)),
             key=lambda item: (item[0], item[1]),
         )
-        # jsonschema's messages quote the value ("'hunter2' is too short"): hide secrets first.
+        # jsonschema's messages quote values ("'hunter2' is too short", an object's repr):
+        # hide secrets first, in each spelling a message may use.
         secrets = self.secret_texts(data)
         shown = [
             f"'{'.'.join(location) or '(arguments)'}':"
