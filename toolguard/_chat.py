@@ -858,7 +858,7 @@ class ReviewedChat:
                 pending = self._vault.restore(pending)
             parsed = validate_decisions(pending, decisions)
             self.runner.check_allowed(pending, parsed)  # the tools' own policies, before the claim
-            parsed = self.runner.scrub_notes(pending, parsed)  # notes never quote a secret
+            parsed = self.runner._scrub_notes(pending, parsed)  # notes never quote a secret
             waiting = [a for a in pending.actions if a.status == "requested"]
             grant_use.check_grant_decisions(self.toolset, waiting, parsed)  # quorum, ask rules
             plan = quorum.plan(self.runner, pending, parsed, reviewer, state.thread_id)

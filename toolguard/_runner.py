@@ -862,10 +862,12 @@ class Runner:
             raise NoPendingReviewError
         parsed = [parse_decision(d) for d in as_decision_list(decisions)[: len(waiting)]]
         self.check_allowed(pending, parsed)
-        parsed = self.scrub_notes(pending, parsed)
+        parsed = self._scrub_notes(pending, parsed)
         return await self._resume_checked(pending, waiting, parsed, thread_id, reviewer)
 
-    def scrub_notes(self, pending: PendingTurn, parsed: Sequence[AnyDecision]) -> list[AnyDecision]:
+    def _scrub_notes(
+        self, pending: PendingTurn, parsed: Sequence[AnyDecision]
+    ) -> list[AnyDecision]:
         """``parsed`` (one per waiting action) with reject and respond notes not quoting secrets.
 
         A note that quotes a secret argument of the call it answers, in any
