@@ -1,0 +1,571 @@
+"""One adapter per path into toolguard, behind one small interface.
+
+Each adapter drives one way of using toolguard (a decorated function called
+directly, the runner, the chat, the HTTP API, the MCP gateway, the framework
+integrations) with the same four tools, and answers in the same terms:
+
+* ``propose(name, args)``: the model proposes one call; the answer is
+  :class:`Paused` (the ``pending_review`` payload), :class:`Ran` (the text
+  the model reads, and whether it is an error) or :class:`Refused`;
+* ``decide(decisions, reviewer=...)``: a person answers the current review;
+* ``reopen(rules=...)``: a second component over the same stored state (a
+  restarted process with other rules);
+* ``decide_twice(decisions)``: the same approval applied by two components
+  sharing the store (or twice in one, where nothing is shared);
+* ``decide_foreign(decisions)``: the decisions of the current review sent
+  bound to another open review (another thread / review id);
+* ``snapshot()``: the stored state and audit, to compare before and after;
+* ``texts()``: every text toolguard wrote on that path.
+
+``effects`` lists every body that really ran, as ``(tool, args)``.
+A new path joins by adding an adapter to :data:`ADAPTERS`.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from collections.abc import AsyncIterator, Callable, Sequence
+from contextlib import AbstractAsyncContextManager, asynccontextmanager
+from dataclasses import dataclass
+from datetime import datetime, timedelta, timezone
+from pathlib import Path
+from typing import Any, ClassVar
+
+import anyio
+
+import toolguard
+from toolguard import (
+    ApprovalRequiredError,
+    MemoryStore,
+    ModelResponse,
+    ReviewedChat,
+    Rules,
+    Runner,
+    ScriptedModel,
+    SQLiteStore,
+    ToolCall,
+    ToolguardError,
+    requires_approval,
+    validate_decisions,
+)
+
+# ---------------------------------------------------------------------------- the shared world
+
+SECRET = 'hunter2"q\\b\x07c\u2028d\U0001f511-tail'  # noqa: S105 - a test value
+"""A secret with a quote, a backslash, a control character, U+2028 and an emoji."""
+
+DENY = Rules(deny=['send_email(to="*@evil.example")'])
+"""The deny rule of guarantee (b) and (c)."""
+
+TTL = 60.0
+"""The review deadline of guarantee (g), in seconds."""
+
+Effects = list[tuple[str, dict[str, Any]]]
+
+
+@dataclass(frozen=True)
+class Paused:
+    """The call waits for a person; ``review`` is the ``pending_review`` payload."""
+
+    review: dict[str, Any]
+
+
+@dataclass(frozen=True)
+class Ran:
+    """The turn went on: ``text`` is what the model reads, ``error`` whether it is an error."""
+
+    error: bool
+    text: str
+
+
+@dataclass(frozen=True)
+class Refused:
+    """The decisions (or the call) were refused: ``error`` names the error, ``text`` its text."""
+
+    error: str
+    text: str
+
+
+Outcome = Paused | Ran | Refused
+
+
+def refused(exc: BaseException) -> Refused:
+    """A toolguard error as a :class:`Refused` (the error's class name and its text)."""
+    return Refused(type(exc).__name__, re.sub(r"\b[0-9a-f]{32}\b", "<id>", str(exc)))
+
+
+def python_tools(effects: Effects, *, ttl: float | None = None) -> list[Callable[..., Any]]:
+    """The four tools, as Python functions recording every run in ``effects``."""
+
+    @requires_approval(ttl=ttl)
+    def delete_file(path: str) -> str:
+        """Delete a file.
+
+        Args:
+            path: the file.
+        """
+        effects.append(("delete_file", {"path": path}))
+        return f"deleted {path}"
+
+    @requires_approval
+    def send_email(to: str, body: str) -> str:
+        """Send an email.
+
+        Args:
+            to: the recipient.
+            body: the text.
+        """
+        effects.append(("send_email", {"to": to, "body": body}))
+        return f"sent to {to}"
+
+    @requires_approval(approvals=2)
+    def wire_transfer(amount: int, to: str) -> str:
+        """Send money.
+
+        Args:
+            amount: how much.
+            to: the payee.
+        """
+        effects.append(("wire_transfer", {"amount": amount, "to": to}))
+        return f"sent {amount} to {to}"
+
+    @requires_approval(redact=["password"])
+    def login(user: str, password: str, port: int) -> str:
+        """Log in to the mail server.
+
+        Args:
+            user: the account.
+            password: its password.
+            port: the server's port.
+        """
+        effects.append(("login", {"user": user, "password": password, "port": port}))
+        return f"logged in as {user} with {password} on {port}"
+
+    return [delete_file, send_email, wire_transfer, login]
+
+
+SCHEMAS: dict[str, dict[str, Any]] = {
+    "delete_file": {
+        "type": "object",
+        "properties": {"path": {"type": "string"}},
+        "required": ["path"],
+    },
+    "send_email": {
+        "type": "object",
+        "properties": {"to": {"type": "string"}, "body": {"type": "string"}},
+        "required": ["to", "body"],
+    },
+    "wire_transfer": {
+        "type": "object",
+        "properties": {"amount": {"type": "integer"}, "to": {"type": "string"}},
+        "required": ["amount", "to"],
+    },
+    "login": {
+        "type": "object",
+        "properties": {
+            "user": {"type": "string"},
+            "password": {"type": "string"},
+            "port": {"type": "integer"},
+        },
+        "required": ["user", "password", "port"],
+    },
+}
+"""The tools' JSON Schemas, for the paths whose tools come from an MCP server."""
+
+
+def tool_result(name: str, args: dict[str, Any]) -> str:
+    """What each tool returns (the Python tools and the MCP server's answer the same)."""
+    if name == "delete_file":
+        return f"deleted {args['path']}"
+    if name == "send_email":
+        return f"sent to {args['to']}"
+    if name == "wire_transfer":
+        return f"sent {args['amount']} to {args['to']}"
+    return f"logged in as {args['user']} with {args['password']} on {args['port']}"
+
+
+class Clock:
+    """An injectable clock for the paths that take one."""
+
+    def __init__(self) -> None:
+        self.now = datetime(2026, 12, 1, 12, 0, tzinfo=timezone.utc)
+
+    def __call__(self) -> datetime:
+        return self.now
+
+    def advance(self, seconds: float) -> None:
+        self.now += timedelta(seconds=seconds)
+
+
+def dumped(value: Any) -> str:
+    """A text of any value toolguard wrote (JSON, whatever is inside)."""
+    return value if isinstance(value, str) else json.dumps(value, default=repr, ensure_ascii=False)
+
+
+# ---------------------------------------------------------------------------- the interface
+
+
+class Adapter:
+    """One path into toolguard (see the module docstring)."""
+
+    name: ClassVar[str]
+    title: ClassVar[str]
+    clock_injectable: ClassVar[bool] = True
+
+    def __init__(self, tmp_path: Path) -> None:
+        self.tmp_path = tmp_path
+        self.effects: Effects = []
+        self.written: list[str] = []
+        self.clock = Clock()
+
+    def session(
+        self, *, rules: Rules | None = None, ttl: float | None = None
+    ) -> AbstractAsyncContextManager[Adapter]:
+        """Build the component (with these rules and review deadline) for one test."""
+        return self._session(rules=rules, ttl=ttl)
+
+    @asynccontextmanager
+    async def _session(self, *, rules: Rules | None, ttl: float | None) -> AsyncIterator[Adapter]:
+        await self.open(rules=rules, ttl=ttl)
+        yield self
+
+    async def open(self, *, rules: Rules | None, ttl: float | None) -> None:
+        raise NotImplementedError
+
+    async def reopen(self, *, rules: Rules | None) -> None:
+        """A second component over the same state, with ``rules``."""
+        raise NotImplementedError
+
+    async def propose(self, name: str, args: dict[str, Any]) -> Outcome:
+        raise NotImplementedError
+
+    async def decide(self, decisions: Any, *, reviewer: str | None = None) -> Outcome:
+        raise NotImplementedError
+
+    async def decide_twice(self, decisions: Any) -> list[Outcome]:
+        raise NotImplementedError
+
+    async def decide_foreign(self, decisions: Any) -> Outcome:
+        """Send ``decisions`` bound to the review opened before the current one."""
+        raise NotImplementedError
+
+    async def snapshot(self) -> Any:
+        raise NotImplementedError
+
+    async def advance(self, seconds: float) -> None:
+        """Let ``seconds`` pass for the review deadlines."""
+        self.clock.advance(seconds)
+
+    async def texts(self) -> list[str]:
+        """Every text toolguard wrote on this path (and the audit, where there is one)."""
+        return list(self.written)
+
+    def record(self, outcome: Outcome) -> Outcome:
+        if isinstance(outcome, Paused):
+            self.written.append(dumped(outcome.review))
+        else:
+            self.written.append(outcome.text)
+        return outcome
+
+
+# ---------------------------------------------------------------------------- (1) the decorator
+
+
+class DecoratorPath(Adapter):
+    """A guarded function called directly; a person's approval is ``allow_once(exc.call)``."""
+
+    name = "decorator"
+    title = "`@requires_approval` + `allow_once`"
+
+    async def open(self, *, rules: Rules | None, ttl: float | None) -> None:
+        self.tools = toolguard.guard(python_tools(self.effects, ttl=ttl), rules=rules)
+        self.errors: list[ApprovalRequiredError] = []
+
+    async def reopen(self, *, rules: Rules | None) -> None:
+        old = self.tools
+        self.tools = toolguard.guard(list(old), rules=rules)
+
+    def _call(self, name: str, args: dict[str, Any]) -> Outcome:
+        tool = self.tools.get(name)
+        assert tool is not None
+        try:
+            value = tool(**args)
+        except ApprovalRequiredError as exc:
+            self.errors.append(exc)
+            self.written.extend([str(exc), repr(exc), str(exc.call), repr(exc.call)])
+            return self.record(Paused(exc.pending_review.model_dump(mode="json")))
+        except TypeError as exc:
+            return self.record(Ran(error=True, text=str(exc)))
+        return Ran(error=False, text=str(value))  # the tool's own value, not a text of toolguard
+
+    async def propose(self, name: str, args: dict[str, Any]) -> Outcome:
+        return self._call(name, args)
+
+    async def decide(self, decisions: Any, *, reviewer: str | None = None) -> Outcome:
+        exc = self.errors[-1]
+        try:
+            [decision] = validate_decisions(exc.pending_review, decisions)
+        except ToolguardError as error:
+            return self.record(refused(error))
+        if decision.type == "reject":
+            text = decision.message or toolguard.REJECTED_BY_USER_MESSAGE
+            return self.record(Ran(error=True, text=text))
+        args = (
+            decision.edited_action.args if decision.type == "edit" else exc.call.args
+        )  # an edit is a call with other arguments under the approval of this one
+        name = decision.edited_action.name if decision.type == "edit" else exc.call.name
+        with toolguard.allow_once(exc.call):
+            if decision.type == "edit":
+                return self._call(name, dict(args))
+            tool = self.tools.get(name)
+            assert tool is not None
+            real = exc.call
+            try:
+                value = tool(**_real_args(real))
+            except ApprovalRequiredError as again:
+                self.errors.append(again)
+                return self.record(Paused(again.pending_review.model_dump(mode="json")))
+            return Ran(error=False, text=str(value))  # the tool's own value
+
+    async def decide_twice(self, decisions: Any) -> list[Outcome]:
+        exc = self.errors[-1]
+        outcomes: list[Outcome] = []
+        with toolguard.allow_once(exc.call):
+            for _ in range(2):
+                tool = self.tools.get(exc.call.name)
+                assert tool is not None
+                try:
+                    outcomes.append(Ran(False, str(tool(**_real_args(exc.call)))))
+                except ApprovalRequiredError as again:
+                    outcomes.append(self.record(refused(again)))
+        return outcomes
+
+    async def snapshot(self) -> Any:
+        return [e.pending_review.model_dump(mode="json") for e in self.errors]
+
+
+def _real_args(call: ToolCall) -> dict[str, Any]:
+    """The real arguments of a call that raised (its ``args`` show secrets redacted)."""
+    from toolguard._grants import _origin
+
+    origin = _origin(call)
+    return dict(origin.args) if origin is not None else dict(call.args)
+
+
+# ---------------------------------------------------------------------------- (2) the Runner
+
+
+class RunnerPath(Adapter):
+    """``toolguard.Runner``: decisions checked with ``validate_decisions``, claims in a store."""
+
+    name = "runner"
+    title = "`Runner`"
+
+    async def open(self, *, rules: Rules | None, ttl: float | None) -> None:
+        self.ttl = ttl
+        self.claims = MemoryStore()
+        self.raw_tools = python_tools(self.effects)
+        self.runner = self._runner(rules)
+        self.pendings: list[tuple[str, toolguard.PendingTurn]] = []
+        self.count = 0
+
+    def _runner(self, rules: Rules | None) -> Runner:
+        return Runner(
+            toolguard.guard(self.raw_tools, rules=rules),
+            review_ttl=self.ttl,
+            clock=self.clock,
+            claims=self.claims,
+        )
+
+    async def reopen(self, *, rules: Rules | None) -> None:
+        self.runner = self._runner(rules)
+
+    def _step(self, thread_id: str, step: toolguard.Step) -> Outcome:
+        if step.pending is not None:
+            self.pendings.append((thread_id, step.pending))
+            review = step.pending_review
+            assert review is not None
+            return self.record(Paused(review.model_dump(mode="json")))
+        result = step.results[-1]
+        self.written.extend(dumped(m) for m in step.tool_messages())
+        return self.record(Ran(error=result.status == "error", text=result.content))
+
+    async def propose(self, name: str, args: dict[str, Any]) -> Outcome:
+        self.count += 1
+        thread_id = f"t{self.count}"
+        call = {"id": f"c{self.count}", "name": name, "args": args}
+        return self._step(thread_id, await self.runner.run([call], thread_id=thread_id))
+
+    async def _resume(
+        self, runner: Runner, decisions: Any, reviewer: str | None, thread_id: str
+    ) -> Outcome:
+        _, pending = self.pendings[-1]
+        try:
+            validate_decisions(pending, decisions)
+            step = await runner.resume(pending, decisions, thread_id=thread_id, reviewer=reviewer)
+        except ToolguardError as exc:
+            return self.record(refused(exc))
+        self.pendings.pop()
+        return self._step(thread_id, step)
+
+    async def decide(self, decisions: Any, *, reviewer: str | None = None) -> Outcome:
+        return await self._resume(self.runner, decisions, reviewer, self.pendings[-1][0])
+
+    async def decide_twice(self, decisions: Any) -> list[Outcome]:
+        thread_id, pending = self.pendings[-1]
+        runners = [self.runner, self._runner(None)]  # two processes sharing the claims store
+        outcomes: list[Outcome] = []
+
+        async def one(runner: Runner) -> None:
+            try:
+                step = await runner.resume(pending, decisions, thread_id=thread_id)
+            except ToolguardError as exc:
+                outcomes.append(self.record(refused(exc)))
+                return
+            outcomes.append(self._step(thread_id, step))
+
+        async with anyio.create_task_group() as tasks:
+            for runner in runners:
+                tasks.start_soon(one, runner)
+        return outcomes
+
+    async def decide_foreign(self, decisions: Any) -> Outcome:
+        # the latest paused turn, resumed under the thread of the one before it
+        return await self._resume(self.runner, decisions, None, self.pendings[-2][0])
+
+    async def snapshot(self) -> Any:
+        return [(t, p.model_dump(mode="json")) for t, p in self.pendings]
+
+
+# ---------------------------------------------------------------------------- (3) ReviewedChat
+
+
+class EchoModel:
+    """Proposes the queued call for each user message, then repeats the tool's result."""
+
+    def __init__(self) -> None:
+        self.queue: list[tuple[str, dict[str, Any]]] = []
+        self.count = 0
+
+    def step(self, messages: Sequence[toolguard.Message]) -> ModelResponse:
+        last = messages[-1]
+        if last.get("role") == "user":
+            name, args = self.queue.pop(0)
+            self.count += 1
+            return ModelResponse(tool_calls=[ToolCall(id=f"c{self.count}", name=name, args=args)])
+        return ModelResponse(text=str(last.get("content")))
+
+    def scripted(self) -> ScriptedModel:
+        return ScriptedModel([self.step], repeat=True)
+
+
+class ChatPath(Adapter):
+    """``ReviewedChat`` with a scripted model and a SQLite file; reviews bound by ``review_id``."""
+
+    name = "chat"
+    title = "`ReviewedChat` + SQLite"
+
+    async def open(self, *, rules: Rules | None, ttl: float | None) -> None:
+        self.ttl = ttl
+        self.model = EchoModel()
+        self.raw_tools = python_tools(self.effects)
+        self.db = self.tmp_path / "chat.sqlite3"
+        self.chat = self._chat(rules)
+        self.reviews: list[tuple[str, str]] = []  # (thread_id, review_id) of each pause
+        self._last_error: dict[str, bool] = {}
+
+    def _chat(self, rules: Rules | None) -> ReviewedChat:
+        return ReviewedChat(
+            self.model.scripted(),
+            toolguard.guard(self.raw_tools, rules=rules),
+            store=SQLiteStore(self.db),
+            review_ttl=self.ttl,
+            clock=self.clock,
+        )
+
+    async def reopen(self, *, rules: Rules | None) -> None:
+        self.chat = self._chat(rules)
+
+    def _turn(self, turn: toolguard.ChatTurn) -> Outcome:
+        if turn.pending_review is not None:
+            assert turn.review_id is not None
+            self.reviews.append((turn.thread_id, turn.review_id))
+            return self.record(Paused(turn.pending_review.model_dump(mode="json")))
+        assert turn.reply is not None
+        return self.record(Ran(error=self._last_error.get(turn.thread_id, False), text=turn.reply))
+
+    async def _error_of(self, chat: ReviewedChat, thread_id: str) -> None:
+        state = await chat.get_thread(thread_id)
+        tools = [m for m in state.messages if m.get("role") == "tool"]
+        self._last_error[thread_id] = bool(tools) and tools[-1].get("status") == "error"
+
+    async def propose(self, name: str, args: dict[str, Any]) -> Outcome:
+        self.model.queue.append((name, args))
+        turn = await self.chat.send_message(f"please {name}")
+        await self._error_of(self.chat, turn.thread_id)
+        return self._turn(turn)
+
+    async def _submit(
+        self,
+        chat: ReviewedChat,
+        decisions: Any,
+        reviewer: str | None,
+        thread_id: str,
+        review_id: str,
+    ) -> Outcome:
+        try:
+            turn = await chat.submit_review(
+                decisions, thread_id, review_id=review_id, reviewer=reviewer
+            )
+        except ToolguardError as exc:
+            return self.record(refused(exc))
+        if turn.pending_review is None:
+            self.reviews = [r for r in self.reviews if r[0] != thread_id]
+        await self._error_of(chat, thread_id)
+        return self._turn(turn)
+
+    async def decide(self, decisions: Any, *, reviewer: str | None = None) -> Outcome:
+        thread_id, review_id = self.reviews[-1]
+        return await self._submit(self.chat, decisions, reviewer, thread_id, review_id)
+
+    async def decide_twice(self, decisions: Any) -> list[Outcome]:
+        thread_id, review_id = self.reviews[-1]
+        chats = [self.chat, self._chat(None)]  # two processes over one SQLite file
+        outcomes: list[Outcome] = []
+
+        async def one(chat: ReviewedChat) -> None:
+            outcomes.append(await self._submit(chat, decisions, None, thread_id, review_id))
+
+        async with anyio.create_task_group() as tasks:
+            for chat in chats:
+                tasks.start_soon(one, chat)
+        return outcomes
+
+    async def decide_foreign(self, decisions: Any) -> Outcome:
+        thread_id, _ = self.reviews[-1]
+        _, other_review = self.reviews[-2]
+        return await self._submit(self.chat, decisions, None, thread_id, other_review)
+
+    async def snapshot(self) -> Any:
+        states = []
+        for thread_id in await self.chat.store.thread_ids():  # type: ignore[attr-defined]
+            state = await self.chat.store.load(thread_id)
+            assert state is not None
+            states.append(state.model_dump(mode="json", exclude={"version"}))
+        return states
+
+    async def texts(self) -> list[str]:
+        texts = list(self.written)
+        texts.append(await self.chat.export_audit())
+        for thread_id in await self.chat.store.thread_ids():  # type: ignore[attr-defined]
+            state = await self.chat.store.load(thread_id)
+            assert state is not None
+            texts.extend(dumped(m) for m in state.messages if m.get("role") == "tool")
+            texts.extend(dumped(a.model_dump(mode="json")) for a in state.actions)
+        return texts
+
+
+ADAPTERS: dict[str, type[Adapter]] = {
+    adapter.name: adapter for adapter in [DecoratorPath, RunnerPath, ChatPath]
+}

@@ -1,0 +1,436 @@
+"""The conformance matrix: every guarantee, on every path into toolguard.
+
+One test function per guarantee, parametrized over the adapters of
+``paths.py``. A cell that a path genuinely cannot express is skipped as
+"not applicable"; a cell that fails because of a product defect is a strict
+xfail naming the defect. :data:`CELLS` is the matrix that docs/security.md
+shows ("The conformance matrix"); ``test_the_documented_matrix_is_this_one``
+keeps the two equal.
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from toolguard import REDACTED
+
+from .paths import (
+    ADAPTERS,
+    DENY,
+    SECRET,
+    TTL,
+    Adapter,
+    Outcome,
+    Paused,
+    Ran,
+    Refused,
+)
+
+GUARANTEES: dict[str, str] = {
+    "a": "a guarded body never runs unapproved",
+    "b": "a deny rule is absolute, at call time and at approval time",
+    "c": "an edit is checked again (rules and schema)",
+    "d": "a quorum needs two distinct named reviewers",
+    "e": "no secret in any text",
+    "f": "an approved call runs once",
+    "g": "past its deadline a review runs nothing",
+    "h": "a decision is bound to its thread and review",
+    "i": "refused decisions change nothing",
+}
+
+NA: dict[tuple[str, str], str] = {}
+"""(guarantee, path) -> why the path cannot express it ("not applicable: ...")."""
+
+XFAIL: dict[tuple[str, str], str] = {}
+"""(guarantee, path) -> the product defect that makes the cell fail, in one sentence."""
+
+NA[("h", "decorator")] = (
+    "not applicable: a direct call has no thread or review: `allow_once(exc.call)` covers"
+    " exactly the call that raised, which guarantee (a) and (f) check"
+)
+XFAIL[("b", "decorator")] = (
+    "a Tool taken from a Toolset with a deny rule and called directly raises"
+    " ApprovalRequiredError instead of refusing the call, and `allow_once(exc.call)` then runs"
+    " it: the deny rule is dropped, not refused"
+)
+XFAIL[("d", "decorator")] = (
+    "`allow_once(exc.call)` runs a `requires_approval(approvals=2)` function after one"
+    " anonymous grant: the quorum is dropped, not refused"
+)
+XFAIL[("g", "decorator")] = (
+    "`allow_once(exc.call)` runs a `requires_approval(ttl=...)` function after its deadline"
+    " passed: the deadline is dropped, not refused"
+)
+
+
+def cell(guarantee: str, path: str) -> str:
+    """The documented state of one cell: ``holds``, ``n/a: ...`` or ``defect: ...``."""
+    if (guarantee, path) in NA:
+        return "n/a: " + NA[(guarantee, path)].removeprefix("not applicable: ")
+    if (guarantee, path) in XFAIL:
+        return "defect: " + XFAIL[(guarantee, path)]
+    return "holds"
+
+
+def params(guarantee: str) -> list[Any]:
+    marks: dict[str, list[Any]] = {}
+    for path in ADAPTERS:
+        if (guarantee, path) in XFAIL:
+            marks[path] = [pytest.mark.xfail(strict=True, reason=XFAIL[(guarantee, path)])]
+    return [pytest.param(path, marks=marks.get(path, []), id=path) for path in ADAPTERS]
+
+
+def adapter(guarantee: str, path: str, tmp_path: Path, index: int = 0) -> Adapter:
+    if (guarantee, path) in NA:
+        pytest.skip(NA[(guarantee, path)])
+    folder = tmp_path / f"{path}-{index}"
+    folder.mkdir()
+    return ADAPTERS[path](folder)
+
+
+def review(name: str, args: dict[str, Any], *, quorum: dict[str, Any] | None = None) -> Paused:
+    """The ``pending_review`` of one call, as every path must show it."""
+    config: dict[str, Any] = {
+        "action_name": name,
+        "allowed_decisions": ["approve", "edit", "reject"],
+    }
+    if quorum is not None:
+        config["approvals"] = quorum
+    return Paused(
+        {
+            "action_requests": [
+                {"name": name, "args": args, "description": f"Tool `{name}` is awaiting approval"}
+            ],
+            "review_configs": [config],
+        }
+    )
+
+
+def expect(table: dict[str, Any], path: str, actual: Any) -> None:
+    """``actual`` equals the path's expected value in ``table``."""
+    if path not in table:
+        pytest.fail(f"no expected value for {path}: {actual!r}")
+    assert actual == table[path]
+
+
+def refusal(outcome: Outcome) -> str:
+    """The text of a refusal (any path's error type), or a failure naming what came instead."""
+    assert isinstance(outcome, Refused), outcome
+    return outcome.text
+
+
+APPROVE = {"type": "approve"}
+A = {"path": "/srv/a"}
+B = {"path": "/srv/b"}
+MAIL = {"to": "bob@example.com", "body": "hi"}
+EVIL = {"to": "eve@evil.example", "body": "hi"}
+DENIED = (
+    'The call to `send_email` is denied by the rule `deny send_email(to="*@evil.example")`.'
+    " It was not executed."
+)
+INVALID_TO = "Invalid arguments for tool `send_email`: 'to': Input should be a valid string"
+WRONG_COUNT = "Expected 1 decisions (one per action), got 2"
+
+
+# ---------------------------------------------------------------------------- (a)
+
+
+@pytest.mark.parametrize("path", params("a"))
+async def test_a_guarded_body_never_runs_unapproved(path: str, tmp_path: Path) -> None:
+    """Paused, after a refused decision list and after a reject: the body never ran."""
+    async with adapter("a", path, tmp_path).session() as p:
+        assert await p.propose("delete_file", A) == review("delete_file", A)
+        assert p.effects == []
+        assert refusal(await p.decide([APPROVE, APPROVE])) == WRONG_COUNT
+        assert p.effects == []
+        outcome = await p.decide([{"type": "reject", "message": "not this one"}])
+        expect(REJECTED, path, outcome)
+        assert p.effects == []
+
+
+REJECTED: dict[str, Outcome] = {
+    "decorator": Ran(error=True, text="not this one"),
+    "runner": Ran(error=True, text="not this one"),
+    "chat": Ran(error=True, text="Rejected by the reviewer, not executed: not this one"),
+}
+
+
+# ---------------------------------------------------------------------------- (b)
+
+
+@pytest.mark.parametrize("path", params("b"))
+async def test_b_a_deny_rule_is_absolute(path: str, tmp_path: Path) -> None:
+    """Denied at call time (an error result, nobody asked) and when the approval arrives."""
+    async with adapter("b", path, tmp_path).session(rules=DENY) as p:
+        expect(DENIED_AT, path, await p.propose("send_email", EVIL))
+        assert p.effects == []
+    async with adapter("b", path, tmp_path, 1).session() as p:
+        assert await p.propose("send_email", EVIL) == review("send_email", EVIL)
+        await p.reopen(rules=DENY)  # a deny rule added while the review waited
+        expect(DENIED_LATER, path, await p.decide([APPROVE]))
+        assert p.effects == []
+
+
+DENIED_AT: dict[str, Outcome] = {
+    "decorator": Ran(error=True, text=DENIED),
+    "runner": Ran(error=True, text=DENIED),
+    "chat": Ran(error=True, text=f"Denied by a rule, not executed: {DENIED}"),
+}
+DENIED_LATER: dict[str, Outcome] = dict(DENIED_AT)
+
+
+# ---------------------------------------------------------------------------- (c)
+
+
+@pytest.mark.parametrize("path", params("c"))
+async def test_c_an_edit_is_checked_again(path: str, tmp_path: Path) -> None:
+    """An edit to denied arguments or to arguments that break the schema runs nothing."""
+    async with adapter("c", path, tmp_path).session(rules=DENY) as p:
+        assert await p.propose("send_email", MAIL) == review("send_email", MAIL)
+        edit = {"type": "edit", "edited_action": {"name": "send_email", "args": EVIL}}
+        expect(EDIT_DENIED, path, await p.decide([edit]))
+        assert p.effects == []
+        assert await p.propose("send_email", MAIL) == review("send_email", MAIL)
+        bad = {"type": "edit", "edited_action": {"name": "send_email", "args": {**MAIL, "to": 7}}}
+        expect(EDIT_INVALID, path, await p.decide([bad]))
+        assert p.effects == []
+
+
+EDIT_DENIED: dict[str, Outcome] = {
+    "decorator": review("send_email", EVIL),
+    "runner": Ran(error=True, text=DENIED),
+    "chat": Ran(error=True, text=f"Denied by a rule, not executed: {DENIED}"),
+}
+EDIT_INVALID: dict[str, Outcome] = {
+    "decorator": review("send_email", {**MAIL, "to": 7}),  # not the approved call: asked again
+    "runner": Ran(error=True, text=INVALID_TO),
+    "chat": Ran(error=True, text=f"Error, not executed: {INVALID_TO}"),
+}
+
+
+# ---------------------------------------------------------------------------- (d)
+
+
+@pytest.mark.parametrize("path", params("d"))
+async def test_d_a_quorum_needs_two_distinct_named_reviewers(path: str, tmp_path: Path) -> None:
+    """Anonymous, repeated and invisibly different ids are refused; two people run it once."""
+    args = {"amount": 900, "to": "ACME"}
+    quorum = {"required": 2, "given": 0, "by": []}
+    async with adapter("d", path, tmp_path).session() as p:
+        assert await p.propose("wire_transfer", args) == review(
+            "wire_transfer", args, quorum=quorum
+        )
+        assert refusal(await p.decide([APPROVE])) == (
+            "Action 'wire_transfer' needs approvals from 2 distinct, named reviewers: an anonymous"
+            " reviewer cannot approve or edit it. Nothing was changed."
+        )
+        quorum = {"required": 2, "given": 1, "by": ["alice"]}
+        assert await p.decide([APPROVE], reviewer="alice") == review(
+            "wire_transfer", args, quorum=quorum
+        )
+        for same in ["alice", "ALICE\u200b", "alice\ufe0f"]:
+            assert refusal(await p.decide([APPROVE], reviewer=same)) == (
+                f"Reviewer {same!r} already approved action 'wire_transfer' (1 of 2 approvals);"
+                " another reviewer must approve it. Nothing was changed."
+            )
+        assert p.effects == []
+        expect(QUORUM_RAN, path, await p.decide([APPROVE], reviewer="bob"))
+        assert p.effects == [("wire_transfer", args)]
+
+
+QUORUM_RAN: dict[str, Outcome] = {
+    path: Ran(error=False, text="sent 900 to ACME") for path in ADAPTERS
+}
+
+
+# ---------------------------------------------------------------------------- (e)
+
+
+def secret_forms(secret: str) -> set[str]:
+    """The secret as any text may carry it: raw, JSON-escaped, repr() and ascii() forms."""
+    forms = {
+        secret,
+        json.dumps(secret)[1:-1],
+        json.dumps(secret, ensure_ascii=False)[1:-1],
+        repr(secret)[1:-1],
+        ascii(secret)[1:-1],
+    }
+    forms |= {json.dumps(form)[1:-1] for form in list(forms)}  # JSON inside a JSON string
+    return forms
+
+
+@pytest.mark.parametrize("path", params("e"))
+async def test_e_no_secret_in_any_text(path: str, tmp_path: Path) -> None:
+    """Payloads, results, validation errors and the audit never carry the secret, in any form."""
+    args = {"user": "ann", "password": SECRET, "port": 993}
+    async with adapter("e", path, tmp_path).session() as p:
+        shown = {**args, "password": REDACTED}
+        assert await p.propose("login", args) == review("login", shown)
+        expect(SECRET_RAN, path, await p.decide([APPROVE]))
+        assert p.effects == [("login", args)]  # the tool got the real value
+        invalid = await p.propose("login", {**args, "port": "x"})
+        missing = await p.propose("login", {"user": "ann", "password": SECRET})
+        expect(SECRET_INVALID, path, (invalid, missing))
+        texts = await p.texts()
+    leaks = sorted({form for form in secret_forms(SECRET) for text in texts if form in text})
+    assert leaks == []
+    assert p.effects == [("login", args)]
+
+
+PORT_INVALID = (
+    "Invalid arguments for tool `login`: 'port': Input should be a valid integer,"
+    " unable to parse string as an integer"
+)
+PORT_MISSING = "Invalid arguments for tool `login`: 'port': Field required"
+SECRET_RAN: dict[str, Outcome] = {
+    path: Ran(error=False, text=f"logged in as ann with {REDACTED} on 993") for path in ADAPTERS
+}
+# a direct call returns the tool's own value to its caller; toolguard writes nothing there
+SECRET_RAN["decorator"] = Ran(error=False, text=f"logged in as ann with {SECRET} on 993")
+SECRET_INVALID: dict[str, tuple[Outcome, Outcome]] = {
+    "decorator": (
+        review("login", {"user": "ann", "password": REDACTED, "port": "x"}),
+        Ran(
+            error=True,
+            text="python_tools.<locals>.login() missing 1 required positional argument: 'port'",
+        ),
+    ),
+    "runner": (Ran(error=True, text=PORT_INVALID), Ran(error=True, text=PORT_MISSING)),
+    "chat": (
+        Ran(error=True, text=f"Error, not executed: {PORT_INVALID}"),
+        Ran(error=True, text=f"Error, not executed: {PORT_MISSING}"),
+    ),
+}
+
+
+# ---------------------------------------------------------------------------- (f)
+
+
+@pytest.mark.parametrize("path", params("f"))
+async def test_f_an_approved_call_runs_once(path: str, tmp_path: Path) -> None:
+    """The same approval applied twice (two components sharing the store) runs the body once."""
+    async with adapter("f", path, tmp_path).session() as p:
+        assert await p.propose("delete_file", A) == review("delete_file", A)
+        outcomes = await p.decide_twice([APPROVE])
+        assert p.effects == [("delete_file", A)]
+        expect(TWICE, path, sorted(outcomes, key=repr))
+
+
+STALE = (
+    "The review <id> is no longer current in this conversation. Load the thread and decide on"
+    " its current review."
+)
+ALREADY = "The paused turn <id> was already resumed or closed; its tools are not run again."
+TWICE: dict[str, list[Outcome]] = {
+    "decorator": [
+        Ran(error=False, text="deleted /srv/a"),
+        Refused("ApprovalRequiredError", "Tool `delete_file` is awaiting approval"),
+    ],
+    "runner": [Ran(error=False, text="deleted /srv/a"), Refused("AlreadyResumedError", ALREADY)],
+    "chat": [Ran(error=False, text="deleted /srv/a"), Refused("StaleReviewError", STALE)],
+}
+
+
+# ---------------------------------------------------------------------------- (g)
+
+
+@pytest.mark.parametrize("path", params("g"))
+async def test_g_past_its_deadline_a_review_runs_nothing(path: str, tmp_path: Path) -> None:
+    """An approval that arrives at the deadline is refused (or ends expired): nothing runs."""
+    async with adapter("g", path, tmp_path).session(ttl=TTL) as p:
+        assert await p.propose("delete_file", A) == review("delete_file", A)
+        await p.advance(TTL)
+        outcome = await p.decide([APPROVE])
+        assert p.effects == []
+        expect(EXPIRED, path, outcome)
+
+
+EXPIRED_TEXT = (
+    "The review <id> expired before a decision arrived. Its actions were not executed;"
+    " send a new message to continue."
+)
+EXPIRED: dict[str, Outcome] = {
+    "runner": Ran(
+        error=True,
+        text=(
+            "The review of this action expired before the approved call could start."
+            " It was not executed."
+        ),
+    ),
+    "chat": Refused("ReviewExpiredError", EXPIRED_TEXT),
+}
+
+
+# ---------------------------------------------------------------------------- (h)
+
+
+@pytest.mark.parametrize("path", params("h"))
+async def test_h_a_decision_is_bound_to_its_thread_and_review(path: str, tmp_path: Path) -> None:
+    """Decisions sent bound to another open review run nothing; that review stays answerable."""
+    async with adapter("h", path, tmp_path).session() as p:
+        assert await p.propose("delete_file", A) == review("delete_file", A)
+        assert await p.propose("delete_file", B) == review("delete_file", B)
+        before = await p.snapshot()
+        outcome = await p.decide_foreign([APPROVE])
+        assert p.effects == []
+        expect(FOREIGN, path, outcome)
+        if isinstance(outcome, Refused):
+            assert await p.snapshot() == before
+        after = await p.decide([APPROVE])
+        expect(FOREIGN_AFTER, path, (after, p.effects))
+
+
+TAMPERED = (
+    "This call does not match the one the reviewer approved (its name or arguments changed"
+    " after review). It was not executed."
+)
+UNKNOWN_REVIEW = (
+    "The review <id> is unknown in this conversation: it was never one of its reviews."
+    " Load the thread and decide on its current review."
+)
+FOREIGN: dict[str, Outcome] = {
+    "runner": Ran(error=True, text=TAMPERED),
+    "chat": Refused("UnknownReviewError", UNKNOWN_REVIEW),
+}
+FOREIGN_AFTER: dict[str, tuple[Outcome, Any]] = {
+    # the runner's turn B is spent (resumed under the wrong thread): turn A is next
+    "runner": (Ran(error=False, text="deleted /srv/a"), [("delete_file", A)]),
+    "chat": (Ran(error=False, text="deleted /srv/b"), [("delete_file", B)]),
+}
+
+
+# ---------------------------------------------------------------------------- (i)
+
+INVALID: list[tuple[Any, str]] = [
+    ([APPROVE, APPROVE], WRONG_COUNT),
+    (
+        [{"type": "postpone"}],
+        "Unknown decision type 'postpone'. Choices: ['approve', 'edit', 'reject']",
+    ),
+    ([{"type": "edit"}], "An 'edit' decision must include 'edited_action'"),
+]
+
+
+@pytest.mark.parametrize("path", params("i"))
+async def test_i_refused_decisions_change_nothing(path: str, tmp_path: Path) -> None:
+    """Each invalid list is refused with its text; state and audit stay; a valid one then runs."""
+    async with adapter("i", path, tmp_path).session() as p:
+        assert await p.propose("delete_file", A) == review("delete_file", A)
+        before = await p.snapshot()
+        texts_before = await p.texts()
+        for decisions, text in [*INVALID, *OTHER_TOOL.get(path, [])]:
+            assert refusal(await p.decide(decisions)) == text
+            assert await p.snapshot() == before
+        assert p.effects == []
+        assert [t for t in await p.texts() if t not in p.written] == [
+            t for t in texts_before if t not in p.written
+        ]
+        assert await p.decide([APPROVE]) == Ran(error=False, text="deleted /srv/a")
+        assert p.effects == [("delete_file", A)]
+
+
+OTHER_TOOL: dict[str, list[tuple[Any, str]]] = {}
