@@ -152,7 +152,8 @@ async def test_the_mcp_proxy_routes_answer_the_same() -> None:
         ours = (await client.get("/hitl/reviews")).json()
     alone = FastAPI()
     alone.include_router(reviews_router(chat))
-    async with client_for(build_app(chat)) as proxy, client_for(alone) as router:
+    gateway = build_app(chat, allow_hosts=["t.test"])
+    async with client_for(gateway) as proxy, client_for(alone) as router:
         assert (await proxy.get("/hitl/reviews")).json() == ours
         assert (await router.get("/hitl/reviews")).json() == ours
     assert ours == {"reviews": await pending_reviews(chat)}

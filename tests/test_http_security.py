@@ -49,14 +49,14 @@ CROSS_SITE = {
     "detail": (
         "Cross-site request refused: state-changing requests must come from this server's own"
         " pages, from clients that send no Origin header, or from an origin allowed with"
-        " allowed_origins (toolguard serve --allow-origin)."
+        " allowed_origins (--allow-origin of toolguard serve or mcp-proxy)."
     )
 }
 NOT_JSON = {"detail": "The request body must be JSON: send Content-Type: application/json (UTF-8)."}
 MISDIRECTED = {
     "detail": (
         "Misdirected request: this server does not answer to the host in the Host header"
-        " (allow it with allowed_hosts, or toolguard serve --allow-host)."
+        " (allow it with allowed_hosts, or --allow-host of toolguard serve or mcp-proxy)."
     )
 }
 

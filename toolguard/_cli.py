@@ -767,6 +767,30 @@ def _parser() -> argparse.ArgumentParser:
         "--ttl", type=float, default=300.0, help="seconds a call waits for a decision (default 300)"
     )
     proxy.add_argument(
+        "--max-body-bytes",
+        type=_positive_int,
+        default=1024 * 1024,
+        metavar="N",
+        help="refuse request bodies larger than N bytes with a 413 (default: 1048576)",
+    )
+    proxy.add_argument(
+        "--allow-origin",
+        action="append",
+        default=[],
+        metavar="ORIGIN",
+        help="let pages of ORIGIN (scheme://host[:port]) send requests (repeatable)",
+    )
+    proxy.add_argument(
+        "--allow-host",
+        action="append",
+        default=[],
+        metavar="HOST",
+        help=(
+            "also answer requests for HOST or HOST:PORT besides the bound address and"
+            " loopback; '*' answers any Host (repeatable)"
+        ),
+    )
+    proxy.add_argument(
         "--upstream-url", metavar="URL", help="a streamable-HTTP upstream instead of a command"
     )
     proxy.add_argument(

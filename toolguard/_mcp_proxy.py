@@ -20,7 +20,14 @@ compare-and-set claims and crash recovery are the chat's. Then:
   HTTP API served on ``127.0.0.1:--port`` (``GET /hitl/reviews`` lists the
   pending ones, ``POST /hitl/review`` decides);
 - after ``--ttl`` seconds without a decision the review expires and the call
-  answers ``isError`` saying so; nothing ran.
+  answers ``isError`` saying so; nothing ran;
+- a client that gives up on the call first (``notifications/cancelled``, its
+  own request timeout, a closed connection) gets the review cancelled at
+  once: a later approval is refused and nothing runs.
+
+The page and the API are built by the same factory as ``toolguard serve``'s
+app (:func:`build_app`): foreign ``Host`` headers get a 421, cross-site
+writes a 403, large bodies a 413, every answer the security headers.
 
 With ``--rules``, a call a ``deny`` rule matches asks nobody and runs
 nothing, but gets its own thread too, whose audit trail holds a ``denied``
@@ -50,6 +57,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any, Final
 
 import anyio
+import anyio.lowlevel
 import anyio.to_thread
 
 from toolguard._chat import ReviewedChat
@@ -76,6 +84,7 @@ __all__ = [
     "APPROVAL_SCHEMA",
     "CLIENT_REVIEWER",
     "DEFAULT_DB",
+    "DEFAULT_MAX_BODY_BYTES",
     "DEFAULT_PORT",
     "DEFAULT_TTL",
     "INDENT_UP_TO",
@@ -95,12 +104,15 @@ DEFAULT_PORT: Final = 8765
 """The port of the approval page and HTTP API when no ``--port`` is given."""
 DEFAULT_TTL: Final = 300.0
 """Seconds a call waits for a decision when no ``--ttl`` is given."""
+DEFAULT_MAX_BODY_BYTES: Final = 1024 * 1024
+"""The largest request body of the HTTP API when no ``--max-body-bytes`` is given (1 MiB)."""
 APPROVAL_KEY: Final = "toolguard_approval"
 """The key of the elicitation in an ``input_required`` result (2026-07-28)."""
 CLIENT_REVIEWER: Final = "mcp-client"
 """The reviewer recorded in the audit trail for a decision made through elicitation."""
 _MESSAGE_PREFIX: Final = "toolguard mcp-proxy call "
 _POLL_SECONDS: Final = 0.05
+_HOOK_SECONDS: Final = 5.0  # how long the event hook may take while a call is being abandoned
 _INPUT_REQUIRED_VERSION: Final = "2026-07-28"
 NOT_A_CHAT: Final = (
     "This thread holds one MCP tool call waiting for approval; it takes no messages."
@@ -108,6 +120,10 @@ NOT_A_CHAT: Final = (
 DECLINED: Final = "The user declined to approve the call to `{name}`. It was not executed."
 CANCELLED_BY_CLIENT: Final = (
     "The user cancelled the approval of the call to `{name}`. It was not executed."
+)
+ABANDONED: Final = (
+    "the MCP client gave up on the call (it cancelled it, timed out or disconnected)"
+    " before a decision arrived"
 )
 RESTARTED: Final = "the toolguard mcp-proxy that held this call stopped before a decision arrived"
 BAD_STATE: Final = (
@@ -138,7 +154,8 @@ APPROVAL_SCHEMA: Final[dict[str, Any]] = {
 EventHook = Callable[[str, dict[str, Any]], Awaitable[None] | None]
 """Called as ``hook(event, payload)`` on ``review.requested``, ``review.decided`` and
 ``review.expired``; the payload holds ``thread_id``, ``review_id``, ``tool``, ``args``
-and, once decided, ``status`` (the action's final status)."""
+and, once decided, ``status`` (the action's final status: ``cancelled`` for a call the
+client declined or gave up on)."""
 
 
 # ---------------------------------------------------------------------------- showing a call
@@ -473,10 +490,24 @@ class MCPProxy:
         opened = await self._open(name, args)
         if isinstance(opened, str):
             return self._error(opened)
-        thread_id, review_id, call_id = opened
-        if can_elicit and modern:
-            return self._ask_later(thread_id, review_id, call_id, name, args, question)
+        thread_id, review_id, call_id, pending_review = opened
+        # From here on, a client that gives up on the call (notifications/cancelled, its
+        # own timeout, a closed connection: the MCP server cancels this handler) gets
+        # the review cancelled, so that nobody can approve a call whose caller is gone.
         try:
+            await self._emit(
+                "review.requested",
+                {
+                    "thread_id": thread_id,
+                    "review_id": review_id,
+                    "tool": name,
+                    "args": args,
+                    "pending_review": pending_review,
+                },
+            )
+            await anyio.lowlevel.checkpoint_if_cancelled()  # gave up while it was being opened
+            if can_elicit and modern:
+                return self._ask_later(thread_id, review_id, call_id, name, args, question)
             async with anyio.create_task_group() as asking:
                 if can_elicit:
                     ask = functools.partial(
@@ -487,11 +518,38 @@ class MCPProxy:
                 asking.cancel_scope.cancel()  # decided elsewhere (the page) or expired
             return result
         except BaseException:
-            with anyio.CancelScope(shield=True), contextlib.suppress(Exception):
-                await self.chat.cancel_review(
-                    thread_id, review_id=review_id, reason="the MCP client abandoned the call"
-                )
+            await self._abandon(thread_id, review_id, name, args)
             raise
+
+    async def _abandon(
+        self, thread_id: str, review_id: str, name: str, args: dict[str, Any]
+    ) -> None:
+        """Cancel the review of a call its client gave up on: it never runs, whoever approves.
+
+        Audited as ``cancelled`` (reason :data:`ABANDONED`); the event hook gets
+        ``review.decided`` with status ``cancelled``. A review decided or
+        expired meanwhile keeps that outcome (and its hook event).
+        """
+        with anyio.CancelScope(shield=True):
+            try:
+                await self.chat.cancel_review(thread_id, review_id=review_id, reason=ABANDONED)
+            except ToolguardError:
+                return  # decided or expired first: that outcome stands
+            except Exception as exc:  # the store failed: the deadline still closes the review
+                sys.stderr.write(
+                    f"toolguard mcp-proxy: cancelling the review of an abandoned call failed"
+                    f" ({exc}); it stays open until its deadline\n"
+                )
+                return
+            payload = {
+                "thread_id": thread_id,
+                "review_id": review_id,
+                "tool": name,
+                "args": args,
+                "status": "cancelled",
+            }
+            with anyio.move_on_after(_HOOK_SECONDS):  # a stuck hook must not hold the call
+                await self._emit("review.decided", payload)
 
     async def _deny(self, name: str, args: dict[str, Any], rule: Rule) -> Any:
         """Refuse a call a deny rule matches, recorded in the audit trail; nobody is asked.
@@ -517,24 +575,24 @@ class MCPProxy:
         # refused before the rules were asked (arguments that break the schema): say why
         return self._error(_tool_text(state, call_id) or text)
 
-    async def _open(self, name: str, args: dict[str, Any]) -> tuple[str, str, str] | str:
-        """A new thread whose review holds exactly this call, or the error text of a refused one."""
+    async def _open(
+        self, name: str, args: dict[str, Any]
+    ) -> tuple[str, str, str, dict[str, Any]] | str:
+        """A new thread whose review holds exactly this call, or the error text of a refused one.
+
+        Returns the thread id, the review id, the call id and the ``pending_review``
+        payload. Shielded from cancellation: a client giving up meanwhile finds the
+        review saved and known to the caller, which then cancels it (never an open
+        review nobody waits for).
+        """
         call_id = self.model.open(name, args)
-        turn = await self.chat.send_message(f"{_MESSAGE_PREFIX}{call_id}")
+        with anyio.CancelScope(shield=True):
+            turn = await self.chat.send_message(f"{_MESSAGE_PREFIX}{call_id}")
         if turn.pending_review is None or turn.review_id is None:
             state = await self.chat.get_thread(turn.thread_id)
             return _tool_text(state, call_id) or f"The call to `{name}` was refused."
-        await self._emit(
-            "review.requested",
-            {
-                "thread_id": turn.thread_id,
-                "review_id": turn.review_id,
-                "tool": name,
-                "args": args,
-                "pending_review": turn.pending_review.model_dump(mode="json"),
-            },
-        )
-        return turn.thread_id, turn.review_id, call_id
+        pending = turn.pending_review.model_dump(mode="json")
+        return turn.thread_id, turn.review_id, call_id, pending
 
     async def _decide(self, thread_id: str, review_id: str, name: str, answer: Any) -> None:
         """Apply an elicitation answer to the review (a reviewer on the page may have won)."""
@@ -804,6 +862,7 @@ def audit_router(chat: ReviewedChat) -> APIRouter:
     @router.get(
         "/audit",
         response_class=PlainTextResponse,
+        response_model=None,  # the annotation below is text here (postponed annotations)
         responses={
             200: {
                 "content": {"application/x-ndjson": {}},
@@ -818,13 +877,41 @@ def audit_router(chat: ReviewedChat) -> APIRouter:
     return router
 
 
-def build_app(chat: ReviewedChat) -> FastAPI:
-    """Toolguard's HTTP API (``GET /hitl/reviews`` included), ``GET /hitl/audit`` and the page."""
-    from toolguard.http import create_app  # noqa: PLC0415
+def build_app(
+    chat: ReviewedChat,
+    *,
+    host: str = "127.0.0.1",
+    port: int = DEFAULT_PORT,
+    allow_hosts: Iterable[str] = (),
+    allow_origins: Iterable[str] = (),
+    max_body_bytes: int = DEFAULT_MAX_BODY_BYTES,
+) -> FastAPI:
+    """Toolguard's HTTP API (``GET /hitl/reviews`` included), ``GET /hitl/audit`` and the page.
 
-    app = create_app(chat, title="toolguard mcp-proxy")
-    app.include_router(audit_router(chat))
-    return app
+    Built by the same factory as ``toolguard serve``'s app, with the same
+    protections: it answers only the ``Host`` headers of
+    :func:`toolguard._serve.default_hosts` for ``host`` and ``port`` (the
+    bound address and the loopback names) plus ``allow_hosts`` (``"*"``: any),
+    any other Host gets a 421, so a web page rebinding its own name to
+    127.0.0.1 cannot list, approve or read the audit; a state-changing
+    request from a page of another origin than ``allow_origins`` gets a 403,
+    a body over ``max_body_bytes`` a 413; every answer carries the security
+    headers.
+
+    Raises:
+        TypeError, ValueError: an option is invalid (the text says which).
+    """
+    from toolguard._serve import default_hosts  # noqa: PLC0415
+    from toolguard.http import _protected_app  # noqa: PLC0415
+
+    return _protected_app(
+        chat,
+        title="toolguard mcp-proxy",
+        allowed_hosts=[*default_hosts(host, port), *allow_hosts],
+        allowed_origins=allow_origins,
+        max_body_bytes=max_body_bytes,
+        routers=[audit_router(chat)],
+    )
 
 
 # ---------------------------------------------------------------------------- running
@@ -848,12 +935,17 @@ async def run(
     on_event: EventHook | None = None,
     rules: Rules | None = None,
     notify: Webhook | None = None,
+    allow_hosts: Sequence[str] = (),
+    allow_origins: Sequence[str] = (),
+    max_body_bytes: int = DEFAULT_MAX_BODY_BYTES,
 ) -> int:
     """Run the gateway until the client closes stdin; return the exit code.
 
     The upstream is ``command`` with ``args`` over stdio (started with this
     process's whole environment), or the streamable-HTTP server at
-    ``upstream_url`` when ``command`` is ``None``.
+    ``upstream_url`` when ``command`` is ``None``. ``allow_hosts``,
+    ``allow_origins`` and ``max_body_bytes`` are the HTTP app's (see
+    :func:`build_app`).
     """
     import uvicorn  # noqa: PLC0415
     from mcp import Client, StdioServerParameters  # noqa: PLC0415
@@ -874,8 +966,16 @@ async def run(
                     f"toolguard mcp-proxy: closed {len(closed)} review(s) left open by a"
                     " previous run; nothing of them ran\n"
                 )
+            app = build_app(
+                proxy.chat,
+                host=host,
+                port=port,
+                allow_hosts=allow_hosts,
+                allow_origins=allow_origins,
+                max_body_bytes=max_body_bytes,
+            )
             config = uvicorn.Config(
-                build_app(proxy.chat),
+                app,
                 host=host,
                 port=port,
                 log_config=None,
@@ -977,6 +1077,15 @@ def main(args: Any) -> int:
             " pip install 'toolguard-hitl[mcp,http]'\n"
         )
         return 2
+    http_options: dict[str, Any] = {
+        "allow_hosts": list(getattr(args, "allow_host", None) or []),
+        "allow_origins": list(getattr(args, "allow_origin", None) or []),
+        "max_body_bytes": getattr(args, "max_body_bytes", DEFAULT_MAX_BODY_BYTES),
+    }
+    problem = _http_problem(args.host, args.port, http_options)
+    if problem is not None:
+        sys.stderr.write(f"error: {problem}\n")
+        return 2
     try:
         return anyio.run(
             lambda: run(
@@ -989,7 +1098,25 @@ def main(args: Any) -> int:
                 ttl=args.ttl,
                 rules=rules,
                 notify=notify,
+                **http_options,
             )
         )
     except KeyboardInterrupt:
         return 130
+
+
+def _http_problem(host: str, port: int, options: Mapping[str, Any]) -> str | None:
+    """Why the HTTP app cannot be built with these options (in the CLI's words), or ``None``."""
+    chat = ReviewedChat(_CallModel(), [])
+    try:
+        build_app(chat, host=host, port=port, **options)
+    except (TypeError, ValueError) as exc:
+        text = str(exc)
+        for name, option in (
+            ("allowed_hosts", "--allow-host"),
+            ("allowed_origins", "--allow-origin"),
+            ("max_body_bytes", "--max-body-bytes"),
+        ):
+            text = text.replace(name, option)
+        return text
+    return None

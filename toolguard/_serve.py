@@ -5,9 +5,10 @@ MODULE:ATTR``, else the demo workspace), a model (an OpenAI-compatible one
 when ``--model``, ``--base-url``, ``OPENAI_API_KEY`` or ``OPENAI_BASE_URL``
 is given, else the offline scripted :class:`~toolguard._demo.DemoModel`) and
 a :class:`~toolguard.SQLiteStore` (or a PostgreSQL store for ``--db
-postgresql://...``) — into the app of :func:`toolguard.http.create_app`;
-:func:`serve` runs it with uvicorn. So ``toolguard serve`` alone works
-offline, and conversations survive restarts.
+postgresql://...``) — into an app of toolguard's one app factory (the one
+behind :func:`toolguard.http.create_app`); :func:`serve` runs it with
+uvicorn. So ``toolguard serve`` alone works offline, and conversations
+survive restarts.
 
 With ``--workers N`` (N > 1) uvicorn runs N processes, each building its own
 app with :func:`app_from_env` from the options the command put in the
@@ -306,16 +307,17 @@ def build_app(
 ) -> FastAPI:
     """The app ``toolguard serve`` runs: the chat API under ``/hitl`` and the page at ``/``.
 
-    ``max_body_bytes``, ``allowed_origins`` and ``allowed_hosts`` go to
-    :func:`toolguard.http.create_app` (``allowed_hosts=None``: no Host check;
-    :func:`serve` passes :func:`default_hosts` plus ``--allow-host``). The
-    chat is ``app.state.chat``; close its store
+    Built by toolguard's one app factory, as :func:`toolguard.http.create_app`
+    and the ``mcp-proxy`` app are: ``max_body_bytes``, ``allowed_origins`` and
+    ``allowed_hosts`` are its protections (``allowed_hosts=None``: no Host
+    check; :func:`serve` passes :func:`default_hosts` plus ``--allow-host``).
+    The chat is ``app.state.chat``; close its store
     (``app.state.chat.store.close()``) when done.
 
     Raises:
         ServeError: a setting cannot be used.
     """
-    from toolguard.http import create_app  # noqa: PLC0415 - the http extra is optional
+    from toolguard.http import _protected_app  # noqa: PLC0415 - the http extra is optional
 
     chat = build_chat(
         tools=tools,
@@ -327,7 +329,7 @@ def build_app(
         notify_secret=notify_secret,
     )
     try:
-        app = create_app(
+        app = _protected_app(
             chat,
             max_body_bytes=max_body_bytes,
             allowed_origins=allowed_origins,

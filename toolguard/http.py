@@ -714,7 +714,8 @@ class _Guard:
                 403,
                 "Cross-site request refused: state-changing requests must come from this"
                 " server's own pages, from clients that send no Origin header, or from an"
-                " origin allowed with allowed_origins (toolguard serve --allow-origin).",
+                " origin allowed with allowed_origins (--allow-origin of toolguard serve or"
+                " mcp-proxy).",
             )
         if not reads_body:
             return None
@@ -729,6 +730,10 @@ class _Guard:
                 415,
                 "The request body must be JSON: send Content-Type: application/json (UTF-8).",
             )
+        return self.declared_too_large(request)
+
+    def declared_too_large(self, request: Request) -> Response | None:
+        """The 413 for a ``Content-Length`` over the limit, or ``None``."""
         declared = request.headers.get("content-length", "").strip()
         if declared.isdigit() and declared.isascii() and int(declared) > self.max_body_bytes:
             return self.too_large()
@@ -1077,11 +1082,24 @@ def create_router(
     Raises:
         TypeError, ValueError: ``max_body_bytes`` or ``allowed_origins`` is invalid.
     """
-    served: object = chat  # checked at run time for untyped callers
-    if not isinstance(served, ReviewedChat):
-        msg = f"chat must be a toolguard.ReviewedChat, got {type(served).__name__}"
+    _check_chat(chat)
+    return _routes(chat, _Guard(max_body_bytes, allowed_origins), prefix=prefix, reviewer=reviewer)
+
+
+def _check_chat(chat: object) -> None:
+    if not isinstance(chat, ReviewedChat):
+        msg = f"chat must be a toolguard.ReviewedChat, got {type(chat).__name__}"
         raise TypeError(msg)
-    guard = _Guard(max_body_bytes, allowed_origins)
+
+
+def _routes(
+    chat: ReviewedChat,
+    guard: "_Guard",
+    *,
+    prefix: str = "/hitl",
+    reviewer: Callable[..., Any] | None = None,
+) -> APIRouter:
+    """The routes of :func:`create_router`, refusing what ``guard`` refuses."""
 
     async def get_chat() -> ReviewedChat:
         return chat
@@ -1351,17 +1369,28 @@ class _Hosts:
         return host in self.any_port or (host, port) in self.exact
 
 
-class _Protect:
-    """ASGI middleware of :func:`create_app`: the Host allow-list and the security headers.
+class _BodyTooLarge(Exception):  # noqa: N818 - a signal inside _Protect, never raised out
+    """A request body grew past the app's limit while a route was reading it."""
 
-    Wraps every answer of the app — the page, its files, the API, the docs,
-    404s, 405s and the 500 of an unexpected error — so each carries the
-    headers.
+
+class _Protect:
+    """ASGI middleware of every toolguard app (:func:`_protected_app`).
+
+    In this order: a ``Host`` outside the allow-list gets a 421; a
+    state-changing request (not ``GET``, ``HEAD`` or ``OPTIONS``) from a page
+    of another origin a 403; a body over the limit a 413 (by its
+    ``Content-Length`` before anything is read, or as soon as the bytes read
+    pass it). These hold for every route of the app, whatever router added
+    it. Every answer — the page, its files, the API, the docs, 404s, 405s and
+    the 500 of an unexpected error — carries the security headers.
     """
 
-    def __init__(self, app: ASGIApp, *, hosts: _Hosts | None, docs: frozenset[str]) -> None:
+    def __init__(
+        self, app: ASGIApp, *, hosts: _Hosts | None, guard: "_Guard", docs: frozenset[str]
+    ) -> None:
         self.app = app
         self.hosts = hosts
+        self.guard = guard
         self.docs = docs
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
@@ -1385,20 +1414,53 @@ class _Protect:
                 message = {**message, "headers": [*kept, *ours]}
             await send(message)
 
-        if self.hosts is not None and not self.hosts.allow(scope):
-            response = _reply(
-                status.HTTP_421_MISDIRECTED_REQUEST,
-                "Misdirected request: this server does not answer to the host in the Host"
-                " header (allow it with allowed_hosts, or toolguard serve --allow-host).",
-            )
-            await response(scope, receive, send_with_headers)
+        refused = self.refusal(scope)
+        if refused is not None:
+            await refused(scope, receive, send_with_headers)
             return
+        # Reads keep the server's own receive: no route reads their body, and the live
+        # stream asks it whether the server is stopping.
+        limited = receive if scope["method"] in _SAFE_METHODS else self.limited(receive)
         try:
-            await self.app(scope, receive, send_with_headers)
+            await self.app(scope, limited, send_with_headers)
+        except _BodyTooLarge:
+            if not started:
+                await self.guard.too_large()(scope, receive, send_with_headers)
         except Exception:
             if not started:
                 await _reply(500, "Internal Server Error")(scope, receive, send_with_headers)
             raise
+
+    def limited(self, receive: Receive) -> Receive:
+        """``receive``, raising :class:`_BodyTooLarge` once the body passes the limit."""
+        size = 0
+
+        async def receive_limited() -> Message:
+            nonlocal size
+            message = await receive()
+            if message["type"] == "http.request":
+                size += len(message.get("body", b""))
+                if size > self.guard.max_body_bytes:
+                    raise _BodyTooLarge
+            return message
+
+        return receive_limited
+
+    def refusal(self, scope: Scope) -> Response | None:
+        """The 421, 403 or 413 for a request before the app sees it, or ``None``."""
+        if self.hosts is not None and not self.hosts.allow(scope):
+            return _reply(
+                status.HTTP_421_MISDIRECTED_REQUEST,
+                "Misdirected request: this server does not answer to the host in the Host"
+                " header (allow it with allowed_hosts, or --allow-host of toolguard serve or"
+                " mcp-proxy).",
+            )
+        request = Request(scope)
+        if request.method in _SAFE_METHODS:
+            return None
+        return self.guard.refusal(request, reads_body=False) or self.guard.declared_too_large(
+            request
+        )
 
 
 def create_app(
@@ -1415,7 +1477,9 @@ def create_app(
 
     Every answer carries the security headers (a strict
     Content-Security-Policy, ``X-Frame-Options: DENY``, ``nosniff``,
-    ``Referrer-Policy: no-referrer``, ``Cache-Control: no-store``).
+    ``Referrer-Policy: no-referrer``, ``Cache-Control: no-store``). The
+    cross-site and body-size checks of :func:`create_router` hold for every
+    route of the app, also routes you add to it later.
 
     Args:
         chat: the chat to serve (also available as ``app.state.chat``).
@@ -1430,7 +1494,8 @@ def create_app(
         allowed_hosts: the ``Host`` headers the app answers, against DNS
             rebinding: ``"host:port"``, ``"host"`` (any port), ``"[::1]:8000"``,
             or ``"*"`` (any); any other Host gets a 421. ``None`` (default):
-            no check (``toolguard serve`` passes its own list).
+            no check (``toolguard serve`` and ``toolguard mcp-proxy`` pass
+            their own list).
 
     Returns:
         An ASGI app, e.g. for ``uvicorn``.
@@ -1438,17 +1503,52 @@ def create_app(
     Raises:
         TypeError, ValueError: an option is invalid (the text says which).
     """
-    hosts = _Hosts(allowed_hosts) if allowed_hosts is not None else None
-    router = create_router(
-        chat, reviewer=reviewer, max_body_bytes=max_body_bytes, allowed_origins=allowed_origins
+    return _protected_app(
+        chat,
+        page=page,
+        title=title,
+        reviewer=reviewer,
+        max_body_bytes=max_body_bytes,
+        allowed_origins=allowed_origins,
+        allowed_hosts=allowed_hosts,
     )
+
+
+def _protected_app(
+    chat: ReviewedChat,
+    *,
+    allowed_hosts: Iterable[str] | None,
+    page: bool = True,
+    title: str = "toolguard",
+    reviewer: Callable[..., Any] | None = None,
+    max_body_bytes: int = DEFAULT_MAX_BODY_BYTES,
+    allowed_origins: Iterable[str] = (),
+    routers: Iterable[APIRouter] = (),
+) -> FastAPI:
+    """The one factory of toolguard's apps: :func:`create_app`, ``serve`` and ``mcp-proxy``.
+
+    The chat's routes under ``/hitl``, ``routers`` (more routes, e.g. the
+    gateway's ``GET /hitl/audit``), the approval page unless ``page`` is
+    false, all behind :class:`_Protect`: the ``Host`` allow-list (421), the
+    cross-site refusal of state-changing requests (403), the body limit
+    (413) and the security headers, for every route. ``allowed_hosts`` has
+    no default: each caller says which Hosts it answers (``None``: any).
+
+    Raises:
+        TypeError, ValueError: an option is invalid (the text says which).
+    """
+    _check_chat(chat)
+    hosts = _Hosts(allowed_hosts) if allowed_hosts is not None else None
+    guard = _Guard(max_body_bytes, allowed_origins)
     app = FastAPI(title=title, version=__version__)
     app.state.chat = chat
-    app.include_router(router)
+    app.include_router(_routes(chat, guard, reviewer=reviewer))
+    for router in routers:
+        app.include_router(router)
     docs = frozenset(
         url for url in (app.docs_url, app.redoc_url, app.swagger_ui_oauth2_redirect_url) if url
     )
-    app.add_middleware(_Protect, hosts=hosts, docs=docs)
+    app.add_middleware(_Protect, hosts=hosts, guard=guard, docs=docs)
     folder = _page_dir() if page else None
     if folder is not None:
         index = folder / "index.html"

@@ -357,8 +357,9 @@ async def test_the_input_required_state_is_single_use_and_bound_to_the_call(
 
 
 async def test_approve_through_the_http_api(setup: Setup) -> None:
+    """A reviewer approves on the API; a rebinding Host or a cross-site page cannot."""
     results: list[types.CallToolResult] = []
-    async with proxied(setup) as client:
+    async with proxied(setup, extra=("--allow-host", "gateway.lan")) as client:
 
         async def call() -> None:
             results.append(await client.call_tool("delete_file", {"path": "d"}))
@@ -375,15 +376,24 @@ async def test_approve_through_the_http_api(setup: Setup) -> None:
                     "description": "Tool `delete_file` is awaiting approval",
                 }
             ]
+            approve = {
+                "thread_id": review["thread_id"],
+                "review_id": review["review_id"],
+                "decisions": [{"type": "approve"}],
+            }
             async with httpx.AsyncClient(base_url=setup.url, timeout=LIMIT) as http:
-                answer = await http.post(
-                    "/hitl/review",
-                    json={
-                        "thread_id": review["thread_id"],
-                        "review_id": review["review_id"],
-                        "decisions": [{"type": "approve"}],
-                    },
-                )
+                refused = [
+                    await http.post("/hitl/review", json=approve, headers=headers)
+                    for headers in (
+                        {"Host": f"rebound.evil.example:{setup.port}"},
+                        {"Origin": "http://evil.example"},
+                    )
+                ]
+                named = await http.get("/hitl/reviews", headers={"Host": "gateway.lan"})
+                assert [r.status_code for r in refused] == [421, 403]
+                assert (named.status_code, named.json()["reviews"]) == (200, reviews)
+                assert setup.executions() == []
+                answer = await http.post("/hitl/review", json=approve)
                 assert answer.status_code == 200
                 audit = await http.get(f"/hitl/threads/{review['thread_id']}/audit")
                 after = await http.get("/hitl/reviews")

@@ -26,6 +26,7 @@ from toolguard import MemoryStore  # noqa: E402
 from toolguard._cli import main as cli_main  # noqa: E402
 from toolguard._mcp_proxy import (  # noqa: E402
     CLIENT_REVIEWER,
+    DEFAULT_PORT,
     MCPProxy,
     approval_message,
     build_app,
@@ -169,10 +170,11 @@ async def test_start_up_closes_what_a_previous_run_left_open(tmp_path: Path) -> 
     async with gateway(log, store=store) as (_, first):
         opened = await first._open("delete_file", {"path": "d"})
         assert not isinstance(opened, str)
-        thread_id, review_id, _ = opened
+        thread_id, review_id, _, _ = opened
         app = build_app(first.chat)
         transport = httpx.ASGITransport(app=app)
-        async with httpx.AsyncClient(transport=transport, base_url="http://proxy") as http:
+        base_url = f"http://127.0.0.1:{DEFAULT_PORT}"  # a Host the page answers by default
+        async with httpx.AsyncClient(transport=transport, base_url=base_url) as http:
             listed = (await http.get("/hitl/reviews")).json()
     assert [(r["thread_id"], r["review_id"]) for r in listed["reviews"]] == [(thread_id, review_id)]
     async with gateway(log, store=store) as (_, second):
