@@ -569,3 +569,222 @@ class ChatPath(Adapter):
 ADAPTERS: dict[str, type[Adapter]] = {
     adapter.name: adapter for adapter in [DecoratorPath, RunnerPath, ChatPath]
 }
+
+
+# ---------------------------------------------------------------------------- (4) the HTTP API
+
+
+def _who(who: str | None = None) -> str | None:
+    """The HTTP routes' reviewer: the ``who`` query parameter (a login stands here in production)."""
+    return who
+
+
+class HTTPPath(ChatPath):
+    """``toolguard.http.create_app`` in process (httpx's ASGI transport), SQLite behind it."""
+
+    name = "http"
+    title = "HTTP API (`create_app`)"
+
+    def _client(self, chat: ReviewedChat) -> Any:
+        import httpx  # noqa: PLC0415
+
+        from toolguard.http import create_app  # noqa: PLC0415
+
+        app = create_app(chat, reviewer=_who)
+        return httpx.AsyncClient(transport=httpx.ASGITransport(app), base_url="http://127.0.0.1")
+
+    async def open(self, *, rules: Rules | None, ttl: float | None) -> None:
+        await super().open(rules=rules, ttl=ttl)
+        self.client = self._client(self.chat)
+
+    async def reopen(self, *, rules: Rules | None) -> None:
+        await super().reopen(rules=rules)
+        self.client = self._client(self.chat)
+
+    def _answer(self, response: Any) -> Outcome:
+        self.written.append(response.text)
+        body = response.json()
+        if response.status_code != 200:
+            detail = body.get("detail")
+            text = detail if isinstance(detail, str) else json.dumps(detail)
+            return Refused(f"HTTP {response.status_code}", re.sub(r"\b[0-9a-f]{32}\b", "<id>", text))
+        if body["pending_review"] is not None:
+            self.reviews.append((body["thread_id"], body["review_id"]))
+            return Paused(body["pending_review"])
+        return Ran(error=self._last_error.get(body["thread_id"], False), text=body["reply"])
+
+    async def propose(self, name: str, args: dict[str, Any]) -> Outcome:
+        self.model.queue.append((name, args))
+        response = await self.client.post("/hitl/chat", json={"message": f"please {name}"})
+        if response.status_code == 200:
+            await self._error_of(self.chat, response.json()["thread_id"])
+        return self._answer(response)
+
+    async def _post(
+        self, client: Any, decisions: Any, reviewer: str | None, thread_id: str, review_id: str
+    ) -> Outcome:
+        body = {"thread_id": thread_id, "review_id": review_id, "decisions": decisions}
+        params = {"who": reviewer} if reviewer is not None else {}
+        response = await client.post("/hitl/review", json=body, params=params)
+        if response.status_code == 200:
+            self.reviews = [r for r in self.reviews if r[0] != thread_id]
+            await self._error_of(self.chat, thread_id)
+        return self._answer(response)
+
+    async def decide(self, decisions: Any, *, reviewer: str | None = None) -> Outcome:
+        thread_id, review_id = self.reviews[-1]
+        return await self._post(self.client, decisions, reviewer, thread_id, review_id)
+
+    async def decide_twice(self, decisions: Any) -> list[Outcome]:
+        thread_id, review_id = self.reviews[-1]
+        clients = [self.client, self._client(self._chat(None))]  # two workers, one SQLite file
+        outcomes: list[Outcome] = []
+
+        async def one(client: Any) -> None:
+            outcomes.append(await self._post(client, decisions, None, thread_id, review_id))
+
+        async with anyio.create_task_group() as tasks:
+            for client in clients:
+                tasks.start_soon(one, client)
+        return outcomes
+
+    async def decide_foreign(self, decisions: Any) -> Outcome:
+        thread_id, _ = self.reviews[-1]
+        _, other_review = self.reviews[-2]
+        return await self._post(self.client, decisions, None, thread_id, other_review)
+
+    async def texts(self) -> list[str]:
+        texts = await super().texts()
+        for thread_id in await self.chat.store.thread_ids():  # type: ignore[attr-defined]
+            for route in (f"/hitl/threads/{thread_id}", f"/hitl/threads/{thread_id}/audit"):
+                texts.append((await self.client.get(route)).text)
+        texts.append((await self.client.get("/hitl/reviews")).text)
+        return texts
+
+
+ADAPTERS[HTTPPath.name] = HTTPPath
+
+
+# ---------------------------------------------------------------------------- (7) Pydantic AI
+
+
+class PydanticAIPath(Adapter):
+    """``toolguard.integrations.pydantic_ai``: a FunctionModel agent; pauses stored as JSON."""
+
+    name = "pydantic_ai"
+    title = "Pydantic AI toolset"
+    clock_injectable = False
+
+    async def open(self, *, rules: Rules | None, ttl: float | None) -> None:
+        self.ttl = REAL_TTL if ttl is not None else None
+        self.claims = MemoryStore()
+        self.raw_tools = python_tools(self.effects, ttl=self.ttl)
+        self.rules = rules
+        self.queue: list[tuple[str, dict[str, Any]]] = []
+        self.pauses: list[tuple[bytes, bytes]] = []  # (history, requests) as stored JSON
+
+    async def reopen(self, *, rules: Rules | None) -> None:
+        self.rules = rules
+
+    def _agent(self) -> Any:
+        from pydantic_ai import Agent, DeferredToolRequests  # noqa: PLC0415
+        from pydantic_ai.messages import (  # noqa: PLC0415
+            ModelResponse as PydanticResponse,
+        )
+        from pydantic_ai.messages import TextPart, ToolCallPart  # noqa: PLC0415
+        from pydantic_ai.models.function import FunctionModel  # noqa: PLC0415
+
+        from toolguard.integrations import pydantic_ai as tg  # noqa: PLC0415
+
+        def scripted(messages: list[Any], info: Any) -> PydanticResponse:
+            last = messages[-1].parts[-1]
+            if last.part_kind == "user-prompt":
+                name, args = self.queue.pop(0)
+                return PydanticResponse(parts=[ToolCallPart(name, args, tool_call_id="c1")])
+            return PydanticResponse(parts=[TextPart(str(last.content))])
+
+        toolset = tg.toolset(toolguard.guard(self.raw_tools, rules=self.rules), claims=self.claims)
+        return Agent(
+            FunctionModel(scripted), toolsets=[toolset], output_type=[str, DeferredToolRequests]
+        )
+
+    def _result(self, result: Any) -> Outcome:
+        from pydantic_ai import DeferredToolRequests, ModelMessagesTypeAdapter  # noqa: PLC0415
+        from pydantic_ai.messages import ModelRequest  # noqa: PLC0415
+        from pydantic import TypeAdapter  # noqa: PLC0415
+
+        from toolguard.integrations import pydantic_ai as tg  # noqa: PLC0415
+
+        messages = result.all_messages()
+        for message in messages:
+            if isinstance(message, ModelRequest):
+                for part in message.parts:
+                    if part.part_kind in ("tool-return", "retry-prompt"):
+                        self.written.append(dumped(part.content))
+        if isinstance(result.output, DeferredToolRequests):
+            self.written.append(dumped(result.output.metadata))
+            history = ModelMessagesTypeAdapter.dump_json(messages)
+            requests = TypeAdapter(DeferredToolRequests).dump_json(result.output)
+            self.pauses.append((history, requests))
+            return self.record(Paused(tg.pending_review(result.output).model_dump(mode="json")))
+        parts = [
+            p
+            for m in messages
+            if isinstance(m, ModelRequest)
+            for p in m.parts
+            if p.part_kind in ("tool-return", "retry-prompt")
+        ]
+        error = parts[-1].part_kind == "retry-prompt" or (
+            getattr(parts[-1], "outcome", "success") != "success"
+        )
+        return self.record(Ran(error=error, text=str(result.output)))
+
+    async def propose(self, name: str, args: dict[str, Any]) -> Outcome:
+        self.queue.append((name, args))
+        return self._result(await self._agent().run(f"please {name}"))
+
+    async def _resume(self, pause: tuple[bytes, bytes], decisions: Any, reviewer: str | None) -> Outcome:
+        from pydantic_ai import DeferredToolRequests, ModelMessagesTypeAdapter  # noqa: PLC0415
+        from pydantic import TypeAdapter  # noqa: PLC0415
+
+        from toolguard.integrations import pydantic_ai as tg  # noqa: PLC0415
+
+        history, requests = pause
+        stored = TypeAdapter(DeferredToolRequests).validate_json(requests)
+        try:
+            results = tg.deferred_results(stored, decisions, reviewer=reviewer)
+            result = await self._agent().run(
+                message_history=ModelMessagesTypeAdapter.validate_json(history),
+                deferred_tool_results=results,
+            )
+        except ToolguardError as exc:
+            return self.record(refused(exc))
+        return self._result(result)
+
+    async def decide(self, decisions: Any, *, reviewer: str | None = None) -> Outcome:
+        pause = self.pauses.pop()
+        outcome = await self._resume(pause, decisions, reviewer)
+        if isinstance(outcome, Refused):
+            self.pauses.append(pause)
+        return outcome
+
+    async def decide_twice(self, decisions: Any) -> list[Outcome]:
+        pause = self.pauses.pop()  # two processes load the same stored pause
+        return [await self._resume(pause, decisions, None) for _ in range(2)]
+
+    async def decide_foreign(self, decisions: Any) -> Outcome:
+        # the latest run resumed with the decisions made on the run before it
+        (history, _), (_, other_requests) = self.pauses[-1], self.pauses[-2]
+        return await self._resume((history, other_requests), decisions, None)
+
+    async def snapshot(self) -> Any:
+        return list(self.pauses)
+
+    async def advance(self, seconds: float) -> None:
+        await anyio.sleep(REAL_TTL * 1.5)
+
+
+REAL_TTL = 0.2
+"""The deadline the paths without an injectable clock use for guarantee (g), in real seconds."""
+
+ADAPTERS[PydanticAIPath.name] = PydanticAIPath

@@ -52,6 +52,14 @@ NA[("h", "decorator")] = (
     "not applicable: a direct call has no thread or review: `allow_once(exc.call)` covers"
     " exactly the call that raised, which guarantee (a) and (f) check"
 )
+XFAIL[("g", "pydantic_ai")] = (
+    "the Pydantic AI toolset runs a `requires_approval(ttl=...)` call approved after its"
+    " deadline: the deadline is dropped, not refused"
+)
+XFAIL[("h", "pydantic_ai")] = (
+    "`deferred_results` made for one paused run, resumed with another run whose call has the"
+    " same tool_call_id, runs that other call: the approval is not bound to its review"
+)
 XFAIL[("b", "decorator")] = (
     "a Tool taken from a Toolset with a deny rule and called directly raises"
     " ApprovalRequiredError instead of refusing the call, and `allow_once(exc.call)` then runs"
@@ -422,7 +430,7 @@ async def test_i_refused_decisions_change_nothing(path: str, tmp_path: Path) -> 
         assert await p.propose("delete_file", A) == review("delete_file", A)
         before = await p.snapshot()
         texts_before = await p.texts()
-        for decisions, text in [*INVALID, *OTHER_TOOL.get(path, [])]:
+        for decisions, text in [*INVALID_BY_PATH.get(path, INVALID), *OTHER_TOOL.get(path, [])]:
             assert refusal(await p.decide(decisions)) == text
             assert await p.snapshot() == before
         assert p.effects == []
@@ -434,3 +442,58 @@ async def test_i_refused_decisions_change_nothing(path: str, tmp_path: Path) -> 
 
 
 OTHER_TOOL: dict[str, list[tuple[Any, str]]] = {}
+INVALID_BY_PATH: dict[str, list[tuple[Any, str]]] = {
+    # the HTTP body model refuses an unknown type before the chat is asked (a 422)
+    "http": [
+        INVALID[0],
+        (
+            INVALID[1][0],
+            '[{"type": "literal_error", "loc": ["body", "decisions", 0, "type"], "msg": "Input'
+            " should be 'approve', 'edit', 'reject' or 'respond'\", \"input\": \"postpone\","
+            ' "ctx": {"expected": "\'approve\', \'edit\', \'reject\' or \'respond\'"}}]',
+        ),
+        INVALID[2],
+    ],
+}
+
+
+def _like_chat(*tables: dict[str, Any]) -> None:
+    """The HTTP API answers as the chat it serves; its refusals are HTTP 400s."""
+
+    def http(value: Any) -> Any:
+        if isinstance(value, Refused):
+            return Refused("HTTP 400", value.text)
+        if isinstance(value, list | tuple):
+            return type(value)(http(item) for item in value)
+        return value
+
+    for table in tables:
+        if "chat" in table:
+            table.setdefault("http", http(table["chat"]))
+
+
+def _like_runner(path: str, *tables: dict[str, Any]) -> None:
+    """A framework's model reads toolguard's own texts, as the runner's results carry them."""
+    for table in tables:
+        if "runner" in table:
+            table.setdefault(path, table["runner"])
+
+
+_like_chat(
+    REJECTED,
+    DENIED_AT,
+    DENIED_LATER,
+    EDIT_DENIED,
+    EDIT_INVALID,
+    SECRET_INVALID,
+    TWICE,
+    EXPIRED,
+    FOREIGN,
+    FOREIGN_AFTER,
+)
+
+for _framework in ["pydantic_ai"]:
+    _like_runner(
+        _framework, REJECTED, DENIED_AT, DENIED_LATER, EDIT_DENIED, EDIT_INVALID, SECRET_INVALID
+    )
+TWICE["pydantic_ai"] = TWICE["runner"]
