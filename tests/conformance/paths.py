@@ -92,7 +92,9 @@ Outcome = Paused | Ran | Refused
 
 def refused(exc: BaseException) -> Refused:
     """A toolguard error as a :class:`Refused` (the error's class name and its text)."""
-    return Refused(type(exc).__name__, re.sub(r"\b[0-9a-f]{32}\b", "<id>", str(exc)))
+    text = re.sub(r"\b[0-9a-f]{32}\b", "<id>", str(exc))
+    text = re.sub(r"^The paused turn \S+ was", "The paused turn <id> was", text)
+    return Refused(type(exc).__name__, text)
 
 
 def python_tools(effects: Effects, *, ttl: float | None = None) -> list[Callable[..., Any]]:
@@ -586,9 +588,9 @@ class HTTPPath(ChatPath):
     title = "HTTP API (`create_app`)"
 
     def _client(self, chat: ReviewedChat) -> Any:
-        import httpx  # noqa: PLC0415
+        import httpx
 
-        from toolguard.http import create_app  # noqa: PLC0415
+        from toolguard.http import create_app
 
         app = create_app(chat, reviewer=_who)
         return httpx.AsyncClient(transport=httpx.ASGITransport(app), base_url="http://127.0.0.1")
@@ -607,7 +609,9 @@ class HTTPPath(ChatPath):
         if response.status_code != 200:
             detail = body.get("detail")
             text = detail if isinstance(detail, str) else json.dumps(detail)
-            return Refused(f"HTTP {response.status_code}", re.sub(r"\b[0-9a-f]{32}\b", "<id>", text))
+            return Refused(
+                f"HTTP {response.status_code}", re.sub(r"\b[0-9a-f]{32}\b", "<id>", text)
+            )
         if body["pending_review"] is not None:
             self.reviews.append((body["thread_id"], body["review_id"]))
             return Paused(body["pending_review"])
@@ -687,14 +691,14 @@ class PydanticAIPath(Adapter):
         self.rules = rules
 
     def _agent(self) -> Any:
-        from pydantic_ai import Agent, DeferredToolRequests  # noqa: PLC0415
-        from pydantic_ai.messages import (  # noqa: PLC0415
+        from pydantic_ai import Agent, DeferredToolRequests
+        from pydantic_ai.messages import (
             ModelResponse as PydanticResponse,
         )
-        from pydantic_ai.messages import TextPart, ToolCallPart  # noqa: PLC0415
-        from pydantic_ai.models.function import FunctionModel  # noqa: PLC0415
+        from pydantic_ai.messages import TextPart, ToolCallPart
+        from pydantic_ai.models.function import FunctionModel
 
-        from toolguard.integrations import pydantic_ai as tg  # noqa: PLC0415
+        from toolguard.integrations import pydantic_ai as tg
 
         def scripted(messages: list[Any], info: Any) -> PydanticResponse:
             last = messages[-1].parts[-1]
@@ -709,11 +713,11 @@ class PydanticAIPath(Adapter):
         )
 
     def _result(self, result: Any) -> Outcome:
-        from pydantic_ai import DeferredToolRequests, ModelMessagesTypeAdapter  # noqa: PLC0415
-        from pydantic_ai.messages import ModelRequest  # noqa: PLC0415
-        from pydantic import TypeAdapter  # noqa: PLC0415
+        from pydantic import TypeAdapter
+        from pydantic_ai import DeferredToolRequests, ModelMessagesTypeAdapter
+        from pydantic_ai.messages import ModelRequest
 
-        from toolguard.integrations import pydantic_ai as tg  # noqa: PLC0415
+        from toolguard.integrations import pydantic_ai as tg
 
         messages = result.all_messages()
         for message in messages:
@@ -743,11 +747,13 @@ class PydanticAIPath(Adapter):
         self.queue.append((name, args))
         return self._result(await self._agent().run(f"please {name}"))
 
-    async def _resume(self, pause: tuple[bytes, bytes], decisions: Any, reviewer: str | None) -> Outcome:
-        from pydantic_ai import DeferredToolRequests, ModelMessagesTypeAdapter  # noqa: PLC0415
-        from pydantic import TypeAdapter  # noqa: PLC0415
+    async def _resume(
+        self, pause: tuple[bytes, bytes], decisions: Any, reviewer: str | None
+    ) -> Outcome:
+        from pydantic import TypeAdapter
+        from pydantic_ai import DeferredToolRequests, ModelMessagesTypeAdapter
 
-        from toolguard.integrations import pydantic_ai as tg  # noqa: PLC0415
+        from toolguard.integrations import pydantic_ai as tg
 
         history, requests = pause
         stored = TypeAdapter(DeferredToolRequests).validate_json(requests)
@@ -788,3 +794,231 @@ REAL_TTL = 0.2
 """The deadline the paths without an injectable clock use for guarantee (g), in real seconds."""
 
 ADAPTERS[PydanticAIPath.name] = PydanticAIPath
+
+
+# ---------------------------------------------------------------------------- (6) OpenAI Agents SDK
+
+
+class AgentsPath(Adapter):
+    """``toolguard.integrations.openai_agents``: the SDK's ScriptedModel; RunState as text."""
+
+    name = "openai_agents"
+    title = "OpenAI Agents SDK tools"
+    clock_injectable = False
+
+    async def open(self, *, rules: Rules | None, ttl: float | None) -> None:
+        from agents import set_tracing_disabled
+
+        set_tracing_disabled(True)  # the trace exporter would call api.openai.com
+        self.ttl = REAL_TTL if ttl is not None else None
+        self.claims = MemoryStore()
+        self.raw_tools = python_tools(self.effects, ttl=self.ttl)
+        self.rules = rules
+        self.pauses: list[str] = []  # RunState.to_string() of each pause
+
+    async def reopen(self, *, rules: Rules | None) -> None:
+        self.rules = rules
+
+    def _agent(self, *steps: Any) -> Any:
+        from agents import Agent
+        from agents.testing import ScriptedModel as AgentsModel
+        from agents.testing import assistant_message
+
+        from toolguard.integrations import openai_agents as tg
+
+        tools = tg.function_tools(
+            toolguard.guard(self.raw_tools, rules=self.rules), claims=self.claims
+        )
+        model = AgentsModel([*steps, *[[assistant_message("Done.")]] * 3])
+        return Agent(name="assistant", model=model, tools=tools)
+
+    def _result(self, result: Any, ran_before: int) -> Outcome:
+        from toolguard.integrations import openai_agents as tg
+
+        outputs = [
+            str(item["output"])
+            for item in result.to_input_list()
+            if item.get("type") == "function_call_output"
+        ]
+        self.written.extend(outputs)
+        if result.interruptions:
+            state = result.to_state()
+            self.pauses.append(state.to_string())
+            review = tg.pending_review(state)
+            return self.record(Paused(review.model_dump(mode="json")))
+        return self.record(Ran(error=len(self.effects) == ran_before, text=outputs[-1]))
+
+    async def propose(self, name: str, args: dict[str, Any]) -> Outcome:
+        from agents import Runner as AgentsRunner
+        from agents.testing import function_call
+
+        agent = self._agent([function_call(name, args, call_id="c1")])
+        before = len(self.effects)
+        return self._result(await AgentsRunner.run(agent, f"please {name}", context={}), before)
+
+    async def _resume(self, stored: str, decisions: Any, reviewer: str | None) -> Outcome:
+        from agents import Runner as AgentsRunner
+        from agents import RunState, UserError
+
+        from toolguard.integrations import openai_agents as tg
+
+        agent = self._agent()
+        state = await RunState.from_string(agent, stored)
+        before = len(self.effects)
+        try:
+            tg.apply_decisions(state, decisions, reviewer=reviewer)
+            result = await AgentsRunner.run(agent, state)
+        except ToolguardError as exc:
+            return self.record(refused(exc))
+        except UserError as exc:  # the SDK wraps what a tool raised
+            cause = exc.__cause__
+            assert isinstance(cause, ToolguardError), exc
+            return self.record(refused(cause))
+        return self._result(result, before)
+
+    async def decide(self, decisions: Any, *, reviewer: str | None = None) -> Outcome:
+        stored = self.pauses.pop()
+        outcome = await self._resume(stored, decisions, reviewer)
+        if isinstance(outcome, Refused):
+            self.pauses.append(stored)
+        return outcome
+
+    async def decide_twice(self, decisions: Any) -> list[Outcome]:
+        stored = self.pauses.pop()  # two processes load the same stored RunState
+        return [await self._resume(stored, decisions, None) for _ in range(2)]
+
+    async def decide_foreign(self, decisions: Any) -> Outcome:
+        raise NotImplementedError
+
+    async def snapshot(self) -> Any:
+        return list(self.pauses)
+
+    async def advance(self, seconds: float) -> None:
+        await anyio.sleep(REAL_TTL * 1.5)
+
+
+ADAPTERS[AgentsPath.name] = AgentsPath
+
+
+# ---------------------------------------------------------------------------- (8, 9) LangChain
+
+
+class LangChainToolsPath(Adapter):
+    """``toolguard.integrations.langchain`` tools in ``create_agent``, an in-memory checkpointer."""
+
+    name = "langchain_tools"
+    title = "LangChain tools (`tg.tools`)"
+    clock_injectable = False
+    middleware = False
+
+    async def open(self, *, rules: Rules | None, ttl: float | None) -> None:
+        from langgraph.checkpoint.memory import InMemorySaver
+
+        self.ttl = REAL_TTL if ttl is not None else None
+        self.claims = MemoryStore()
+        self.saver = InMemorySaver()
+        self.raw_tools = python_tools(self.effects, ttl=self.ttl)
+        self.rules = rules
+        self.count = 0
+        self.pauses: list[dict[str, Any]] = []  # the config of each paused checkpoint
+
+    async def reopen(self, *, rules: Rules | None) -> None:
+        self.rules = rules
+
+    def _agent(self, *turns: Any) -> Any:
+        from langchain.agents import create_agent
+        from langchain_core.language_models.fake_chat_models import (
+            GenericFakeChatModel,
+        )
+        from langchain_core.messages import AIMessage
+
+        from toolguard.integrations import langchain as tg
+
+        class FakeModel(GenericFakeChatModel):
+            def bind_tools(self, tools: Any, **kwargs: Any) -> Any:
+                return self
+
+        tools = toolguard.guard(self.raw_tools, rules=self.rules)
+        middleware = [tg.middleware(tools, claims=self.claims)] if self.middleware else []
+        model = FakeModel(messages=iter([*turns, *[AIMessage(content="Done.")] * 3]))
+        return create_agent(
+            model,
+            tools=tg.tools(tools, claims=self.claims),
+            middleware=middleware,
+            checkpointer=self.saver,
+        )
+
+    async def _result(self, agent: Any, result: dict[str, Any], config: Any) -> Outcome:
+        from langchain_core.messages import ToolMessage
+
+        tool_messages = [m for m in result["messages"] if isinstance(m, ToolMessage)]
+        self.written.extend(dumped(m.content) for m in tool_messages)
+        interrupts = result.get("__interrupt__")
+        if interrupts:
+            self.written.extend(dumped(i.value) for i in interrupts)
+            self.pauses.append((await agent.aget_state(config)).config)
+            [paused] = interrupts
+            return self.record(Paused(paused.value))
+        last = tool_messages[-1]
+        return self.record(Ran(error=last.status == "error", text=str(last.content)))
+
+    async def propose(self, name: str, args: dict[str, Any]) -> Outcome:
+        from langchain_core.messages import AIMessage, HumanMessage
+
+        self.count += 1
+        config: Any = {"configurable": {"thread_id": f"t{self.count}"}}
+        call = {"id": "c1", "name": name, "args": args, "type": "tool_call"}
+        agent = self._agent(AIMessage(content="", tool_calls=[call]))
+        result = await agent.ainvoke({"messages": [HumanMessage(f"please {name}")]}, config)
+        return await self._result(agent, result, config)
+
+    async def _resume(self, config: Any, decisions: Any, reviewer: str | None) -> Outcome:
+        from langgraph.types import Command
+
+        agent = self._agent()
+        answer: dict[str, Any] = {"decisions": decisions}
+        if reviewer is not None:
+            answer["reviewer"] = reviewer
+        try:
+            result = await agent.ainvoke(Command(resume=answer), config)
+        except ToolguardError as exc:
+            return self.record(refused(exc))
+        return await self._result(agent, result, config)
+
+    async def decide(self, decisions: Any, *, reviewer: str | None = None) -> Outcome:
+        config = self.pauses.pop()
+        outcome = await self._resume(config, decisions, reviewer)
+        if isinstance(outcome, Refused):
+            self.pauses.append(config)
+        return outcome
+
+    async def decide_twice(self, decisions: Any) -> list[Outcome]:
+        config = self.pauses.pop()  # two processes resume the same paused checkpoint
+        return [await self._resume(config, decisions, None) for _ in range(2)]
+
+    async def decide_foreign(self, decisions: Any) -> Outcome:
+        raise NotImplementedError
+
+    async def snapshot(self) -> Any:
+        agent = self._agent()
+        states = []
+        for config in self.pauses:
+            state = await agent.aget_state(config)
+            interrupts = [i.value for t in state.tasks for i in t.interrupts]
+            states.append((repr(state.values), interrupts, state.next))
+        return states
+
+    async def advance(self, seconds: float) -> None:
+        await anyio.sleep(REAL_TTL * 1.5)
+
+
+class LangChainMiddlewarePath(LangChainToolsPath):
+    """The same agent with toolguard's ``HumanInTheLoopMiddleware`` (``tg.middleware``)."""
+
+    name = "langchain_middleware"
+    title = "LangChain middleware (`tg.middleware`)"
+    middleware = True
+
+
+ADAPTERS[LangChainToolsPath.name] = LangChainToolsPath
+ADAPTERS[LangChainMiddlewarePath.name] = LangChainMiddlewarePath
