@@ -60,6 +60,7 @@ from toolguard._models import (
     with_fields,
 )
 from toolguard._override import get_stand_in
+from toolguard._policy import decide, unknown_tool_text
 from toolguard._redact import (
     REDACTED,
     SECRET_GONE,
@@ -524,9 +525,7 @@ class Runner:
         return decided.effect, None
 
     def _unknown_tool(self, call: ToolCall, name: str) -> ToolResult:
-        available = ", ".join(self.toolset) or "(none)"
-        text = f"Tool `{name}` does not exist. Available tools: {available}"
-        return _error(call, text, "unknown_tool", name)
+        return _error(call, unknown_tool_text(self.toolset, name), "unknown_tool", name)
 
     async def _execute(
         self, call: ToolCall, tool: Tool[Any, Any], args: dict[str, Any]
@@ -715,32 +714,17 @@ class Runner:
         actions: list[Action] = []
         reviews: list[tuple[ToolCall, Tool[Any, Any], dict[str, Any], bool]] = []
         for call in parsed:
-            tool = self.toolset.get(call.name)
-            if tool is None:
-                results[call.id] = self._unknown_tool(call, call.name)
+            # One core decides for every path: run now, ask a person, or refuse.
+            verdict = decide(self.toolset, call)
+            if verdict.outcome == "deny":  # a deny verdict always carries its text and kind
+                kind = cast("ResultOutcome", verdict.refusal_kind)
+                results[call.id] = _error(call, cast("str", verdict.refusal), kind)
                 continue
-            if call.error is not None:
-                results[call.id] = _error(call, call.error, "invalid_arguments")
-                continue
-            if call.arguments_error is not None:
-                sent = REDACTED if tool.redacted else call.arguments_error[:200]
-                results[call.id] = _error(
-                    call,
-                    f"Invalid arguments for tool `{call.name}`: expected a JSON object, got {sent}",
-                    "invalid_arguments",
-                )
-                continue
-            verdict, refusal = self._rule(call)  # a deny holds whatever the arguments' shape
-            if refusal is not None:
-                results[call.id] = refusal
-                continue
-            try:
-                validated = tool.validate_args(call.args)
-            except ToolArgumentsError as exc:
-                results[call.id] = _error(call, str(exc), "invalid_arguments")
-                continue
-            if verdict == "ask" or (verdict is None and tool.needs_approval(validated)):
-                reviews.append((call, tool, validated, verdict == "ask"))
+            # A run or ask verdict always carries the tool and the validated arguments.
+            tool = cast("Tool[Any, Any]", verdict.tool)
+            validated = cast("dict[str, Any]", verdict.validated)
+            if verdict.outcome == "ask":
+                reviews.append((call, tool, validated, not verdict.grantable))
             else:
                 jobs.append((call, tool, validated))
         covered: set[str] = set()

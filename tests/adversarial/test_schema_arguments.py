@@ -18,7 +18,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from tests.adversarial import strategies as hs
-from toolguard import Classifier, Runner, Tool, ToolCall
+from toolguard import SEED_VERBS, Classifier, Runner, Tool, ToolCall
 
 SCHEMA: dict[str, Any] = {
     "type": "object",
@@ -40,7 +40,7 @@ def _body(**args: Any) -> str:
 
 
 TOOL = Tool.from_schema("label_item", "Label an item.", SCHEMA, _body)
-RUNNER = Runner([TOOL])
+RUNNER = Runner([TOOL], classifier=Classifier(verbs=SEED_VERBS))  # label_item runs at once
 
 
 @settings(max_examples=60, deadline=None)
