@@ -281,12 +281,12 @@ class DecoratorPath(Adapter):
     title = "`@requires_approval` + `allow_once`"
 
     async def open(self, *, rules: Rules | None, ttl: float | None) -> None:
-        self.tools = toolguard.guard(python_tools(self.effects, ttl=ttl), rules=rules)
+        self.raw_tools = python_tools(self.effects, ttl=ttl)
+        self.tools = toolguard.guard(self.raw_tools, rules=rules)
         self.errors: list[ApprovalRequiredError] = []
 
     async def reopen(self, *, rules: Rules | None) -> None:
-        old = self.tools
-        self.tools = toolguard.guard(list(old), rules=rules)
+        self.tools = toolguard.guard(self.raw_tools, rules=rules)
 
     def _call(self, name: str, args: dict[str, Any]) -> Outcome:
         tool = self.tools.get(name)
@@ -577,7 +577,7 @@ ADAPTERS: dict[str, type[Adapter]] = {
 
 
 def _who(who: str | None = None) -> str | None:
-    """The HTTP routes' reviewer: the ``who`` query parameter (a login stands here in production)."""
+    """The HTTP routes' reviewer: the ``who`` query parameter (in production: a login)."""
     return who
 
 
@@ -830,7 +830,7 @@ class AgentsPath(Adapter):
             toolguard.guard(self.raw_tools, rules=self.rules), claims=self.claims
         )
         model = AgentsModel([*steps, *[[assistant_message("Done.")]] * 3])
-        return Agent(name="assistant", model=model, tools=tools)
+        return Agent(name="assistant", model=model, tools=list[Any](tools))
 
     def _result(self, result: Any, ran_before: int) -> Outcome:
         from toolguard.integrations import openai_agents as tg
@@ -872,7 +872,8 @@ class AgentsPath(Adapter):
             return self.record(refused(exc))
         except UserError as exc:  # the SDK wraps what a tool raised
             cause = exc.__cause__
-            assert isinstance(cause, ToolguardError), exc
+            if not isinstance(cause, ToolguardError):
+                raise
             return self.record(refused(cause))
         return self._result(result, before)
 
@@ -1022,3 +1023,243 @@ class LangChainMiddlewarePath(LangChainToolsPath):
 
 ADAPTERS[LangChainToolsPath.name] = LangChainToolsPath
 ADAPTERS[LangChainMiddlewarePath.name] = LangChainMiddlewarePath
+
+
+# ---------------------------------------------------------------------------- (10) the MCP toolset
+
+
+def mcp_server(effects: Effects) -> Any:
+    """A real MCP server (low-level API) with the four tools; each run goes to ``effects``."""
+    from mcp import types
+    from mcp.server import Server
+
+    listed = [
+        {"name": name, "description": f"The {name} tool.", "inputSchema": schema}
+        for name, schema in SCHEMAS.items()
+    ]
+
+    async def list_tools(ctx: Any, params: Any) -> types.ListToolsResult:
+        return types.ListToolsResult.model_validate({"tools": listed})
+
+    async def call_tool(ctx: Any, params: types.CallToolRequestParams) -> types.CallToolResult:
+        args = dict(params.arguments or {})
+        effects.append((params.name, args))
+        text = tool_result(params.name, args)
+        return types.CallToolResult.model_validate({"content": [{"type": "text", "text": text}]})
+
+    return Server("conformance-upstream", on_list_tools=list_tools, on_call_tool=call_tool)
+
+
+MCP_LIMIT = 20
+"""Seconds any MCP session of a test may take."""
+
+
+async def mcp_tools(client: Any, *, ttl: float | None) -> list[Any]:
+    """The MCP server's tools through ``toolguard.integrations.mcp``, with the tools' policies."""
+    from toolguard.integrations.mcp import toolset
+
+    tools = await toolset(client)
+    policy: dict[str, dict[str, Any]] = {
+        "delete_file": {"ttl": ttl},
+        "send_email": {},
+        "wire_transfer": {"approvals": 2},
+        "login": {"redact": ["password"]},
+    }
+    guarded = []
+    for name, options in policy.items():
+        tool = tools.get(name)
+        assert tool is not None
+        guarded.append(requires_approval(**options)(tool))
+    return guarded
+
+
+class MCPToolsetPath(RunnerPath):
+    """``toolguard.integrations.mcp.toolset`` over a real MCP client and server, in a Runner."""
+
+    name = "mcp_toolset"
+    title = "MCP toolset (`integrations.mcp`)"
+
+    @asynccontextmanager
+    async def _session(self, *, rules: Rules | None, ttl: float | None) -> AsyncIterator[Adapter]:
+        from mcp import Client
+
+        with anyio.fail_after(MCP_LIMIT):
+            async with Client(mcp_server(self.effects), mode="legacy") as client:
+                self.client = client
+                await self.open(rules=rules, ttl=ttl)
+                yield self
+
+    async def open(self, *, rules: Rules | None, ttl: float | None) -> None:
+        await super().open(rules=rules, ttl=ttl)
+        self.raw_tools = await mcp_tools(self.client, ttl=None)
+        self.runner = self._runner(rules)
+
+
+ADAPTERS[MCPToolsetPath.name] = MCPToolsetPath
+
+
+# ---------------------------------------------------------------------------- (5) the MCP gateway
+
+
+class MCPProxyPath(Adapter):
+    """``toolguard mcp-proxy`` in process: real MCP client, gateway and upstream; its HTTP API."""
+
+    name = "mcp_proxy"
+    title = "MCP gateway (`toolguard mcp-proxy`)"
+    clock_injectable = False
+
+    @asynccontextmanager
+    async def _session(self, *, rules: Rules | None, ttl: float | None) -> AsyncIterator[Adapter]:
+        from mcp import Client
+
+        self.ttl = REAL_TTL if ttl is not None else 60.0
+        self.db = self.tmp_path / "proxy.sqlite3"
+        self.events: list[tuple[str, dict[str, Any]]] = []
+        self.reviews: list[tuple[str, str, Any]] = []  # (thread_id, review_id, the call's box)
+        with anyio.fail_after(MCP_LIMIT):
+            async with (
+                Client(mcp_server(self.effects), mode="legacy") as upstream,
+                anyio.create_task_group() as tasks,
+            ):
+                self.upstream = upstream
+                self.tasks = tasks
+                self.proxy, self.http = self._gateway(rules)
+                async with (
+                    Client(self.proxy.server(), mode="legacy") as client,
+                    anyio.create_task_group() as calls,
+                ):
+                    self.client = client
+                    self.calls = calls
+                    yield self
+                    calls.cancel_scope.cancel()  # calls still waiting: their client gives up
+                tasks.cancel_scope.cancel()
+
+    def _gateway(self, rules: Rules | None) -> tuple[Any, Any]:
+        import httpx
+
+        from toolguard._mcp_proxy import DEFAULT_PORT, MCPProxy, build_app
+
+        async def hook(event: str, payload: dict[str, Any]) -> None:
+            self.events.append((event, payload))
+
+        listed = [
+            {"name": name, "description": f"The {name} tool.", "inputSchema": schema}
+            for name, schema in SCHEMAS.items()
+        ]
+        proxy = MCPProxy(
+            self.upstream,
+            listed,
+            store=SQLiteStore(self.db),
+            ttl=self.ttl,
+            on_event=hook,
+            rules=rules,
+            redact={"login": ["password"]},
+        )
+        proxy._tasks = self.tasks
+        app = build_app(proxy.chat)
+        http = httpx.AsyncClient(
+            transport=httpx.ASGITransport(app), base_url=f"http://127.0.0.1:{DEFAULT_PORT}"
+        )
+        return proxy, http
+
+    async def reopen(self, *, rules: Rules | None) -> None:
+        self.proxy, self.http = self._gateway(rules)  # the same SQLite file
+
+    @staticmethod
+    def _text(result: Any) -> Ran:
+        texts = [getattr(block, "text", "") for block in result.content]
+        return Ran(error=bool(result.is_error), text="\n".join(texts))
+
+    async def propose(self, name: str, args: dict[str, Any]) -> Outcome:
+        box: dict[str, Any] = {}
+        done = anyio.Event()
+        known = {r[0] for r in self.reviews}
+
+        async def call() -> None:
+            box["result"] = await self.client.call_tool(name, args)
+            done.set()
+
+        self.calls.start_soon(call)
+        while True:
+            if done.is_set():
+                return self.record(self._text(box["result"]))
+            listed = (await self.http.get("/hitl/reviews")).json()["reviews"]
+            new = [r for r in listed if r["thread_id"] not in known]
+            if new:
+                [item] = new
+                self.written.append(dumped(item))
+                self.reviews.append((item["thread_id"], item["review_id"], (box, done)))
+                return self.record(Paused(item["pending_review"]))
+            await anyio.sleep(0.01)
+
+    async def _post(self, http: Any, decisions: Any, thread_id: str, review_id: str) -> Outcome:
+        body = {"thread_id": thread_id, "review_id": review_id, "decisions": decisions}
+        response = await http.post("/hitl/review", json=body)
+        self.written.append(response.text)
+        if response.status_code != 200:
+            detail = response.json().get("detail")
+            text = detail if isinstance(detail, str) else json.dumps(detail)
+            return Refused(
+                f"HTTP {response.status_code}", re.sub(r"\b[0-9a-f]{32}\b", "<id>", text)
+            )
+        return Ran(error=False, text="")
+
+    async def _wait(self, call: Any) -> Outcome:
+        box, done = call
+        await done.wait()
+        return self.record(self._text(box["result"]))
+
+    async def decide(self, decisions: Any, *, reviewer: str | None = None) -> Outcome:
+        thread_id, review_id, call = self.reviews[-1]
+        answer = await self._post(self.http, decisions, thread_id, review_id)
+        if isinstance(answer, Refused):
+            return answer
+        self.reviews.pop()
+        return await self._wait(call)
+
+    async def decide_twice(self, decisions: Any) -> list[Outcome]:
+        thread_id, review_id, call = self.reviews.pop()
+        second = self._gateway(None)[1]  # a second gateway over the same SQLite file
+        answers: list[Outcome] = []
+
+        async def one(http: Any) -> None:
+            answers.append(await self._post(http, decisions, thread_id, review_id))
+
+        async with anyio.create_task_group() as tasks:
+            for http in (self.http, second):
+                tasks.start_soon(one, http)
+        result = await self._wait(call)
+        return [result if isinstance(a, Ran) else a for a in answers]
+
+    async def decide_foreign(self, decisions: Any) -> Outcome:
+        thread_id, _, _ = self.reviews[-1]
+        _, other_review, _ = self.reviews[-2]
+        return await self._post(self.http, decisions, thread_id, other_review)
+
+    async def snapshot(self) -> Any:
+        states = []
+        store = self.proxy.chat.store
+        for thread_id in await store.thread_ids():
+            state = await store.load(thread_id)
+            assert state is not None
+            states.append(state.model_dump(mode="json", exclude={"version"}))
+        return states
+
+    async def advance(self, seconds: float) -> None:
+        _, _, call = self.reviews[-1]
+        box, done = call
+        await done.wait()  # the gateway answers the waiting call at its deadline
+        self.record(self._text(box["result"]))
+
+    async def texts(self) -> list[str]:
+        texts = list(self.written)
+        texts.append((await self.http.get("/hitl/audit")).text)
+        texts.extend(dumped(payload) for _, payload in self.events)
+        store = self.proxy.chat.store
+        texts.extend(
+            [(await self.http.get(f"/hitl/threads/{t}")).text for t in await store.thread_ids()]
+        )
+        return texts
+
+
+ADAPTERS[MCPProxyPath.name] = MCPProxyPath
