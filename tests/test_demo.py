@@ -17,7 +17,15 @@ import anyio
 import pytest
 
 import toolguard
-from toolguard import Action, ActionRequest, ModelResponse, ReviewedChat, ToolCall, ToolResult
+from toolguard import (
+    Action,
+    ActionRequest,
+    Classifier,
+    ModelResponse,
+    ReviewedChat,
+    ToolCall,
+    ToolResult,
+)
 from toolguard._cli import describe_model, main, render_card, render_outcome
 from toolguard._demo import DemoModel, DemoWorkspace, build_demo_chat, demo_toolset
 
@@ -58,6 +66,7 @@ SUBPROCESS_SESSIONS: dict[str, str] = {
 CARD_ALICE = [
     "== Approval 1/1: send_email ==",
     "Tool `send_email` is awaiting approval",
+    "Why it asks: the word 'send' is an approval verb (messaging and publishing)",
     "Arguments:",
     "{",
     '  "to": "alice@example.com",',
@@ -81,6 +90,7 @@ APPROVE_DIALOGUE = [
 LUNCH_CARD_ALICE = [
     "== Approval 1/2: send_email ==",
     "Tool `send_email` is awaiting approval",
+    "Why it asks: the word 'send' is an approval verb (messaging and publishing)",
     "Arguments:",
     "{",
     '  "to": "alice@example.com",',
@@ -211,6 +221,7 @@ def test_reject_with_a_new_address_makes_the_model_propose_again(
         "This needs your approval again.",
         "== Approval 1/1: send_email ==",
         "Tool `send_email` is awaiting approval",
+        "Why it asks: the word 'send' is an approval verb (messaging and publishing)",
         "Arguments:",
         "{",
         '  "to": "alice.smith@corp.example",',
@@ -475,6 +486,26 @@ def test_render_card_shows_the_tool_and_its_full_arguments() -> None:
         '  "note": "ü"\n'
         "}"
     )
+
+
+def test_render_card_says_why_the_tool_asks() -> None:
+    """With the classifier's reason, the card says why under the description, escaped."""
+    request = ActionRequest(
+        name="transfer_funds",
+        args={"amount": 5},
+        description="Tool `transfer_funds` is awaiting approval",
+    )
+    reason = Classifier().explain("transfer_funds").reason
+    assert render_card(request, why=reason) == (
+        "== Approval 1/1: transfer_funds ==\n"
+        "Tool `transfer_funds` is awaiting approval\n"
+        "Why it asks: the word 'transfer' is an approval verb (money)\n"
+        "Arguments:\n"
+        "{\n"
+        '  "amount": 5\n'
+        "}"
+    )
+    assert render_card(request, why="odd\x1b[31m").splitlines()[2] == "Why it asks: odd\\u001b[31m"
 
 
 @pytest.mark.parametrize(

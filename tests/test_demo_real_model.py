@@ -33,6 +33,7 @@ def test_demo_uses_the_configured_model_and_waits_for_approval() -> None:
     card = (
         "== Approval 1/1: send_email ==\n"
         "Tool `send_email` is awaiting approval\n"
+        "Why it asks: the word 'send' is an approval verb (messaging and publishing)\n"
         "Arguments:\n"
         "{\n"
         '  "to": "bob@example.com",\n'

@@ -88,6 +88,11 @@ SEND_EMAIL = {
         "required": ["to", "subject", "body"],
         "type": "object",
     },
+    "approval": {
+        "needs_approval": True,
+        "rule": "verb",
+        "reason": "the word 'send' is an approval verb (messaging and publishing)",
+    },
 }
 SEARCH = {
     "name": "search",
@@ -98,11 +103,16 @@ SEARCH = {
         "required": ["query"],
         "type": "object",
     },
+    "approval": {
+        "needs_approval": False,
+        "rule": "read",
+        "reason": "the word 'search' is a read verb",
+    },
 }
 
 
 async def test_tools_route_lists_every_tool_with_its_schema() -> None:
-    """GET /hitl/tools answers each tool's name, description and JSON Schema, in order."""
+    """GET /hitl/tools answers each tool's name, description, JSON Schema and why it asks."""
     async with client_for(create_app(make_chat([], []))) as client:
         response = await client.get("/hitl/tools")
     assert response.status_code == 200
@@ -125,7 +135,18 @@ async def test_tools_route_keeps_a_schema_tools_schema_exactly() -> None:
     async with client_for(create_app(chat)) as client:
         response = await client.get("/hitl/tools")
     assert response.json() == {
-        "tools": [{"name": "set_level", "description": "Set the level.", "parameters": schema}]
+        "tools": [
+            {
+                "name": "set_level",
+                "description": "Set the level.",
+                "parameters": schema,
+                "approval": {
+                    "needs_approval": True,
+                    "rule": "verb",
+                    "reason": "the word 'set' is an approval verb (data)",
+                },
+            }
+        ]
     }
 
 

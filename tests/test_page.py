@@ -569,6 +569,23 @@ def test_two_actions_approve_all(page: Page, server: Server) -> None:
     ]
 
 
+def test_each_card_says_why_its_tool_asks(page: Page, server: Server) -> None:
+    """Under the description, each card shows the classifier's reason for its tool."""
+    send(page, "Please mail Bob and book the team lunch")
+    cards = page.get_by_test_id("approval-card")
+    expect(cards).to_have_count(2)
+    expect(cards.nth(0).get_by_test_id("action-why")).to_have_text(
+        "Why it asks: the word 'send' is an approval verb (messaging and publishing)"
+    )
+    expect(cards.nth(1).get_by_test_id("action-why")).to_have_text(
+        "Why it asks: the word 'create' is an approval verb (data)"
+    )
+    screenshot(page, "approval-cards-why")
+    page.get_by_test_id("reject-all").click()
+    expect(page.get_by_test_id("approval-card")).to_have_count(0)
+    assert server.outbox.done == []
+
+
 def test_two_actions_reject_all(page: Page, server: Server) -> None:
     """Reject all runs nothing; without reasons the model reads the default text."""
     send(page, "Please mail Bob and book the team lunch")

@@ -88,6 +88,7 @@ def render_card(
     index: int = 1,
     total: int = 1,
     mark: Callable[[str], str] | None = None,
+    why: str | None = None,
 ) -> str:
     """The approval card of one action: header, description and the FULL arguments.
 
@@ -97,6 +98,8 @@ def render_card(
         total: how many actions wait in this review.
         mark: applied to each escaped character (e.g. reverse video on a
             colour terminal); by default it is shown as it is.
+        why: why the tool needs approval (the classifier's reason), shown
+            under the description as ``Why it asks: ...``.
 
     Returns:
         Plain text without a trailing newline; the arguments are indented
@@ -120,6 +123,7 @@ def render_card(
         [
             f"== Approval {index}/{total}: {text(shown.name)} ==",
             text(shown.description),
+            *([f"Why it asks: {_prose(why)}"] if why else []),
             *warning[:1],
             *(f"  - {item}" for item in warning[1:]),
             "Arguments:",
@@ -355,6 +359,14 @@ def _edit_fields(
             term.say("Please answer s (send) or b (back).")
 
 
+def _why(tools: Mapping[str, Tool[..., Any]] | None, name: str) -> str | None:
+    """Why the classifier asks about tool ``name``, when ``tools`` is a toolset that knows it."""
+    if not isinstance(tools, Toolset) or name not in tools:
+        return None
+    found = tools.explain(name)
+    return found.reason if found.needs_approval else None
+
+
 def ask_decisions(
     term: Terminal,
     review: PendingReview,
@@ -382,7 +394,9 @@ def ask_decisions(
     while len(decisions) < total:
         index = len(decisions)
         request = requests[index]
-        card = render_card(request, index=index + 1, total=total, mark=term.mark)
+        card = render_card(
+            request, index=index + 1, total=total, mark=term.mark, why=_why(tools, request.name)
+        )
         term.say(term.strong(card))
         while True:
             answer = term.ask(prompt)
@@ -727,7 +741,7 @@ def _parser() -> argparse.ArgumentParser:
     serve.add_argument(
         "--notify-url",
         metavar="URL",
-        help="POST review.requested/decided/expired webhooks to URL (needs --notify-secret)",
+        help="POST review.* webhooks (requested, decided, expired, cancelled) to URL",
     )
     serve.add_argument(
         "--notify-secret",
@@ -801,7 +815,7 @@ def _parser() -> argparse.ArgumentParser:
     proxy.add_argument(
         "--notify-url",
         metavar="URL",
-        help="POST review.requested/decided/expired webhooks to URL (with --notify-secret)",
+        help="POST review.* webhooks (requested, decided, expired, cancelled) to URL",
     )
     proxy.add_argument(
         "--notify-secret",

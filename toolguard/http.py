@@ -1255,12 +1255,24 @@ def _routes(
     async def get_tools(
         reviewed_chat: Annotated[ReviewedChat, Depends(get_chat)],
     ) -> dict[str, list[dict[str, Any]]]:
-        """The chat's tools: ``{"tools": [{"name", "description", "parameters"}]}``.
+        """The chat's tools: ``{"tools": [{"name", "description", "parameters", "approval"}]}``.
 
         ``parameters`` is each tool's JSON Schema, so a page can check an edit
-        before sending it (the server validates it again).
+        before sending it (the server validates it again). ``approval`` says
+        whether the tool needs approval and why:
+        ``{"needs_approval": true, "rule": "verb", "reason": "the word 'send' is ..."}``
+        (see :class:`toolguard.Classification`).
         """
-        tools = [dict(t.openai_schema["function"]) for t in reviewed_chat.toolset.values()]
+        toolset = reviewed_chat.toolset
+        tools = []
+        for tool in toolset.values():
+            why = toolset.explain(tool.name)
+            approval = {
+                "needs_approval": why.needs_approval,
+                "rule": why.rule,
+                "reason": why.reason,
+            }
+            tools.append({**tool.openai_schema["function"], "approval": approval})
         return {"tools": tools}
 
     @router.get("/reviews")

@@ -68,6 +68,7 @@
     reviewId: null,
     actions: new Map(), // call_id -> the thread's action for that call (who decided, when)
     tools: null, // name -> JSON Schema of its arguments, from GET /hitl/tools
+    reasons: new Map(), // name -> why the tool needs approval, from GET /hitl/tools
     toolsLoading: null,
     cards: [], // per action: {request, choice, root, buttons, editPanel, editArgs, editError, rejectPanel, rejectReason, choiceText}
     loads: 0, // counts thread loads: only the latest one is shown
@@ -624,6 +625,10 @@
             if (tool && typeof tool.name === "string" && isObject(tool.parameters)) {
               tools.set(tool.name, tool.parameters);
             }
+            const approval = tool && isObject(tool.approval) ? tool.approval : null;
+            if (approval && approval.needs_approval === true && typeof approval.reason === "string") {
+              state.reasons.set(tool.name, approval.reason);
+            }
           }
           state.tools = tools;
         })
@@ -742,6 +747,18 @@
         ...codeNodes(shown.description),
       ),
     );
+    // Why this tool asks (the classifier's reason), once the tools are known.
+    const why = el("p", { className: "why", "data-testid": "action-why", hidden: true });
+    root.append(why);
+    const showWhy = () => {
+      const reason = state.reasons.get(request.name);
+      if (reason) {
+        why.textContent = `Why it asks: ${reason}`;
+        why.hidden = false;
+      }
+    };
+    showWhy();
+    if (!why.textContent) loadTools().then(showWhy);
     const quorum = quorumNode(config);
     if (quorum) root.append(quorum);
     if (warning.length > 0) {
