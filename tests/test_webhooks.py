@@ -209,6 +209,27 @@ async def test_pause_then_expire_sends_requested_then_expired(receiver: Receiver
     }
 
 
+async def test_pause_then_cancel_sends_requested_then_cancelled(receiver: Receiver) -> None:
+    chat = make_chat(receiver.url)
+    turn = await chat.send_message("mail alice")
+    await chat.cancel_review(turn.thread_id, reviewer="carol", reason="wrong thread")
+    assert await chat.deliver_notifications() == 2
+    requested, cancelled = _checked(receiver)
+    assert requested["event"] == "review.requested"
+    action = (await chat.get_thread(turn.thread_id)).actions[0]
+    assert action.result is not None
+    assert cancelled == {
+        "id": cancelled["id"],
+        "event": "review.cancelled",
+        "created_at": "2026-01-02T03:04:05+00:00",
+        "thread_id": turn.thread_id,
+        "review_id": turn.review_id,
+        "reviewer": "carol",
+        "reason": action.result.content,
+        "statuses": {turn.actions[0].id: "cancelled"},
+    }
+
+
 async def test_a_down_receiver_gets_the_event_later_once(receiver: Receiver) -> None:
     clock = Clock()
     chat = make_chat(receiver.url, clock=clock)

@@ -528,7 +528,7 @@ class ReviewedChat:
         limits: how deep and large tool-call arguments and tool results may
             be (see :class:`~toolguard.Limits`); ``None``: ``Limits()``.
         notify: a :class:`~toolguard.Webhook` that gets ``review.requested``,
-            ``review.decided`` and ``review.expired`` events. They are written
+            ``review.decided``, ``review.expired`` and ``review.cancelled`` events. They are written
             to the thread's outbox in the same save as the event and sent by
             :meth:`deliver_notifications` (``toolguard serve`` runs it in the
             background; otherwise call it or :meth:`run_notifications`).

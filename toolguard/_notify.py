@@ -24,7 +24,9 @@ from pydantic import BaseModel, ConfigDict
 from toolguard._audit import AuditEvent
 from toolguard._models import new_id
 
-NotificationEvent = Literal["review.requested", "review.decided", "review.expired"]
+NotificationEvent = Literal[
+    "review.requested", "review.decided", "review.expired", "review.cancelled"
+]
 
 SIGNATURE_HEADER = "X-Toolguard-Signature"
 """The header carrying ``sha256=<hex HMAC-SHA256 of the raw body with the secret>``."""
@@ -172,7 +174,11 @@ def review_items(
                 pending_review=pending.pending_review.model_dump(mode="json"),
             )
         )
-    for kind, event in (("decided", "review.decided"), ("expired", "review.expired")):
+    for kind, event in (
+        ("decided", "review.decided"),
+        ("expired", "review.expired"),
+        ("cancelled", "review.cancelled"),
+    ):
         matching = [e for e in added if e.kind == kind]
         for review_id in dict.fromkeys(e.review_id for e in matching):
             group = [e for e in matching if e.review_id == review_id]
@@ -192,6 +198,10 @@ def review_items(
                 fields["statuses"] = {
                     e.action_id: _DECIDED_STATUS.get(e.decision or "", "decided") for e in group
                 }
+            elif kind == "cancelled":
+                fields["reviewer"] = group[0].actor
+                fields["reason"] = group[0].detail
+                fields["statuses"] = {e.action_id: "cancelled" for e in group}
             else:
                 fields["statuses"] = {e.action_id: "expired" for e in group}
             items.append(_item(event, now, **fields))  # type: ignore[arg-type]

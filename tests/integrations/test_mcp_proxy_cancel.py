@@ -6,8 +6,9 @@ client gives up in three ways: the mcp SDK's ``ClientSession`` times out
 (it then sends ``notifications/cancelled`` itself), a client sends
 ``notifications/cancelled`` for the call's request id, or its connection
 closes. Each time the review ends ``cancelled`` (audited, the event hook
-told), leaves ``GET /hitl/reviews``, and a later approval on the HTTP API is
-refused; the upstream never sees the call.
+told, a ``review.cancelled`` webhook queued), leaves ``GET /hitl/reviews``,
+and a later approval on the HTTP API is refused; the upstream never sees the
+call.
 """
 
 from __future__ import annotations
@@ -30,7 +31,7 @@ from mcp.shared.memory import create_client_server_memory_streams  # noqa: E402
 from mcp.shared.message import SessionMessage  # noqa: E402
 from mcp_types import JSONRPCNotification, JSONRPCRequest  # noqa: E402
 
-from toolguard import SQLiteStore  # noqa: E402
+from toolguard import SQLiteStore, Webhook  # noqa: E402
 from toolguard._mcp_proxy import ABANDONED, DEFAULT_PORT, MCPProxy, build_app  # noqa: E402
 from toolguard._store import ThreadState  # noqa: E402
 
@@ -109,6 +110,8 @@ async def gateway(tmp_path: Path, *, hold: bool = False) -> AsyncIterator[Gatewa
     with anyio.fail_after(LIMIT):
         async with Client(build_server(log), mode="legacy") as upstream:
             proxy = MCPProxy(upstream, TOOLS, store=store, ttl=60)
+            # Webhooks wait in the outbox: nothing is delivered here, the tests read them.
+            proxy.chat.notify = Webhook("http://127.0.0.1:9/hooks", secret="s")  # noqa: S106
             server = proxy.server()
             async with (
                 create_client_server_memory_streams() as (client_side, server_side),
@@ -164,6 +167,18 @@ async def check_cancelled(gate: Gateway, thread_id: str, review_id: str) -> None
         ("cancelled", None, review_id),
     ]
     assert state.audit[-1].detail == CANCELLED
+    [requested, cancelled] = [item.body for item in state.outbox]
+    assert requested["event"] == "review.requested"
+    assert cancelled == {
+        "id": cancelled["id"],
+        "event": "review.cancelled",
+        "created_at": cancelled["created_at"],
+        "thread_id": thread_id,
+        "review_id": review_id,
+        "reviewer": None,
+        "reason": CANCELLED,
+        "statuses": {state.actions[0].id: "cancelled"},
+    }
     assert [(event, payload["status"]) for event, payload in gate.events[1:]] == [
         ("review.decided", "cancelled")
     ]
