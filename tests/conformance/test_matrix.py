@@ -79,7 +79,7 @@ for _langchain in ["langchain_tools", "langchain_middleware"]:
     )
 NA[("d", "mcp_proxy")] = (
     "not applicable: the gateway's page and API have no reviewer identities and it has no"
-    " option giving an upstream tool a quorum (docs/security.md, guarantee 28)"
+    " option giving an upstream tool a quorum (guarantee 28)"
 )
 XFAIL[("e", "mcp_proxy")] = (
     "the gateway's event hook (`MCPProxy(on_event=...)`) gets `review.requested` and"
@@ -567,3 +567,39 @@ EDIT_DENIED["mcp_proxy"] = Ran(error=True, text=DENIED)
 EDIT_INVALID["mcp_proxy"] = Ran(
     error=True, text="Invalid arguments for tool `send_email`: 'to': 7 is not of type 'string'"
 )
+
+
+# ---------------------------------------------------------------------------- the documented matrix
+
+DOC = Path(__file__).resolve().parents[2] / "docs" / "security.md"
+
+
+def matrix_markdown() -> str:
+    """The table of docs/security.md's "The conformance matrix", rendered from :data:`NA` and
+    :data:`XFAIL`: one row per path, one column per guarantee, numbered notes below."""
+    notes: list[str] = []
+    header = "| path | " + " | ".join(f"({g})" for g in GUARANTEES) + " |"
+    lines = [header, "| --- |" + " --- |" * len(GUARANTEES)]
+    for name, path in ADAPTERS.items():
+        row = []
+        for guarantee in GUARANTEES:
+            state = cell(guarantee, name)
+            if state == "holds":
+                row.append("holds")
+                continue
+            kind, _, reason = state.partition(": ")
+            notes.append(f"{len(notes) + 1}. ({guarantee}) on {path.title}: {reason}.")
+            row.append(f"{kind} [{len(notes)}]")
+        lines.append(f"| {path.title} | " + " | ".join(row) + " |")
+    legend = [f"- ({g}) {text}" for g, text in GUARANTEES.items()]
+    return "\n".join([*legend, "", *lines, "", *notes]) + "\n"
+
+
+def test_the_documented_matrix_is_this_one() -> None:
+    """docs/security.md shows exactly the matrix these tests run (cells, n/a and defects)."""
+    text = DOC.read_text(encoding="utf-8")
+    start = text.index("<!-- conformance matrix: begin -->\n") + len(
+        "<!-- conformance matrix: begin -->\n"
+    )
+    end = text.index("<!-- conformance matrix: end -->")
+    assert text[start:end].strip() == matrix_markdown().strip()
