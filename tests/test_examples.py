@@ -55,9 +55,12 @@ def test_reviewed_chat_runs_offline_with_the_demo_model() -> None:
     assert (done.returncode, done.stderr) == (0, "")
     assert done.stdout.splitlines() == [
         "tool          approval  rule  reason",
-        "------------  --------  ----  --------------------------------------------------------------",
+        "------------  --------  ----  " + "-" * 62,
         "find_contact  no        read  the word 'find' is a read verb",
-        "send_email    required  verb  the word 'send' is an approval verb (messaging and publishing)",
+        (
+            "send_email    required  verb  "
+            "the word 'send' is an approval verb (messaging and publishing)"
+        ),
         "you> -- Tool `send_email` is awaiting approval",
         "{",
         '  "to": "alice@example.com",',

@@ -80,6 +80,29 @@ def _rebuild_rejected(reason: str, tool_name: str) -> ActionRejectedError:
     return ActionRejectedError(reason, tool_name=tool_name)
 
 
+class CallDeniedError(ToolguardError, PermissionError):
+    """A deny rule refuses a direct call of a tool taken from a toolset; nothing ran.
+
+    The text is the one a model reads for the same call on every other path.
+
+    Attributes:
+        tool_name: the tool called.
+        rule: the rule that refused it, as written (``deny send_email(to="*@evil.example")``).
+    """
+
+    def __init__(self, text: str, *, tool_name: str, rule: str) -> None:
+        self.tool_name = tool_name
+        self.rule = rule
+        super().__init__(text)
+
+    def __reduce__(self) -> tuple[Any, ...]:
+        return (_rebuild_denied, (str(self), self.tool_name, self.rule))
+
+
+def _rebuild_denied(text: str, tool_name: str, rule: str) -> CallDeniedError:
+    return CallDeniedError(text, tool_name=tool_name, rule=rule)
+
+
 class InvalidReviewDecisionError(ToolguardError, ValueError):
     """The decisions do not answer the pending review (wrong count, type or shape).
 
@@ -160,15 +183,21 @@ class ReviewExpiredError(NoPendingReviewError):
     """The review passed its deadline: its actions are ``expired`` and never run.
 
     The model is told that the actions expired, and the thread can go on
-    with a new message.
+    with a new message. For a guarded function called directly, an
+    ``allow_once`` that comes after the tool's ``ttl`` raises it too (its
+    ``review_id`` is the id of the call that asked).
     """
 
-    def __init__(self, review_id: str) -> None:
+    def __init__(self, review_id: str, *, text: str | None = None) -> None:
         self.review_id = review_id
-        super().__init__(message("review_expired", review_id=review_id))
+        super().__init__(text or message("review_expired", review_id=review_id))
 
     def __reduce__(self) -> tuple[Any, ...]:
-        return (type(self), (self.review_id,))
+        return (_rebuild_expired, (self.review_id, str(self)))
+
+
+def _rebuild_expired(review_id: str, text: str) -> ReviewExpiredError:
+    return ReviewExpiredError(review_id, text=text)
 
 
 class ReviewerNotAllowedError(ToolguardError, PermissionError):

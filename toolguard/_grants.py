@@ -12,6 +12,7 @@ from __future__ import annotations
 import json
 import math
 import threading
+import time
 import weakref
 from collections import deque
 from collections.abc import Callable, Mapping
@@ -20,7 +21,9 @@ from contextvars import ContextVar, Token
 from types import TracebackType
 from typing import Any
 
+from toolguard._errors import QuorumReviewerError, ReviewExpiredError
 from toolguard._json import dumps
+from toolguard._messages import message
 from toolguard._models import ToolCall
 
 Complete = Callable[[dict[str, Any]], dict[str, Any]]
@@ -91,32 +94,50 @@ def same_arguments(a: Mapping[str, Any], b: Mapping[str, Any]) -> bool:
 class _Origin:
     """The guarded function and the Python arguments behind an ``ApprovalRequiredError.call``."""
 
-    __slots__ = ("args", "func", "real", "ref", "reviewed")
+    __slots__ = ("approvals", "args", "deadline", "func", "real", "ref", "reviewed", "ttl")
 
     def __init__(
-        self, call: ToolCall, func: object, args: dict[str, Any], key: int, real: Any
+        self,
+        call: ToolCall,
+        func: object,
+        args: dict[str, Any],
+        key: int,
+        real: Any,
+        *,
+        ttl: float | None = None,
+        approvals: int = 1,
     ) -> None:
         self.ref = weakref.ref(call, lambda _: _ORIGINS.pop(key, None))
         self.func = func
         self.args = args
         self.reviewed = dumps(call.args)
         self.real = real  # JSON snapshot of the real arguments (call.args may be redacted)
+        self.ttl = ttl
+        self.deadline = time.monotonic() + ttl if ttl is not None else None
+        self.approvals = approvals
 
 
 _ORIGINS: dict[int, _Origin] = {}
 
 
 def remember_call(
-    call: ToolCall, func: object, args: dict[str, Any], real: Mapping[str, Any] | None = None
+    call: ToolCall,
+    func: object,
+    args: dict[str, Any],
+    real: Mapping[str, Any] | None = None,
+    *,
+    ttl: float | None = None,
+    approvals: int = 1,
 ) -> None:
     """Record which function (and Python arguments) the ``call`` of an approval error is for.
 
     ``real``: the JSON form of the real arguments when ``call.args`` shows
-    redacted values (default: ``call.args``).
+    redacted values (default: ``call.args``). ``ttl``: the tool's review
+    deadline in seconds, from now; ``approvals``: its quorum.
     """
     key = id(call)
     snapshot = _snapshot(real if real is not None else call.args)
-    _ORIGINS[key] = _Origin(call, func, dict(args), key, snapshot)
+    _ORIGINS[key] = _Origin(call, func, dict(args), key, snapshot, ttl=ttl, approvals=approvals)
 
 
 def _origin(call: ToolCall) -> _Origin | None:
@@ -132,15 +153,38 @@ def _origin(call: ToolCall) -> _Origin | None:
 class _Grant:
     """Permission for one call; dead once used or once its block has exited."""
 
-    __slots__ = ("_lock", "args", "closed", "func", "name", "reviewed", "used")
+    __slots__ = (
+        "_lock",
+        "args",
+        "call_id",
+        "closed",
+        "deadline",
+        "func",
+        "name",
+        "reviewed",
+        "ttl",
+        "used",
+    )
 
-    def __init__(self, name: str, func: object, args: dict[str, Any], reviewed: Any) -> None:
+    def __init__(
+        self,
+        name: str,
+        func: object,
+        args: dict[str, Any],
+        reviewed: Any,
+        origin: _Origin | None = None,
+    ) -> None:
         self.name = name
         self.func = func  # None: any guarded function of that name
         self.args = args
         self.reviewed = reviewed  # a JSON snapshot: what the person approved
         self.used = False
         self.closed = False
+        # The deadline of the review this grant answers: past it, the call never starts.
+        self.deadline = origin.deadline if origin is not None else None
+        self.ttl = origin.ttl if origin is not None else None
+        call = origin.ref() if origin is not None else None
+        self.call_id = call.id if call is not None else name
         self._lock = threading.Lock()
 
     def close(self) -> None:
@@ -158,7 +202,9 @@ class _Grant:
             if dumps(complete(self.reviewed)) != dumps(args):
                 return False  # the arguments were changed in place since they were approved
             self.used = True
-            return True
+        if self.deadline is not None and time.monotonic() >= self.deadline:
+            raise _expired(self.call_id, name, self.ttl)
+        return True
 
 
 _active: ContextVar[tuple[_Grant, ...]] = ContextVar("toolguard_grants", default=())
@@ -265,10 +311,15 @@ def allow_once(
             msg = "allow_once(call) takes the arguments from the ToolCall: do not pass args too"
             raise TypeError(msg)
         origin = _origin(call)
+        if origin is not None:
+            if origin.approvals > 1:  # one person's grant can never make a quorum
+                raise QuorumReviewerError(None, call.name, origin.approvals, [])
+            if origin.deadline is not None and time.monotonic() >= origin.deadline:
+                raise _expired(call.id, call.name, origin.ttl)
         expected = origin.args if origin is not None else dict(call.args)
         func = origin.func if origin is not None else None
         reviewed = origin.real if origin is not None else _snapshot(call.args)
-        return _GrantScope(_Grant(call.name, func, expected, reviewed))
+        return _GrantScope(_Grant(call.name, func, expected, reviewed, origin))
     checked = _check_args(args)
     if isinstance(call, str):
         if not call:
@@ -284,6 +335,12 @@ def allow_once(
         raise TypeError(msg)
     name, func = guarded
     return _GrantScope(_Grant(name, func, checked, _snapshot(checked)))
+
+
+def _expired(call_id: str, name: str, ttl: float | None) -> ReviewExpiredError:
+    """The error for an approval of a direct call that came after the tool's deadline."""
+    text = message("approval_expired", name=name, ttl=f"{ttl:g}")
+    return ReviewExpiredError(call_id, text=text)
 
 
 def _snapshot(args: Mapping[str, Any]) -> Any:

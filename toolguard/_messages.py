@@ -50,6 +50,10 @@ _CATALOGS: Final[dict[str, dict[str, str]]] = {
             "The review {review_id} expired before a decision arrived. Its actions were not"
             " executed; send a new message to continue."
         ),
+        "approval_expired": (
+            "The approval of `{name}` came after its deadline ({ttl} s after the call asked"
+            " for it): it was not executed. Call the tool again to ask for a new approval."
+        ),
         "reviewer_refused": "Reviewer {reviewer!r} may not review conversation {thread_id!r}",
         "access_denied": (
             "Access denied: {actor!r} may not {operation!r} in conversation {thread_id!r}"
@@ -147,6 +151,11 @@ _CATALOGS: Final[dict[str, dict[str, str]]] = {
         "review_expired": (
             "Review {review_id} kedaluwarsa sebelum ada keputusan. Aksinya tidak dijalankan;"
             " kirim pesan baru untuk melanjutkan."
+        ),
+        "approval_expired": (
+            "Persetujuan untuk `{name}` datang setelah batas waktunya ({ttl} detik setelah"
+            " panggilan memintanya): tidak dijalankan. Panggil tool itu lagi untuk meminta"
+            " persetujuan baru."
         ),
         "reviewer_refused": "Peninjau {reviewer!r} tidak boleh meninjau percakapan {thread_id!r}",
         "access_denied": (

@@ -11,6 +11,7 @@ the body, unless a ``when=`` predicate says this call needs no approval or
 
 from __future__ import annotations
 
+import copy
 import functools
 import inspect
 import math
@@ -28,7 +29,12 @@ from pydantic.fields import FieldInfo
 
 from toolguard._check import flag, kind, optional_text, positive_int
 from toolguard._docstrings import parse_docstring
-from toolguard._errors import ActionRejectedError, ApprovalRequiredError
+from toolguard._errors import (
+    ActionRejectedError,
+    ApprovalRequiredError,
+    CallDeniedError,
+    QuorumReviewerError,
+)
 from toolguard._grants import consume_grant, remember_call
 from toolguard._json import to_json_data
 from toolguard._judge import PLAIN_TYPES, discard, has_non_finite, may_skip
@@ -52,6 +58,7 @@ from toolguard._redact import (
     secret_names,
     secret_texts,
 )
+from toolguard._rules import denied_text
 from toolguard._validate import check_allowed
 
 P = ParamSpec("P")
@@ -598,13 +605,52 @@ class Tool(Generic[P, R]):
 
     # ------------------------------------------------------------------ calling directly
 
+    _rules: Any = None
+    """The allow/ask/deny rules of the toolset this tool was taken from (``None``: none)."""
+
     def __call__(self, *args: P.args, **kwargs: P.kwargs) -> R:
-        """Call the tool like the function; a guarded tool checks for approval first."""
+        """Call the tool like the function; a guarded tool checks for approval first.
+
+        A tool taken from a toolset with rules (``guard(tools, rules=...)``)
+        follows them first, as every other path does: a ``deny`` rule raises
+        :class:`~toolguard.CallDeniedError`, an ``ask`` rule needs approval
+        even for an unguarded tool, an ``allow`` rule runs the call.
+        """
+        if self._rules is not None:
+            return self._call_ruled(args, kwargs)
         if self.approval is None:
             return self.func(*args, **kwargs)
         if self.is_async:
             return self._call_async(args, kwargs)  # type: ignore[return-value]  # R is the coroutine
         return self._call_guarded(args, kwargs)
+
+    def _call_ruled(self, args: tuple[Any, ...], kwargs: dict[str, Any]) -> R:
+        """A direct call under the toolset's rules: deny > ask > allow > the tool's policy."""
+        explicit = self._explicit(args, kwargs)
+        decided = self._rules.decide(self.name, to_json_data(explicit))
+        rule = decided.rule
+        if rule is None:
+            if self.approval is None:
+                return self.func(*args, **kwargs)
+            if self.is_async:
+                return self._call_async(args, kwargs)  # type: ignore[return-value]  # coroutine
+            return self._call_guarded(args, kwargs)
+        if rule.effect == "deny":
+            text = denied_text(self.name, rule)
+            raise CallDeniedError(text, tool_name=self.name, rule=str(rule))
+        if rule.effect == "allow":
+            return self.func(*args, **kwargs)
+        if self.is_async:  # an ask rule: approval needed whatever the tool's own policy says
+            return self._call_async(args, kwargs, ask=True)  # type: ignore[return-value]
+        return self._call_needing_approval(args, kwargs)
+
+    def _with_rules(self, rules: Any) -> Tool[P, R]:
+        """This tool under a toolset's rules (``None``: none), as a copy."""
+        if rules is self._rules:
+            return self
+        copied = copy.copy(self)
+        copied._rules = rules
+        return copied
 
     def _may_skip_approval(self, args: tuple[Any, ...], kwargs: dict[str, Any]) -> bool:
         """True when the ``when=`` predicate says this direct call needs no approval.
@@ -642,8 +688,10 @@ class Tool(Generic[P, R]):
             return func(*positional, **named)
         return func(*args, **kwargs)
 
-    async def _call_async(self, args: tuple[Any, ...], kwargs: dict[str, Any]) -> Any:
-        if self._may_skip_approval(args, kwargs):
+    async def _call_async(
+        self, args: tuple[Any, ...], kwargs: dict[str, Any], *, ask: bool = False
+    ) -> Any:
+        if not ask and self._may_skip_approval(args, kwargs):
             return await self.func(*args, **kwargs)  # type: ignore[misc]  # is_async
         explicit = self._explicit(args, kwargs)
         edited = _check_direct_call(self, explicit)
@@ -712,16 +760,17 @@ class Tool(Generic[P, R]):
 
 def _check_direct_call(tool: Tool[Any, Any], explicit: dict[str, Any]) -> dict[str, Any] | None:
     """Raise unless this direct call may run; return edited arguments when a stand-in edited it."""
-    assert tool.approval is not None  # noqa: S101 - only called for guarded tools
-    policy = tool.approval
+    policy = tool.approval if tool.approval is not None else ApprovalPolicy()
     if consume_grant(tool.name, tool.func, explicit, tool._binder.with_defaults):
+        if policy.approvals > 1:  # a grant is one person's yes: it never makes a quorum
+            raise QuorumReviewerError(None, tool.name, policy.approvals, [])
         return None
     json_args = to_json_data(explicit)
     # What a person sees: secret values replaced (the error's call and payload, their reprs).
     shown_args = tool.shown_args(json_args)
     call = ToolCall(id=new_id(), name=tool.name, args=shown_args)
     # allow_once(exc.call) grants this function only, for the real arguments.
-    remember_call(call, tool.func, explicit, json_args)
+    remember_call(call, tool.func, explicit, json_args, ttl=policy.ttl, approvals=policy.approvals)
     stand_in = get_stand_in()
     if stand_in is not None:
         decision = stand_in(call)

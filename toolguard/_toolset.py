@@ -36,10 +36,12 @@ class Toolset(Mapping[str, Tool[Any, Any]]):
         self.rules: Rules | None = rules
         """Allow/ask/deny rules applied before each tool's own policy (``None``: none)."""
         if isinstance(tools, Toolset) and classifier is None:
-            self._tools: dict[str, Tool[Any, Any]] = dict(tools._tools)
-            self._classifications: dict[str, Classification] = dict(tools._classifications)
             if rules is None:
                 self.rules = tools.rules
+            self._tools: dict[str, Tool[Any, Any]] = {
+                name: tool._with_rules(self.rules) for name, tool in tools._tools.items()
+            }
+            self._classifications: dict[str, Classification] = dict(tools._classifications)
             return
         given_classifier: object = classifier  # checked at run time for untyped callers
         if given_classifier is not None and not isinstance(given_classifier, Classifier):
@@ -82,7 +84,8 @@ class Toolset(Mapping[str, Tool[Any, Any]]):
                 classification = classifier.explain(tool.name, annotations=annotations)
                 if classification.needs_approval:
                     tool = as_tool(tool, approval=ApprovalPolicy())
-            self._tools[tool.name] = tool
+            # A direct call of a tool taken from this toolset follows its rules too.
+            self._tools[tool.name] = tool._with_rules(rules)
             self._classifications[tool.name] = classification
 
     def __getitem__(self, name: str) -> Tool[Any, Any]:

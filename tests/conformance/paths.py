@@ -281,9 +281,13 @@ class DecoratorPath(Adapter):
     title = "`@requires_approval` + `allow_once`"
 
     async def open(self, *, rules: Rules | None, ttl: float | None) -> None:
-        self.raw_tools = python_tools(self.effects, ttl=ttl)
+        # A direct call's deadline runs on the real clock.
+        self.raw_tools = python_tools(self.effects, ttl=REAL_TTL if ttl is not None else None)
         self.tools = toolguard.guard(self.raw_tools, rules=rules)
         self.errors: list[ApprovalRequiredError] = []
+
+    async def advance(self, seconds: float) -> None:
+        await anyio.sleep(REAL_TTL * 1.5)
 
     async def reopen(self, *, rules: Rules | None) -> None:
         self.tools = toolguard.guard(self.raw_tools, rules=rules)
@@ -297,6 +301,8 @@ class DecoratorPath(Adapter):
             self.errors.append(exc)
             self.written.extend([str(exc), repr(exc), str(exc.call), repr(exc.call)])
             return self.record(Paused(exc.pending_review.model_dump(mode="json")))
+        except toolguard.CallDeniedError as exc:  # a deny rule of the toolset
+            return self.record(Ran(error=True, text=str(exc)))
         except TypeError as exc:
             return self.record(Ran(error=True, text=str(exc)))
         return Ran(error=False, text=str(value))  # the tool's own value, not a text of toolguard
@@ -317,7 +323,11 @@ class DecoratorPath(Adapter):
             decision.edited_action.args if decision.type == "edit" else exc.call.args
         )  # an edit is a call with other arguments under the approval of this one
         name = decision.edited_action.name if decision.type == "edit" else exc.call.name
-        with toolguard.allow_once(exc.call):
+        try:
+            grant = toolguard.allow_once(exc.call)
+        except ToolguardError as error:  # past the deadline, or a quorum one grant cannot make
+            return self.record(refused(error))
+        with grant:
             if decision.type == "edit":
                 return self._call(name, dict(args))
             tool = self.tools.get(name)
@@ -328,6 +338,8 @@ class DecoratorPath(Adapter):
             except ApprovalRequiredError as again:
                 self.errors.append(again)
                 return self.record(Paused(again.pending_review.model_dump(mode="json")))
+            except toolguard.CallDeniedError as denied:  # a rule added while it waited
+                return self.record(Ran(error=True, text=str(denied)))
             return Ran(error=False, text=str(value))  # the tool's own value
 
     async def decide_twice(self, decisions: Any) -> list[Outcome]:

@@ -48,6 +48,11 @@ NA: dict[tuple[str, str], str] = {}
 XFAIL: dict[tuple[str, str], str] = {}
 """(guarantee, path) -> the product defect that makes the cell fail, in one sentence."""
 
+NA[("d", "decorator")] = (
+    "not applicable: `allow_once` is one person's grant, so a quorum tool refuses it with"
+    " QuorumReviewerError (tested in tests/test_tool_direct_policies.py); votes need a Runner"
+    " or ReviewedChat"
+)
 NA[("h", "decorator")] = (
     "not applicable: a direct call has no thread or review: `allow_once(exc.call)` covers"
     " exactly the call that raised, which guarantee (a) and (f) check"
@@ -84,19 +89,6 @@ NA[("d", "mcp_proxy")] = (
 XFAIL[("e", "mcp_proxy")] = (
     "the gateway's event hook (`MCPProxy(on_event=...)`) gets `review.requested` and"
     " `review.decided` payloads whose `args` hold the real value of a redacted argument"
-)
-XFAIL[("b", "decorator")] = (
-    "a Tool taken from a Toolset with a deny rule and called directly raises"
-    " ApprovalRequiredError instead of refusing the call, and `allow_once(exc.call)` then runs"
-    " it: the deny rule is dropped, not refused"
-)
-XFAIL[("d", "decorator")] = (
-    "`allow_once(exc.call)` runs a `requires_approval(approvals=2)` function after one"
-    " anonymous grant: the quorum is dropped, not refused"
-)
-XFAIL[("g", "decorator")] = (
-    "`allow_once(exc.call)` runs a `requires_approval(ttl=...)` function after its deadline"
-    " passed: the deadline is dropped, not refused"
 )
 
 
@@ -234,7 +226,7 @@ async def test_c_an_edit_is_checked_again(path: str, tmp_path: Path) -> None:
 
 
 EDIT_DENIED: dict[str, Outcome] = {
-    "decorator": review("send_email", EVIL),
+    "decorator": Ran(error=True, text=DENIED),
     "runner": Ran(error=True, text=DENIED),
     "chat": Ran(error=True, text=f"Denied by a rule, not executed: {DENIED}"),
 }
@@ -387,6 +379,11 @@ EXPIRED_TEXT = (
     " send a new message to continue."
 )
 EXPIRED: dict[str, Outcome] = {
+    "decorator": Refused(
+        "ReviewExpiredError",
+        "The approval of `delete_file` came after its deadline (0.2 s after the call asked"
+        " for it): it was not executed. Call the tool again to ask for a new approval.",
+    ),
     "runner": Ran(
         error=True,
         text=(
