@@ -501,7 +501,7 @@ class MCPProxy:
                     "thread_id": thread_id,
                     "review_id": review_id,
                     "tool": name,
-                    "args": args,
+                    "args": self._shown(name, args),  # secrets redacted, as the reviewer sees them
                     "pending_review": pending_review,
                 },
             )
@@ -545,7 +545,7 @@ class MCPProxy:
                 "thread_id": thread_id,
                 "review_id": review_id,
                 "tool": name,
-                "args": args,
+                "args": self._shown(name, args),  # secrets redacted, as the reviewer sees them
                 "status": "cancelled",
             }
             with anyio.move_on_after(_HOOK_SECONDS):  # a stuck hook must not hold the call
@@ -731,7 +731,7 @@ class MCPProxy:
             "thread_id": thread_id,
             "review_id": review_id,
             "tool": name,
-            "args": args,
+            "args": self._shown(name, args),  # secrets redacted, as the reviewer sees them
             "status": action.status if action is not None else "failed",
         }
         await self._emit(

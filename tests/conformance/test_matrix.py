@@ -86,10 +86,6 @@ NA[("d", "mcp_proxy")] = (
     "not applicable: the gateway's page and API have no reviewer identities and it has no"
     " option giving an upstream tool a quorum (guarantee 28)"
 )
-XFAIL[("e", "mcp_proxy")] = (
-    "the gateway's event hook (`MCPProxy(on_event=...)`) gets `review.requested` and"
-    " `review.decided` payloads whose `args` hold the real value of a redacted argument"
-)
 
 
 def cell(guarantee: str, path: str) -> str:
