@@ -51,6 +51,13 @@ async def send_async(to: str) -> str:
     return f"sent to {to}"
 
 
+@requires_approval(ttl=0.05)
+def delete_file(path: str) -> str:
+    """Delete a file; a review of it stays open 50 ms."""
+    SENT.append(path)
+    return "deleted"
+
+
 RULES = Rules(
     deny=['send_email(to="*@evil.example")', 'send_async(to="*@evil.example")'],
     ask=['lookup(city="Atlantis")'],
@@ -144,11 +151,6 @@ def test_allow_once_cannot_make_a_quorum() -> None:
 
 
 def test_allow_once_after_the_deadline_is_refused_and_nothing_runs() -> None:
-    @requires_approval(ttl=0.05)
-    def delete_file(path: str) -> str:
-        SENT.append(path)
-        return "deleted"
-
     with pytest.raises(ApprovalRequiredError) as info:
         delete_file("/srv/a")
     time.sleep(0.1)
@@ -166,11 +168,6 @@ def test_allow_once_after_the_deadline_is_refused_and_nothing_runs() -> None:
 
 
 def test_a_grant_used_after_the_deadline_is_refused() -> None:
-    @requires_approval(ttl=0.05)
-    def delete_file(path: str) -> str:
-        SENT.append(path)
-        return "deleted"
-
     with pytest.raises(ApprovalRequiredError) as info:
         delete_file("/srv/a")
     grant = allow_once(info.value.call)  # in time
