@@ -33,9 +33,9 @@ Outcome = Literal["run", "ask", "deny"]
 """Run the call now, ask a person first, or refuse it (the model reads why)."""
 
 
-@dataclass(frozen=True, slots=True, kw_only=True)
+@dataclass(slots=True, kw_only=True)  # not frozen: built once per call, on the hot path
 class Verdict:
-    """The policy's answer for one proposed call.
+    """The policy's answer for one proposed call (read it; never change it).
 
     Attributes:
         outcome: ``"run"``, ``"ask"`` or ``"deny"``.

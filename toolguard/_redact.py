@@ -339,17 +339,20 @@ def scrub_notes(
     reviewer's note is written to the model, the audit trail and webhooks,
     so a secret of the call it answers is replaced there like anywhere else.
     """
+    decisions = list(decisions)
+    if not any(isinstance(given, (RejectDecision, RespondDecision)) for given in decisions):
+        return decisions  # approvals and edits carry no note
     by_id = {c.id: c for c in calls}
     out: list[Any] = []
     for given, action in zip(decisions, actions, strict=False):
-        call = by_id.get(action.call_id)
-        note = getattr(given, "message", None)
-        names = tool_redaction(tools, action.name)
-        if isinstance(given, (RejectDecision, RespondDecision)) and note and call and names:
-            clean = scrub(note, secret_texts(call.args, names))
-            if clean != note:
-                out.append(given.model_copy(update={"message": clean}))
-                continue
+        if isinstance(given, (RejectDecision, RespondDecision)) and given.message:
+            call = by_id.get(action.call_id)
+            names = tool_redaction(tools, action.name)
+            if call is not None and names:
+                clean = scrub(given.message, secret_texts(call.args, names))
+                if clean != given.message:
+                    out.append(given.model_copy(update={"message": clean}))
+                    continue
         out.append(given)
     return out
 
