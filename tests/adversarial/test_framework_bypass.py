@@ -106,8 +106,13 @@ async def test_pydantic_ai_toolset_never_runs_a_guarded_body(args: dict[str, Any
     except (ApprovalRequired, ToolFailed) as exc:
         refused = exc
     if isinstance(refused, ApprovalRequired):
-        assert refused.metadata == {
-            "toolguard": {"description": None, "allowed_decisions": ["approve", "edit", "reject"]}
+        assert refused.metadata is not None
+        own = refused.metadata["toolguard"]
+        binding = {k: own[k] for k in ("review_id", "asked_at", "digest")}  # the review's binding
+        assert own == {
+            "description": None,
+            "allowed_decisions": ["approve", "edit", "reject"],
+            **binding,
         }
     else:
         assert isinstance(refused, ToolFailed)

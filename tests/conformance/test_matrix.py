@@ -57,27 +57,11 @@ NA[("h", "decorator")] = (
     "not applicable: a direct call has no thread or review: `allow_once(exc.call)` covers"
     " exactly the call that raised, which guarantee (a) and (f) check"
 )
-XFAIL[("g", "pydantic_ai")] = (
-    "the Pydantic AI toolset runs a `requires_approval(ttl=...)` call approved after its"
-    " deadline: the deadline is dropped, not refused"
-)
-XFAIL[("h", "pydantic_ai")] = (
-    "`deferred_results` made for one paused run, resumed with another run whose call has the"
-    " same tool_call_id, runs that other call: the approval is not bound to its review"
-)
-XFAIL[("g", "openai_agents")] = (
-    "the Agents SDK tools run a `requires_approval(ttl=...)` call approved after its deadline:"
-    " the deadline is dropped, not refused"
-)
 NA[("h", "openai_agents")] = (
     "not applicable: decisions are applied to one RunState, which holds its own calls; a"
     " decision list carries no thread or review id that could name another run"
 )
 for _langchain in ["langchain_tools", "langchain_middleware"]:
-    XFAIL[("g", _langchain)] = (
-        "the LangChain tools run a `requires_approval(ttl=...)` call approved after its"
-        " deadline: the deadline is dropped, not refused"
-    )
     NA[("h", _langchain)] = (
         "not applicable: a resume value carries no review id; LangGraph routes it to the"
         " interrupt pending in the thread its config names"
@@ -533,6 +517,13 @@ for _framework in [
 _tables: list[dict[str, Any]] = [EXPIRED, FOREIGN, FOREIGN_AFTER]
 for _table in _tables:
     _table["mcp_toolset"] = _table["runner"]
+# A framework's approved call past its deadline, and a Pydantic AI approval resumed with another
+# run, give the model the runner's own texts.
+_like_runner("pydantic_ai", EXPIRED, FOREIGN)
+for _framework in ["openai_agents", "langchain_tools", "langchain_middleware"]:
+    _like_runner(_framework, EXPIRED)
+# Pydantic AI keeps each paused run in its own stored history: run B is still answerable.
+FOREIGN_AFTER["pydantic_ai"] = (Ran(error=False, text="deleted /srv/b"), [("delete_file", B)])
 EDIT_INVALID["mcp_toolset"] = Ran(
     error=True, text="Invalid arguments for tool `send_email`: 'to': 7 is not of type 'string'"
 )

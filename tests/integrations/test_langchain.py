@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import time
 from typing import Any
 
 import pytest
@@ -28,6 +29,7 @@ from toolguard import (
     guard,
     requires_approval,
 )
+from toolguard._runner import EXPIRED_BEFORE_START
 from toolguard.integrations import langchain as tg
 
 CONFIG: Any = {"configurable": {"thread_id": "t1"}}
@@ -620,3 +622,60 @@ def test_outside_a_graph_a_quorum_tool_shows_its_progress_and_secrets_redacted()
     assert info.value.pending_review.model_dump() == deploy_review("prod", 0, [])
     assert info.value.call.args == {"env": "prod", "token": "[redacted]"}
     assert ops.ran == []
+
+
+# --------------------------------------------------------------------------- deadlines
+
+
+def deleting(ran: list[str], ttl: float, mode: str, saver: InMemorySaver, *turns: AIMessage) -> Any:
+    @requires_approval(ttl=ttl)
+    def delete_file(path: str) -> str:
+        """Delete a file.
+
+        Args:
+            path: The file.
+        """
+        ran.append(path)
+        return f"deleted {path}"
+
+    tools = guard([delete_file])
+    middleware = [tg.middleware(tools)] if mode == "middleware" else []
+    return create_agent(
+        model(*turns), tools=tg.tools(tools), middleware=middleware, checkpointer=saver
+    )
+
+
+@pytest.mark.parametrize("mode", MODES)
+def test_an_approval_past_the_deadline_runs_nothing(mode: str) -> None:
+    """Approved after the tool's ttl, by a new agent: the runner's expiry text; nothing ran."""
+    ran: list[str] = []
+    saver = InMemorySaver()
+    turn = calls(("d1", "delete_file", {"path": "/srv/a"}))
+    paused = deleting(ran, 0.2, mode, saver, turn).invoke(
+        {"messages": [HumanMessage("go")]}, CONFIG
+    )
+    assert "__interrupt__" in paused
+    time.sleep(0.3)
+    answer = Command(resume={"decisions": [{"type": "approve"}]})
+    done = deleting(ran, 0.2, mode, saver).invoke(answer, CONFIG)
+    assert tool_messages(done) == [("d1", EXPIRED_BEFORE_START, "error")]
+    assert EXPIRED_BEFORE_START == (
+        "The review of this action expired before the approved call could start."
+        " It was not executed."
+    )
+    assert ran == []
+
+
+@pytest.mark.parametrize("mode", MODES)
+async def test_an_approval_in_time_runs_once(mode: str) -> None:
+    """Approved within the tool's ttl (async agent): the body runs once."""
+    ran: list[str] = []
+    saver = InMemorySaver()
+    turn = calls(("d1", "delete_file", {"path": "/srv/a"}))
+    agent = deleting(ran, 60, mode, saver, turn)
+    paused = await agent.ainvoke({"messages": [HumanMessage("go")]}, CONFIG)
+    assert "__interrupt__" in paused
+    answer = Command(resume={"decisions": [{"type": "approve"}]})
+    done = await deleting(ran, 60, mode, saver).ainvoke(answer, CONFIG)
+    assert tool_messages(done) == [("d1", "deleted /srv/a", "success")]
+    assert ran == ["/srv/a"]

@@ -13,6 +13,7 @@ from collections.abc import AsyncIterator, Callable, Iterator
 from dataclasses import dataclass
 from typing import Any
 
+import anyio
 import openai
 import pytest
 from agents import (
@@ -21,10 +22,12 @@ from agents import (
     OpenAIChatCompletionsModel,
     Runner,
     RunState,
+    ToolApprovalItem,
     UserError,
     set_tracing_disabled,
 )
 from agents.tool_context import ToolContext
+from openai.types.responses import ResponseFunctionToolCall
 
 from tests.openai_server import ScriptedOpenAIServer, reply_text, reply_tool_calls
 from toolguard import (
@@ -41,7 +44,9 @@ from toolguard import (
     guard,
     requires_approval,
 )
+from toolguard._runner import EXPIRED_BEFORE_START
 from toolguard.integrations import openai_agents as tg
+from toolguard.integrations._review import NO_ASKED_AT
 from toolguard.integrations.openai_agents import ReviewStateError
 
 SEND_ARGS = {"to": "alice@example.com", "subject": "Meeting", "body": "The meeting is at 10."}
@@ -959,3 +964,103 @@ async def test_claims_run_an_approved_call_once_across_two_resumes(
         f"The paused turn {review_id} was already resumed or closed; its tools are not run again."
     )
     assert counter.calls == [("send_email", SEND_ARGS)]
+
+
+# --------------------------------------------------------------------------- deadlines
+
+
+def deleter(ran: list[str], *, ttl: float) -> Callable[..., Any]:
+    @requires_approval(ttl=ttl)
+    def delete_file(path: str) -> str:
+        """Delete a file."""
+        ran.append(path)
+        return f"deleted {path}"
+
+    return delete_file
+
+
+async def test_an_approval_past_the_deadline_runs_nothing(
+    server: ScriptedOpenAIServer, client: openai.AsyncOpenAI
+) -> None:
+    """Approved after the tool's ttl, resumed from stored text: the runner's expiry text, no run."""
+    ran: list[str] = []
+    server.add(reply_tool_calls([("d1", "delete_file", {"path": "/srv/a"})]), reply_text("No."))
+    agent = make_agent(client, tg.function_tools([deleter(ran, ttl=0.2)]))
+    result = await Runner.run(agent, "delete /srv/a", context={})
+    stored = result.to_state().to_string()
+    assert set(json.loads(stored)["context"]["context"][tg.ASKED_KEY]) == {"d1"}
+    await anyio.sleep(0.3)
+    state = await RunState.from_string(agent, stored)
+    assert tg.apply_decisions(state, [{"type": "approve"}]) is None
+    done = await Runner.run(agent, state)
+    assert done.final_output == "No."
+    assert tool_messages(server) == [("d1", EXPIRED_BEFORE_START)]
+    assert EXPIRED_BEFORE_START == (
+        "The review of this action expired before the approved call could start."
+        " It was not executed."
+    )
+    assert ran == []
+
+
+async def test_an_approval_in_time_runs_once(
+    server: ScriptedOpenAIServer, client: openai.AsyncOpenAI
+) -> None:
+    ran: list[str] = []
+    server.add(reply_tool_calls([("d1", "delete_file", {"path": "/srv/a"})]), reply_text("Ok."))
+    agent = make_agent(client, tg.function_tools([deleter(ran, ttl=60)]))
+    result = await Runner.run(agent, "delete /srv/a", context={})
+    state = result.to_state()
+    tg.apply_decisions(state, [{"type": "approve"}])
+    done = await Runner.run(agent, state)
+    assert done.final_output == "Ok."
+    assert tool_messages(server) == [("d1", "deleted /srv/a")]
+    assert ran == ["/srv/a"]
+
+
+def approval_item(name: str, call_id: str, arguments: str) -> ToolApprovalItem:
+    raw = ResponseFunctionToolCall(
+        type="function_call", call_id=call_id, name=name, arguments=arguments
+    )
+    return ToolApprovalItem(agent=Agent(name="a"), raw_item=raw, tool_name=name)
+
+
+async def test_an_approval_without_a_record_of_when_it_asked_runs_nothing() -> None:
+    """The SDK's approval of a call whose ask time is missing or forged: nothing runs."""
+    ran: list[str] = []
+    [tool] = tg.function_tools([deleter(ran, ttl=60)])
+    args = json.dumps({"path": "/srv/a"})
+    for planted in [None, "yesterday", float("nan"), 0.0]:
+        ctx = ToolContext(
+            context={} if planted is None else {tg.ASKED_KEY: {"d1": planted}},
+            tool_name="delete_file",
+            tool_call_id="d1",
+            tool_arguments=args,
+        )
+        ctx.approve_tool(approval_item("delete_file", "d1", args))
+        outcome = await tool.on_invoke_tool(ctx, args)
+        expected = EXPIRED_BEFORE_START if planted == 0.0 else NO_ASKED_AT
+        assert outcome == expected
+    assert NO_ASKED_AT == (
+        "toolguard has no record of when the review of this call began, so its deadline"
+        " cannot be checked. It was not executed."
+    )
+    assert ran == []
+
+
+async def test_a_deadline_needs_a_dict_context(
+    server: ScriptedOpenAIServer, client: openai.AsyncOpenAI
+) -> None:
+    """A run whose context cannot keep when the call asked is refused at the pause."""
+    ran: list[str] = []
+    server.add(reply_tool_calls([("d1", "delete_file", {"path": "/srv/a"})]))
+    agent = make_agent(client, tg.function_tools([deleter(ran, ttl=60)]))
+    with pytest.raises(UserError) as caught:
+        await Runner.run(agent, "delete", context=("not", "a", "dict"))
+    assert isinstance(caught.value.__cause__, ReviewStateError)
+    assert str(caught.value.__cause__) == (
+        "The call to `delete_file` needs a review whose state toolguard keeps in the run's"
+        " context (when it asked, for its deadline), but this run's context is a tuple. Pass"
+        " context={} (or a dict of your own) to Runner.run, or use toolguard.Runner or"
+        " toolguard.ReviewedChat, which keep it in their own paused turn."
+    )
+    assert ran == []

@@ -9,10 +9,11 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
+import anyio
 import pytest
 from pydantic import TypeAdapter
 from pydantic_ai import Agent, DeferredToolRequests, RunContext
-from pydantic_ai.exceptions import ApprovalRequired
+from pydantic_ai.exceptions import ApprovalRequired, ToolFailed
 from pydantic_ai.messages import (
     ModelMessage,
     ModelMessagesTypeAdapter,
@@ -41,6 +42,8 @@ from toolguard import (
     requires_approval,
     set_language,
 )
+from toolguard._models import call_digest
+from toolguard._runner import EXPIRED_BEFORE_START, TAMPERED
 from toolguard.integrations import pydantic_ai as tg
 
 SEND_ARGS = {"to": "alice@example.com", "subject": "Meeting", "body": "The meeting is at 10."}
@@ -472,7 +475,7 @@ async def test_approve_after_a_message_history_round_trip() -> None:
 # --------------------------------------------------------------------------- no bypass
 
 
-def run_context(*, approved: bool) -> RunContext[None]:
+def run_context(*, approved: bool, metadata: Any = None) -> RunContext[None]:
     return RunContext(
         deps=None,
         model=FunctionModel(Script()),
@@ -480,25 +483,51 @@ def run_context(*, approved: bool) -> RunContext[None]:
         tool_call_id="x1",
         tool_name="send_email",
         tool_call_approved=approved,
+        tool_call_metadata=metadata,
     )
 
 
 async def test_calling_the_toolset_directly_never_runs_a_guarded_body() -> None:
-    """call_tool without Pydantic AI's approval raises ApprovalRequired; the body does not run."""
+    """call_tool without Pydantic AI's approval raises ApprovalRequired; the body does not run.
+
+    An approval without toolguard's review of that call (no metadata, or the
+    review of other arguments) runs nothing either.
+    """
     counter = Counter()
     toolset = tg.toolset(counter.tools())
     ctx = run_context(approved=False)
     tools = await toolset.get_tools(ctx)
     with pytest.raises(ApprovalRequired) as caught:
         await toolset.call_tool("send_email", dict(SEND_ARGS), ctx, tools["send_email"])
-    assert caught.value.metadata == {
-        "toolguard": {"description": None, "allowed_decisions": ["approve", "edit", "reject"]}
+    assert caught.value.metadata is not None
+    own = caught.value.metadata["toolguard"]
+    review_id = own["review_id"]
+    assert own == {
+        "description": None,
+        "allowed_decisions": ["approve", "edit", "reject"],
+        "review_id": review_id,
+        "asked_at": own["asked_at"],
+        "digest": call_digest("send_email", SEND_ARGS, review_id=review_id),
     }
     assert counter.calls == []
     assert await toolset.call_tool(
         "search_contacts", {"query": "a"}, ctx, tools["search_contacts"]
     ) == ["alice@example.com"]
-    approved = run_context(approved=True)
+    unbound = run_context(approved=True)
+    with pytest.raises(ToolFailed) as refused:
+        await toolset.call_tool("send_email", dict(SEND_ARGS), unbound, tools["send_email"])
+    assert refused.value.message == (
+        "This approved call carries no toolguard review, so it cannot be matched to the call the"
+        " reviewer approved: build the results with deferred_results(). It was not executed."
+    )
+    other = run_context(approved=True, metadata=caught.value.metadata)
+    with pytest.raises(ToolFailed) as refused:
+        await toolset.call_tool(
+            "send_email", {**SEND_ARGS, "to": "eve@example.com"}, other, tools["send_email"]
+        )
+    assert refused.value.message == TAMPERED
+    assert counter.calls == [("search_contacts", {"query": "a"})]
+    approved = run_context(approved=True, metadata=caught.value.metadata)
     assert (
         await toolset.call_tool("send_email", dict(SEND_ARGS), approved, tools["send_email"])
         == "sent to alice@example.com"
@@ -825,15 +854,16 @@ async def test_redacted_arguments_never_reach_the_reviewer_and_run_for_real() ->
             "description": "Tool `login` is awaiting approval",
         }
     ]
-    assert result.output.metadata == {
-        "l1": {
-            "toolguard": {
-                "description": None,
-                "allowed_decisions": ["approve", "edit", "reject"],
-                "redacted": ["password"],
-            }
-        }
+    own = result.output.metadata["l1"]["toolguard"]
+    assert own == {
+        "description": None,
+        "allowed_decisions": ["approve", "edit", "reject"],
+        "redacted": ["password"],
+        "review_id": own["review_id"],
+        "asked_at": own["asked_at"],
+        "digest": own["digest"],  # a SHA-256 hex digest, not the value
     }
+    assert "hunter2" not in json.dumps(result.output.metadata)
     await agent.run(
         message_history=result.all_messages(),
         deferred_tool_results=tg.deferred_results(result.output, [{"type": "approve"}]),
@@ -890,3 +920,150 @@ def test_an_approve_with_a_standing_grant_is_refused() -> None:
         " grants live in a conversation's state. Use toolguard.ReviewedChat (or its HTTP"
         " service) for grants, or approve without 'grant'."
     )
+
+
+# --------------------------------------------------------------------------- deadlines, binding
+
+
+def deleter(ran: list[str], *, ttl: float | None = None) -> Callable[..., Any]:
+    @requires_approval(ttl=ttl)
+    def delete_file(path: str) -> str:
+        """Delete a file."""
+        ran.append(path)
+        return f"deleted {path}"
+
+    return delete_file
+
+
+async def test_an_approval_past_the_deadline_runs_nothing() -> None:
+    """Approved after the tool's ttl: the model reads the runner's expiry text; no body ran."""
+    ran: list[str] = []
+    script = Script(calls(("d1", "delete_file", {"path": "/srv/a"})), text("Could not."))
+    agent = agent_for(script, [deleter(ran, ttl=0.2)])
+    paused = await agent.run("delete /srv/a")
+    history = ModelMessagesTypeAdapter.dump_json(paused.all_messages())
+    requests = TypeAdapter(DeferredToolRequests).dump_json(paused.output)
+    await anyio.sleep(0.3)
+    stored = TypeAdapter(DeferredToolRequests).validate_json(requests)
+    done = await agent.run(
+        message_history=ModelMessagesTypeAdapter.validate_json(history),
+        deferred_tool_results=tg.deferred_results(stored, [{"type": "approve"}]),
+    )
+    assert done.output == "Could not."
+    assert returns(script.requests[-1]) == [("d1", "delete_file", EXPIRED_BEFORE_START, "failed")]
+    assert EXPIRED_BEFORE_START == (
+        "The review of this action expired before the approved call could start."
+        " It was not executed."
+    )
+    assert ran == []
+
+
+async def test_an_approval_in_time_runs_once() -> None:
+    """Approved well within the tool's ttl: the body runs once."""
+    ran: list[str] = []
+    script = Script(calls(("d1", "delete_file", {"path": "/srv/a"})), text("Deleted."))
+    agent = agent_for(script, [deleter(ran, ttl=60)])
+    paused = await agent.run("delete /srv/a")
+    done = await agent.run(
+        message_history=paused.all_messages(),
+        deferred_tool_results=tg.deferred_results(paused.output, [{"type": "approve"}]),
+    )
+    assert done.output == "Deleted."
+    assert returns(script.requests[-1]) == [("d1", "delete_file", "deleted /srv/a", "success")]
+    assert ran == ["/srv/a"]
+
+
+async def test_a_quorum_paused_again_keeps_when_it_first_asked() -> None:
+    """Each round of a quorum's votes keeps the review id and the time the call first asked."""
+    ran: list[str] = []
+
+    @requires_approval(approvals=2, ttl=60)
+    def wire(amount: int) -> str:
+        """Wire money."""
+        ran.append(str(amount))
+        return "wired"
+
+    script = Script(calls(("w1", "wire", {"amount": 5})), text("Wired."))
+    agent = agent_for(script, [wire])
+    first = await agent.run("wire 5")
+    second = await agent.run(
+        message_history=first.all_messages(),
+        deferred_tool_results=tg.deferred_results(
+            first.output, [{"type": "approve"}], reviewer="alice"
+        ),
+    )
+    before, after = (
+        first.output.metadata["w1"]["toolguard"],
+        second.output.metadata["w1"]["toolguard"],
+    )
+    assert (after["review_id"], after["asked_at"], after["digest"]) == (
+        before["review_id"],
+        before["asked_at"],
+        before["digest"],
+    )
+    done = await agent.run(
+        message_history=second.all_messages(),
+        deferred_tool_results=tg.deferred_results(
+            second.output, [{"type": "approve"}], reviewer="bob"
+        ),
+    )
+    assert done.output == "Wired."
+    assert ran == ["5"]
+
+
+async def test_an_approval_resumed_with_another_run_runs_nothing() -> None:
+    """Two runs pause with the same call id; A's approval on B's history runs nothing.
+
+    The model reads the runner's text for an approval of another call, as a
+    failed result; B's own approval then runs B's call once. The same holds
+    when both runs propose the very same arguments: an approval is bound to
+    the run that asked.
+    """
+    ran: list[str] = []
+    script = Script(
+        calls(("c1", "delete_file", {"path": "/srv/a"})),
+        calls(("c1", "delete_file", {"path": "/srv/b"})),
+        text("Refused."),
+        text("Deleted."),
+    )
+    agent = agent_for(script, [deleter(ran)])
+    run_a = await agent.run("delete /srv/a")
+    run_b = await agent.run("delete /srv/b")
+    foreign = tg.deferred_results(run_a.output, [{"type": "approve"}])
+    done = await agent.run(message_history=run_b.all_messages(), deferred_tool_results=foreign)
+    assert done.output == "Refused."
+    assert returns(script.requests[-1]) == [("c1", "delete_file", TAMPERED, "failed")]
+    assert ran == []
+    own = tg.deferred_results(run_b.output, [{"type": "approve"}])
+    done = await agent.run(message_history=run_b.all_messages(), deferred_tool_results=own)
+    assert done.output == "Deleted."
+    assert ran == ["/srv/b"]
+
+    same = Script(
+        calls(("c1", "delete_file", {"path": "/srv/a"})),
+        calls(("c1", "delete_file", {"path": "/srv/a"})),
+        text("Refused."),
+    )
+    twin = agent_for(same, [deleter(ran)])
+    run_a, run_b = await twin.run("delete /srv/a"), await twin.run("delete /srv/a")
+    foreign = tg.deferred_results(run_a.output, [{"type": "approve"}])
+    done = await twin.run(message_history=run_b.all_messages(), deferred_tool_results=foreign)
+    assert returns(same.requests[-1]) == [("c1", "delete_file", TAMPERED, "failed")]
+    assert ran == ["/srv/b"]
+
+
+async def test_an_edited_approval_of_another_run_runs_nothing() -> None:
+    """An edit made on run A's review, applied to run B: neither the edit nor B's call runs."""
+    ran: list[str] = []
+    script = Script(
+        calls(("c1", "delete_file", {"path": "/srv/a"})),
+        calls(("c1", "delete_file", {"path": "/srv/b"})),
+        text("Refused."),
+    )
+    agent = agent_for(script, [deleter(ran)])
+    run_a, run_b = await agent.run("delete /srv/a"), await agent.run("delete /srv/b")
+    edit = {"type": "edit", "edited_action": {"name": "delete_file", "args": {"path": "/srv/x"}}}
+    foreign = tg.deferred_results(run_a.output, [edit])
+    await agent.run(message_history=run_b.all_messages(), deferred_tool_results=foreign)
+    assert returns(script.requests[-1]) == [("c1", "delete_file", TAMPERED, "failed")]
+    assert ran == []

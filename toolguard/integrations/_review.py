@@ -7,6 +7,8 @@ here (and in :mod:`toolguard._policy`, which the runner follows too).
 
 from __future__ import annotations
 
+import math
+import time
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
@@ -29,13 +31,25 @@ from toolguard._models import (
 from toolguard._policy import Verdict, decide
 from toolguard._quorum import reviewer_key, reviewer_text
 from toolguard._redact import keep_redacted, scrub, scrub_data
-from toolguard._runner import Claims, parse_tool_call
+from toolguard._runner import EXPIRED_BEFORE_START, TAMPERED, Claims, parse_tool_call
 from toolguard._tool import Tool
 from toolguard._toolset import Tools, Toolset
 from toolguard._validate import AnyDecision, validate_decisions
 
 LIMITS: Limits = check_limits(None)
 """The bounds on a model's arguments: the runner's defaults."""
+
+EXPIRED = EXPIRED_BEFORE_START
+"""What the model reads for an approved call whose review deadline passed (the runner's text)."""
+
+NOT_APPROVED_HERE = TAMPERED
+"""What the model reads for an approval made for another call (the runner's text)."""
+
+NO_ASKED_AT = (
+    "toolguard has no record of when the review of this call began, so its deadline cannot be"
+    " checked. It was not executed."
+)
+"""What the model reads for an approved call with a deadline but no record of when it asked."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -201,6 +215,42 @@ def stored_votes(record: Any, name: str, args: Mapping[str, Any]) -> list[str]:
         return []
     by = record.get("by")
     return [b for b in by if isinstance(b, str)] if isinstance(by, list) else []
+
+
+# --------------------------------------------------------------------------- deadlines
+
+
+def now() -> float:
+    """The time a review starts or a call starts, in seconds since the epoch (wall clock).
+
+    A paused run may resume in another process, so the time is the wall clock,
+    as each framework stores it.
+    """
+    return time.time()
+
+
+def deadline_refusal(tool: Tool[Any, Any], asked_at: object) -> str | None:
+    """Why an approved call of ``tool`` must not start now, or ``None`` when it may.
+
+    ``asked_at`` is when the call asked for its review (seconds since the
+    epoch). A tool with ``requires_approval(ttl=...)`` refuses to start at or
+    after ``asked_at + ttl`` (:data:`EXPIRED`), and fails closed without a
+    readable ``asked_at`` (:data:`NO_ASKED_AT`). Call it right before the body
+    would start.
+    """
+    ttl = tool.approval.ttl if tool.approval is not None else None
+    if ttl is None:
+        return None
+    if isinstance(asked_at, bool) or not isinstance(asked_at, int | float):
+        return NO_ASKED_AT
+    if not math.isfinite(asked_at):
+        return NO_ASKED_AT
+    return EXPIRED if now() >= asked_at + ttl else None
+
+
+def has_deadline(tool: Tool[Any, Any]) -> bool:
+    """Whether reviews of ``tool`` expire (``requires_approval(ttl=...)``)."""
+    return tool.approval is not None and tool.approval.ttl is not None
 
 
 # --------------------------------------------------------------------------- once only

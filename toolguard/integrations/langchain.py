@@ -36,6 +36,11 @@ hold a quorum (``requires_approval(approvals=N)``): each resume value
 ``{"decisions": [...], "reviewer": ...}`` is one round of votes, and the agent
 pauses again, with the progress, until N distinct reviewers approved.
 
+A tool with ``requires_approval(ttl=...)`` keeps its deadline: the call asked
+when the LangGraph checkpoint of its paused step was made, and an approved call
+about to start past that time plus the ttl does not run (the model reads the
+runner's expiry text as an error tool message).
+
 Needs ``pip install "toolguard-hitl[langchain]"``; tested with langchain 1.5,
 langchain-core 1.8 and langgraph 1.2.
 """
@@ -46,6 +51,7 @@ import asyncio
 import copy
 import functools
 import json
+import uuid
 from collections.abc import Awaitable, Callable, Mapping
 from dataclasses import dataclass, field
 from typing import Annotated, Any, cast
@@ -86,8 +92,10 @@ from toolguard.integrations._review import (
     as_toolset,
     check_claims,
     claim_once,
+    deadline_refusal,
     edited_args,
     failure_text,
+    has_deadline,
     propose,
     review_item,
     review_payload,
@@ -102,6 +110,7 @@ APPROVED_KEY = "toolguard_approved_calls"
 
 _SCRATCHPAD = "__pregel_scratchpad"  # what LangGraph's interrupt() needs in the run's config
 _TASK_ID = "__pregel_task_id"  # the paused task's id: the same in every process resuming it
+_UUID_EPOCH = 0x01B21DD213814000  # 100-ns intervals from 1582-10-15 (UUID time) to 1970-01-01
 
 
 def _decision_list(answer: Any) -> Any:
@@ -228,6 +237,33 @@ def _task_id() -> str:
     return str(configurable.get(_TASK_ID) or "")
 
 
+def _asked_at() -> float | None:
+    """When the running task's call asked for its review (epoch seconds), or ``None``.
+
+    A paused LangGraph task belongs to the checkpoint its step started from,
+    and every process resuming it runs it from that same checkpoint. LangGraph
+    names checkpoints with time-ordered UUIDs (version 6), made when the step
+    before ended, right before the task asked: that time is when the call
+    asked, the same in every resume.
+    """
+    try:
+        configurable = get_config().get("configurable") or {}
+    except RuntimeError:
+        return None
+    namespace = str(configurable.get("checkpoint_ns") or "")
+    parent = namespace.rpartition("|")[0]  # the graph running this task (a subgraph's too)
+    checkpoints = configurable.get("checkpoint_map")
+    checkpoint_id = checkpoints.get(parent) if isinstance(checkpoints, Mapping) else None
+    try:
+        stamp = uuid.UUID(str(checkpoint_id))
+    except ValueError:
+        return None
+    if stamp.version != 6:  # only version 6 carries the time in this order
+        return None
+    ticks = (stamp.time_low << 28) | (stamp.time_mid << 12) | (stamp.time_hi_version & 0x0FFF)
+    return (ticks - _UUID_EPOCH) / 1e7
+
+
 def _content(value: Any) -> str:
     data = to_json_data(value)
     return data if isinstance(data, str) else json.dumps(data, ensure_ascii=False)
@@ -271,6 +307,9 @@ class _Plan:
     note: str | None = None
     answer: str | None = None
     review_id: str | None = None
+    reviewed: bool = False
+    """A reviewer approved it: it must start before its review's deadline."""
+    asked_at: float | None = None
 
 
 class GuardedTool(BaseTool):
@@ -286,6 +325,7 @@ class GuardedTool(BaseTool):
     _tg_approved: bool = PrivateAttr(default=False)
     _tg_claims: Claims | None = PrivateAttr(default=None)
     _tg_review_id: str | None = PrivateAttr(default=None)
+    _tg_asked_at: float | None = PrivateAttr(default=None)
 
     def __init__(
         self,
@@ -295,6 +335,7 @@ class GuardedTool(BaseTool):
         approved: bool = False,
         claims: Claims | None = None,
         review_id: str | None = None,
+        asked_at: float | None = None,
     ) -> None:
         super().__init__(
             name=tool.name,
@@ -306,6 +347,7 @@ class GuardedTool(BaseTool):
         self._tg_approved = approved
         self._tg_claims = claims
         self._tg_review_id = review_id
+        self._tg_asked_at = asked_at
 
     @property
     def toolguard_tool(self) -> Tool[Any, Any]:
@@ -324,8 +366,13 @@ class GuardedTool(BaseTool):
         if verdict.outcome == "deny" or verdict.validated is None:
             raise ToolException(verdict.refusal or "")
         if self._tg_approved:
-            # Approved by the middleware; its claim (if any) is this pause's.
-            return _Plan(verdict.validated, review_id=self._tg_review_id)
+            # Approved by the middleware; its claim (if any) and its deadline are this pause's.
+            return _Plan(
+                verdict.validated,
+                review_id=self._tg_review_id,
+                reviewed=True,
+                asked_at=self._tg_asked_at,
+            )
         if verdict.outcome == "run":
             return _Plan(verdict.validated)
         waiting = _Waiting(tool, tool.name, call.args, verdict.approvals)
@@ -334,6 +381,7 @@ class GuardedTool(BaseTool):
             asked = ToolCall(id=new_id(), name=tool.name, args=item.args)
             raise ApprovalRequiredError(pending_review=review_payload([item]), call=asked)
         review_id = f"{_task_id()}:{tool.name}:{args_digest(tool.name, call.args)}"
+        asked_at = _asked_at()
         _settle([waiting])
         decision = waiting.decision
         kind = getattr(decision, "type", None)
@@ -348,14 +396,18 @@ class GuardedTool(BaseTool):
                 )
                 raise ToolException(msg)
             if not waiting.edited:
-                return _Plan(verdict.validated, review_id=review_id)
+                return _Plan(
+                    verdict.validated, review_id=review_id, reviewed=True, asked_at=asked_at
+                )
             # An edit runs only if the policy lets these arguments run at all (deny rules).
             _, again = propose(self._tg_toolset, "", tool.name, waiting.args)
             if again.outcome == "deny" or again.validated is None:
                 raise ToolException(again.refusal or "")
             ran = json.dumps(tool.shown_args(waiting.args), ensure_ascii=False, sort_keys=True)
             note = f"A reviewer edited this call; it ran with the arguments {ran}."
-            return _Plan(again.validated, note=note, review_id=review_id)
+            return _Plan(
+                again.validated, note=note, review_id=review_id, reviewed=True, asked_at=asked_at
+            )
         if kind == "respond":  # LangChain's: the reviewer answers instead of the tool
             return _Plan(verdict.validated, answer=str(getattr(decision, "message", "") or ""))
         reason = getattr(decision, "message", None) or REJECTED_BY_USER_MESSAGE
@@ -365,12 +417,19 @@ class GuardedTool(BaseTool):
     def _with_note(content: str, note: str | None) -> str:
         return content if note is None else f"{note}\n\n{content}"
 
+    def _gate(self, plan: _Plan) -> None:
+        """Refuse to start an approved call past its review's deadline (right before the body)."""
+        late = deadline_refusal(self._tg_tool, plan.asked_at) if plan.reviewed else None
+        if late is not None:
+            raise ToolException(late)
+
     def _run(self, /, **kwargs: Any) -> str:
         plan = self._decide(kwargs)
         if plan.answer is not None:
             return plan.answer
         if plan.review_id is not None and self._tg_claims is not None:
             _claim_sync(self._tg_claims, plan.review_id)
+        self._gate(plan)
         tool = self._tg_tool
         try:
             value = _run_sync(tool, plan.validated)
@@ -387,6 +446,7 @@ class GuardedTool(BaseTool):
             return plan.answer
         if plan.review_id is not None:
             await claim_once(self._tg_claims, plan.review_id)
+        self._gate(plan)
         tool = self._tg_tool
         try:
             value = await tool.execute(plan.validated)
@@ -480,6 +540,7 @@ class ToolguardMiddleware(HumanInTheLoopMiddleware[Any, Any, Any]):
             waiting.append((index, dict(call), entry))
         if not waiting:
             return {APPROVED_KEY: {}} if state.get(APPROVED_KEY) else None
+        asked_at = _asked_at()  # the same in each resume of this pause
         _settle([entry for _, _, entry in waiting])
         task = _task_id()
         revised = list(last.tool_calls)
@@ -500,7 +561,12 @@ class ToolguardMiddleware(HumanInTheLoopMiddleware[Any, Any, Any]):
                 else:
                     args = proposed["args"]
                 if name == entry.name:
-                    approved[call_id] = {"name": name, "args": args, "review": f"{task}:{call_id}"}
+                    approved[call_id] = {
+                        "name": name,
+                        "args": args,
+                        "review": f"{task}:{call_id}",
+                        "asked_at": asked_at,
+                    }
                 # An edit to another tool is not an approval of it: its own guard decides.
             else:
                 respond = kind == "respond"
@@ -532,15 +598,18 @@ class ToolguardMiddleware(HumanInTheLoopMiddleware[Any, Any, Any]):
             name,
             call["args"],
         ):
-            if self.claims is None:
+            tool = self.toolset[name]
+            if self.claims is None and not has_deadline(tool):
                 return request.override(tool=self._approved[name])
             review = record.get("review")
+            asked_at = record.get("asked_at")
             approved = GuardedTool(
-                self.toolset[name],
+                tool,
                 toolset=self.toolset,
                 approved=True,
                 claims=self.claims,
                 review_id=review if isinstance(review, str) else f":{call.get('id') or ''}",
+                asked_at=asked_at if isinstance(asked_at, int | float) else None,
             )
             return request.override(tool=approved)
         return request.override(tool=self._guarded[name])

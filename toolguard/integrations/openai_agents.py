@@ -43,6 +43,10 @@ error: the original arguments never run in place of an edit. With the
 Responses API's server-side conversation (``previous_response_id``) the
 server keeps the model's own arguments: toolguard cannot rewrite it.
 
+A tool with ``requires_approval(ttl=...)`` records when each call asked in the
+run's context under :data:`ASKED_KEY`; an approved call about to start past
+that deadline does not run, and the model reads the runner's expiry text.
+
 The tools never run a guarded body without the SDK's approval of that call:
 calling ``FunctionTool.on_invoke_tool`` directly for a call that needs
 approval raises :class:`~toolguard.ApprovalRequiredError`.
@@ -94,8 +98,11 @@ from toolguard.integrations._review import (
     check_claims,
     checked_decisions,
     claim_once,
+    deadline_refusal,
     edited_args,
     failure_text,
+    has_deadline,
+    now,
     propose,
     review_item,
     review_payload,
@@ -105,6 +112,7 @@ from toolguard.integrations._review import (
 )
 
 __all__ = [
+    "ASKED_KEY",
     "EDITED_RESULT",
     "EDITS_KEY",
     "REVIEWS_KEY",
@@ -124,6 +132,9 @@ VOTES_KEY = "toolguard_votes"
 
 REVIEWS_KEY = "toolguard_reviews"
 """The context key holding each paused call's review id, claimed once with ``claims``."""
+
+ASKED_KEY = "toolguard_asked_at"
+"""The context key holding when each paused call of a tool with a ``ttl`` asked (epoch seconds)."""
 
 EDITED_RESULT = "A reviewer edited this call; it ran with the arguments {args}. Result: {result}"
 """What the model reads for an edited call whose history item could not be replaced."""
@@ -164,12 +175,19 @@ def _function_tool(toolset: Toolset, tool: Tool[Any, Any], claims: Claims | None
         _, verdict = propose(toolset, call_id, tool.name, params)
         if verdict.outcome != "ask":
             return False  # runs at once, or gets its refusal without asking anyone
-        if claims is not None or verdict.approvals > 1:
-            context = _run_context(ctx, tool.name, verdict.approvals)
+        needs = []
+        if verdict.approvals > 1:
+            needs.append(f"the votes of its {verdict.approvals} reviewers")
+        if claims is not None:
+            needs.append("its once-only claim")
+        if has_deadline(tool):
+            needs.append("when it asked, for its deadline")
+        if needs:
+            context = _run_context(ctx, tool.name, " and ".join(needs))
             if claims is not None:
-                stored = context.get(REVIEWS_KEY)
-                reviews = dict(stored) if isinstance(stored, Mapping) else {}
-                context[REVIEWS_KEY] = {**reviews, call_id: new_id()}
+                _keep_entry(context, REVIEWS_KEY, call_id, new_id())
+            if has_deadline(tool):
+                _keep_entry(context, ASKED_KEY, call_id, now())
         return True
 
     async def on_invoke_tool(ctx: ToolContext[Any], input_json: str) -> str:
@@ -187,10 +205,14 @@ def _function_tool(toolset: Toolset, tool: Tool[Any, Any], claims: Claims | None
     return function_tool
 
 
-def _run_context(
-    wrapper: RunContextWrapper[Any], name: str, approvals: int
-) -> MutableMapping[str, Any]:
-    """The run's context dict, where a quorum's votes and review ids are kept.
+def _keep_entry(context: MutableMapping[str, Any], key: str, call_id: str, value: Any) -> None:
+    stored = context.get(key)
+    entries = dict(stored) if isinstance(stored, Mapping) else {}
+    context[key] = {**entries, call_id: value}
+
+
+def _run_context(wrapper: RunContextWrapper[Any], name: str, need: str) -> MutableMapping[str, Any]:
+    """The run's context dict, where a quorum's votes, review ids and ask times are kept.
 
     Raises:
         ReviewStateError: the context is not a dict (``None`` becomes ``{}``).
@@ -201,7 +223,6 @@ def _run_context(
         wrapper.context = fresh
         return fresh
     if not isinstance(context, MutableMapping):
-        need = f"the votes of its {approvals} reviewers" if approvals > 1 else "its once-only claim"
         msg = (
             f"The call to `{name}` needs a review whose state toolguard keeps in the run's"
             f" context ({need}), but this run's context is a {type(context).__name__}."
@@ -285,6 +306,10 @@ async def _invoke(
                 " context, so it cannot be claimed once. It was not executed."
             )
         await claim_once(claims, review_id)
+    if approved:
+        late = deadline_refusal(tool, _context_entry(ctx.context, ASKED_KEY, ctx.tool_call_id))
+        if late is not None:
+            return late  # the call is about to start, past its review's deadline
     try:
         value = await tool.execute(validated)
     except Exception as exc:

@@ -34,11 +34,19 @@ tool's name (Pydantic AI cannot switch an approved call to another tool).
 
 The toolset never runs a guarded body unless Pydantic AI marks the call
 approved (``RunContext.tool_call_approved``): calling ``call_tool`` directly
-raises ``ApprovalRequired`` instead.
+raises ``ApprovalRequired`` instead. An approval is bound to the call it was
+made for: toolguard's entry in the requests' metadata holds a review id and
+a digest of the call (its tool, real arguments and the id of the run that
+proposed it), which :func:`deferred_results` carries back; an approval applied
+to another run's history, or built without :func:`deferred_results`, runs
+nothing and the model reads why. It also holds when the call asked
+(``asked_at``): a tool with ``requires_approval(ttl=...)`` refuses to start an
+approved call past that deadline, with the runner's expiry text.
 """
 
 from __future__ import annotations
 
+import hmac
 import json
 from collections.abc import Mapping
 from typing import Any
@@ -73,6 +81,7 @@ from toolguard._models import (
     PendingReview,
     QuorumProgress,
     ToolCall,
+    call_digest,
     new_id,
 )
 from toolguard._policy import Verdict
@@ -81,6 +90,7 @@ from toolguard._runner import Claims
 from toolguard._tool import Tool
 from toolguard._toolset import Tools, Toolset
 from toolguard.integrations._review import (
+    NOT_APPROVED_HERE,
     ReviewItem,
     add_vote,
     allowed_decisions,
@@ -89,7 +99,9 @@ from toolguard.integrations._review import (
     check_claims,
     checked_decisions,
     claim_once,
+    deadline_refusal,
     failure_text,
+    now,
     propose,
     review_payload,
     shown_result,
@@ -102,6 +114,15 @@ __all__ = ["GuardedToolset", "deferred_results", "pending_review", "toolset"]
 FRAMEWORK = "Pydantic AI"
 METADATA_KEY = "toolguard"
 """The key of toolguard's entry in ``DeferredToolRequests.metadata[tool_call_id]``."""
+
+NO_REVIEW = (
+    "This approved call carries no toolguard review, so it cannot be matched to the call the"
+    " reviewer approved: build the results with deferred_results(). It was not executed."
+)
+"""What the model reads for a call approved without toolguard's entry in the results' metadata."""
+
+_BINDING = ("review_id", "digest", "asked_at")
+"""The entries of a paused call's metadata that its approval carries back."""
 
 _ANY_ARGS = SchemaValidator(
     core_schema.dict_schema(core_schema.str_schema(), core_schema.any_schema())
@@ -177,19 +198,26 @@ class GuardedToolset(AbstractToolset[Any]):
         own = _own(ctx.tool_call_metadata) if approved else {}
         if verdict.outcome == "ask":
             if not approved:
-                raise ApprovalRequired(metadata=self._pause(guarded, verdict, call, [], None))
+                raise ApprovalRequired(
+                    metadata=self._pause(ctx, guarded, verdict, call, by=[], own={})
+                )
             if verdict.approvals > 1:
                 by = stored_votes(own.get("approvals"), call.name, call.args)
                 if vote_count(by) < verdict.approvals:
                     # Not enough distinct reviewers yet: nothing runs, the call pauses again.
                     _record_edit(ctx, tool_args)
-                    review_id = own.get("review_id")
                     raise ApprovalRequired(
-                        metadata=self._pause(guarded, verdict, call, by, review_id)
+                        metadata=self._pause(ctx, guarded, verdict, call, by=by, own=own)
                     )
         if approved:
+            refusal = _unbound(ctx, own, name, tool_args)
+            if refusal is not None:
+                raise ToolFailed(refusal)
             await self._claim(own)
             _record_edit(ctx, tool_args)
+            late = deadline_refusal(guarded, own.get("asked_at"))  # the call is about to start
+            if late is not None:
+                raise ToolFailed(late)
         try:
             value = await guarded.execute(validated)
         except Exception as exc:
@@ -198,13 +226,19 @@ class GuardedToolset(AbstractToolset[Any]):
 
     def _pause(
         self,
+        ctx: RunContext[Any],
         tool: Tool[Any, Any],
         verdict: Verdict,
         call: ToolCall,
+        *,
         by: list[str],
-        review_id: object,
+        own: Mapping[str, Any],
     ) -> dict[str, Any]:
-        """toolguard's entry in ``DeferredToolRequests.metadata`` for a paused call."""
+        """toolguard's entry in ``DeferredToolRequests.metadata`` for a paused call.
+
+        A call paused again (a quorum still short of votes) keeps its review id
+        and the time it first asked, so its deadline counts from then.
+        """
         meta: dict[str, Any] = {
             "description": tool.review_description(),
             "allowed_decisions": list(allowed_decisions(tool)),
@@ -217,21 +251,21 @@ class GuardedToolset(AbstractToolset[Any]):
                 "by": by,
                 "digest": args_digest(call.name, call.args),
             }
-        if self.claims is not None:
-            meta["review_id"] = review_id if isinstance(review_id, str) else new_id()
+        review_id = own.get("review_id")
+        if not isinstance(review_id, str) or not review_id:
+            review_id = new_id()
+        asked_at = own.get("asked_at")
+        if isinstance(asked_at, bool) or not isinstance(asked_at, int | float):
+            asked_at = now()
+        meta["review_id"] = review_id
+        meta["asked_at"] = asked_at
+        meta["digest"] = _binding(ctx, review_id, call.name, call.args)
         return {METADATA_KEY: meta}
 
     async def _claim(self, own: Mapping[str, Any]) -> None:
-        if self.claims is None:
-            return
         review_id = own.get("review_id")
-        if not isinstance(review_id, str) or not review_id:
-            text = (
-                "This approved call carries no toolguard review id, so it cannot be claimed"
-                " once: build the results with deferred_results(). It was not executed."
-            )
-            raise ToolFailed(text)
-        await claim_once(self.claims, review_id)
+        if self.claims is not None and isinstance(review_id, str):
+            await claim_once(self.claims, review_id)
 
 
 def _own(metadata: Any) -> dict[str, Any]:
@@ -243,6 +277,57 @@ def _own(metadata: Any) -> dict[str, Any]:
     return {}
 
 
+def _proposed(ctx: RunContext[Any]) -> tuple[ModelResponse, ToolCallPart] | None:
+    """The model's response and call part this call came from (the latest with its id)."""
+    for message_ in reversed(ctx.messages):
+        if not isinstance(message_, ModelResponse):
+            continue
+        for part in reversed(message_.parts):
+            if isinstance(part, ToolCallPart) and part.tool_call_id == ctx.tool_call_id:
+                return message_, part
+    return None
+
+
+def _binding(ctx: RunContext[Any], review_id: str, name: str, args: Mapping[str, Any]) -> str:
+    """The digest an approval of this call must carry.
+
+    It covers the call in the run's history (its tool, its real arguments and
+    the id of the run that proposed it) and the review id, as the runner's
+    digest covers thread and review: an approval made for another run, or for
+    other arguments, does not match. ``name`` and ``args`` stand in when the
+    history does not hold the call (the toolset called directly).
+    """
+    run_id = ""
+    proposed = _proposed(ctx)
+    if proposed is not None:
+        response, part = proposed
+        run_id = response.run_id or ""
+        name = part.tool_name
+        try:
+            args = to_json_data(part.args_as_dict())
+        except (ValueError, RecursionError):
+            return ""  # nothing can match arguments that cannot be read
+    else:
+        try:
+            args = to_json_data(dict(args))
+        except (ValueError, RecursionError):
+            return ""
+    return call_digest(name, dict(args), thread_id=run_id, review_id=review_id)
+
+
+def _unbound(
+    ctx: RunContext[Any], own: Mapping[str, Any], name: str, tool_args: dict[str, Any]
+) -> str | None:
+    """Why an approval does not cover this call (the text the model reads), or ``None``."""
+    review_id, digest = own.get("review_id"), own.get("digest")
+    if not isinstance(review_id, str) or not review_id or not isinstance(digest, str):
+        return NO_REVIEW
+    expected = _binding(ctx, review_id, name, tool_args)
+    if not expected or not hmac.compare_digest(digest, expected):
+        return NOT_APPROVED_HERE
+    return None
+
+
 def _record_edit(ctx: RunContext[Any], tool_args: dict[str, Any]) -> None:
     """Replace the model's call in the history by the edited one that runs (as SPEC says).
 
@@ -250,14 +335,9 @@ def _record_edit(ctx: RunContext[Any], tool_args: dict[str, Any]) -> None:
     ``ToolApproved(override_args=...)``; the call part in the run's messages is
     updated so the history records the arguments that really ran.
     """
-    for message_ in ctx.messages:
-        if not isinstance(message_, ModelResponse):
-            continue
-        for part in message_.parts:
-            if isinstance(part, ToolCallPart) and part.tool_call_id == ctx.tool_call_id:
-                if part.args_as_dict() != tool_args:
-                    part.args = dict(tool_args)
-                return
+    proposed = _proposed(ctx)
+    if proposed is not None and proposed[1].args_as_dict() != tool_args:
+        proposed[1].args = dict(tool_args)
 
 
 def toolset(tools: Tools, *, id: str | None = None, claims: Claims | None = None) -> GuardedToolset:
@@ -387,7 +467,7 @@ def deferred_results(
         meta = _meta(requests, call)
         args = _args_dict(call)
         required = _required(meta)
-        carried: dict[str, Any] = {k: meta[k] for k in ("review_id",) if k in meta}
+        carried: dict[str, Any] = {k: meta[k] for k in _BINDING if k in meta}
         if isinstance(decision, ApproveDecision):
             if required > 1:
                 earlier = stored_votes(meta.get("approvals"), call.tool_name, args)
