@@ -20,11 +20,12 @@ rule asked) and how many distinct reviewers must approve (a quorum).
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any, Literal
 
 from toolguard._models import ResultOutcome, ToolCall
-from toolguard._redact import REDACTED
+from toolguard._redact import REDACTED, scrub
 from toolguard._rules import Rule, denied_text
 from toolguard._tool import Tool, ToolArgumentsError
 from toolguard._toolset import Toolset
@@ -149,3 +150,22 @@ def decide(toolset: Toolset, call: ToolCall) -> Verdict:
     return Verdict(
         outcome="run", reason="the tool's policy lets this call run", tool=tool, validated=validated
     )
+
+
+# --------------------------------------------------------------------------- outcomes
+
+
+def failure_text(tool: Tool[Any, Any], exc: BaseException, *argsets: Mapping[str, Any]) -> str:
+    """What the model reads when the tool raised, on every path.
+
+    A secret argument the exception quotes (in any spelling) is scrubbed;
+    ``argsets`` are the argument mappings whose secrets to look for (the
+    validated ones and the ones the model sent).
+    """
+    text = f"Tool `{tool.name}` failed: {type(exc).__name__}: {exc}"
+    if not tool.redacted:
+        return text
+    secrets: list[str] = []
+    for args in argsets:
+        secrets += tool.secret_texts(args)
+    return scrub(text, secrets)

@@ -60,7 +60,7 @@ from toolguard._models import (
     with_fields,
 )
 from toolguard._override import get_stand_in
-from toolguard._policy import decide, unknown_tool_text
+from toolguard._policy import decide, failure_text, unknown_tool_text
 from toolguard._redact import (
     REDACTED,
     SECRET_GONE,
@@ -536,11 +536,8 @@ class Runner:
                     value = await tool.execute(args, in_thread=self.sync_in_thread)
             else:
                 value = await tool.execute(args, in_thread=self.sync_in_thread)
-        except Exception as exc:
-            text = f"Tool `{tool.name}` failed: {type(exc).__name__}: {exc}"
-            if tool.redacted:  # the exception may quote a secret argument: scrub it
-                text = scrub(text, tool.secret_texts(args) + tool.secret_texts(call.args))
-            return _error(call, text, "failed", tool.name)
+        except Exception as exc:  # the one failure text of every path, secrets scrubbed
+            return _error(call, failure_text(tool, exc, args, call.args), "failed", tool.name)
         # Never raises: the tool ran, so its result is recorded whatever it is (see Limits).
         content, data = bounded_result(value, self.limits)
         if tool.redacted:  # a result echoing a secret argument: recorded and shown scrubbed

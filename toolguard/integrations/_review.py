@@ -290,12 +290,6 @@ def _secrets(tool: Tool[Any, Any], argsets: Sequence[Mapping[str, Any]]) -> list
     return found
 
 
-def failure_text(tool: Tool[Any, Any], exc: BaseException, *argsets: Mapping[str, Any]) -> str:
-    """What the model reads when the tool raised (a secret argument it quotes is scrubbed)."""
-    text = f"Tool `{tool.name}` failed: {type(exc).__name__}: {exc}"
-    return scrub(text, _secrets(tool, argsets)) if tool.redacted else text
-
-
 def shown_result(tool: Tool[Any, Any], value: Any, *argsets: Mapping[str, Any]) -> Any:
     """The tool's return value, with any secret argument it echoes scrubbed (as the runner does)."""
     if not tool.redacted:

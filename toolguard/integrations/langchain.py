@@ -79,6 +79,7 @@ import anyio
 from toolguard._errors import ApprovalRequiredError, InvalidReviewDecisionError, ToolguardError
 from toolguard._json import to_json_data
 from toolguard._models import REJECTED_BY_USER_MESSAGE, PendingReview, ToolCall, new_id
+from toolguard._policy import failure_text
 from toolguard._quorum import reviewer_text
 from toolguard._runner import Claims
 from toolguard._tool import Tool
@@ -94,7 +95,6 @@ from toolguard.integrations._review import (
     claim_once,
     deadline_refusal,
     edited_args,
-    failure_text,
     has_deadline,
     propose,
     review_item,

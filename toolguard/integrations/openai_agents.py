@@ -86,6 +86,7 @@ from toolguard._models import (
     ToolCall,
     new_id,
 )
+from toolguard._policy import failure_text
 from toolguard._runner import Claims
 from toolguard._tool import Tool
 from toolguard._toolset import Tools, Toolset
@@ -100,7 +101,6 @@ from toolguard.integrations._review import (
     claim_once,
     deadline_refusal,
     edited_args,
-    failure_text,
     has_deadline,
     now,
     propose,

@@ -84,7 +84,7 @@ from toolguard._models import (
     call_digest,
     new_id,
 )
-from toolguard._policy import Verdict
+from toolguard._policy import Verdict, failure_text
 from toolguard._redact import keep_redacted, redact_args
 from toolguard._runner import Claims
 from toolguard._tool import Tool
@@ -100,7 +100,6 @@ from toolguard.integrations._review import (
     checked_decisions,
     claim_once,
     deadline_refusal,
-    failure_text,
     now,
     propose,
     review_payload,
