@@ -35,6 +35,8 @@ from toolguard._errors import (
     AlreadyResumedError,
     ApprovalRequiredError,
     CallDeniedError,
+    ConcurrentUpdateError,
+    CorruptThreadError,
     InvalidReviewDecisionError,
     ModelError,
     NoPendingReviewError,
@@ -43,6 +45,8 @@ from toolguard._errors import (
     ReviewExpiredError,
     ReviewPendingError,
     ReviewStateError,
+    RuleSyntaxError,
+    SchemaVersionError,
     StaleReviewError,
     StepLimitError,
     ThreadBusyError,
@@ -88,18 +92,11 @@ from toolguard._models import (
 from toolguard._notify import Webhook
 from toolguard._redact import REDACTED
 from toolguard._results import ResultTemplates
-from toolguard._rules import Rule, RuleDecision, Rules, RuleSyntaxError
+from toolguard._rules import Rule, RuleDecision, Rules
 from toolguard._runner import Claims, EditPolicy, Runner, Step, parse_tool_call
-from toolguard._sqlite import SchemaVersionError, SQLiteStore
+from toolguard._sqlite import SQLiteStore
 from toolguard._standing import GrantTerms, StandingGrant
-from toolguard._store import (
-    ConcurrentUpdateError,
-    CorruptThreadError,
-    MemoryStore,
-    Store,
-    ThreadState,
-    ThreadStatus,
-)
+from toolguard._store import MemoryStore, Store, ThreadState, ThreadStatus
 from toolguard._tool import ApprovalPolicy, Tool, requires_approval, tool
 from toolguard._toolset import Toolset, guard
 from toolguard._validate import validate_decisions

@@ -36,6 +36,8 @@ from toolguard._audit import AuditEvent, AuditKind, final_event, requested_event
 from toolguard._classify import Classifier
 from toolguard._errors import (
     AccessDeniedError,
+    ConcurrentUpdateError,
+    CorruptThreadError,
     ModelError,
     NoPendingReviewError,
     ReviewerNotAllowedError,
@@ -81,8 +83,6 @@ from toolguard._runner import (
 from toolguard._standing import StandingGrant
 from toolguard._store import (
     Changes,
-    ConcurrentUpdateError,
-    CorruptThreadError,
     MemoryStore,
     PreparedStore,
     Store,

@@ -7,8 +7,10 @@ builtin they resemble, so existing ``except`` clauses keep working::
     ├── ApprovalRequiredError           a guarded tool was called without approval
     ├── ActionRejectedError             (testing helpers) a reviewer rejected a direct call
     ├── InvalidReviewDecisionError      ValueError: decisions do not answer the review
+    │   └── QuorumReviewerError         this reviewer cannot count toward the quorum
     ├── NoPendingReviewError            LookupError: nothing awaits a decision
     │   ├── StaleReviewError            the decisions answer a review that is no longer current
+    │   │   └── UnknownReviewError      the review was never one of this thread's
     │   └── ReviewExpiredError          the review passed its deadline; nothing ran
     ├── ReviewerNotAllowedError         PermissionError: this reviewer may not decide here
     ├── AccessDeniedError               PermissionError: the access hook refused a read or message
@@ -19,7 +21,12 @@ builtin they resemble, so existing ``except`` clauses keep working::
     ├── UnknownGrantError               LookupError: no active standing grant with that id
     ├── ReviewStateError                TypeError: a framework run cannot keep a review's state
     ├── StepLimitError                  RuntimeError: the agent loop did not finish
-    └── ModelError                      RuntimeError: the model call failed
+    ├── ModelError                      RuntimeError: the model call failed
+    ├── CallDeniedError                 PermissionError: a deny rule refused a direct call
+    ├── RuleSyntaxError                 ValueError: a rule pattern cannot be read
+    ├── ConcurrentUpdateError           RuntimeError: the thread was saved by someone else
+    ├── CorruptThreadError              ValueError: a stored thread cannot be read back
+    └── SchemaVersionError              RuntimeError: a database written by a newer toolguard
 
 All errors pickle with their payloads, since a paused run may be resumed in
 another process.
@@ -333,3 +340,43 @@ class StepLimitError(ToolguardError, RuntimeError):
 
 class ModelError(ToolguardError, RuntimeError):
     """The model could not be called or gave an unusable answer; the thread is unchanged."""
+
+
+class RuleSyntaxError(ToolguardError, ValueError):
+    """A rule pattern that cannot be read; the text says where and how to write it."""
+
+
+class ConcurrentUpdateError(ToolguardError, RuntimeError):
+    """Somebody else saved the thread since it was read (compare-and-set failed)."""
+
+
+class CorruptThreadError(ToolguardError, ValueError):
+    """A stored thread cannot be read back (its row was damaged or written by other code).
+
+    Raised by a store's ``load`` — and so by every method of
+    :class:`~toolguard.ReviewedChat` that loads that thread — instead of a
+    parser's error. The row is left as it is, for repair. Operations over
+    every stored thread (``ReviewedChat.export_audit()`` without ids,
+    ``ReviewedChat.running_threads()``) skip such a thread and log a warning
+    on the ``toolguard`` logger; the other threads are unaffected. Over HTTP
+    this is a 500 with the text in ``detail``.
+
+    Attributes:
+        thread_id: the thread's id.
+        reason: what the parser said (at most 200 characters).
+    """
+
+    def __init__(self, thread_id: str, reason: str) -> None:
+        self.thread_id = thread_id
+        self.reason = reason
+        super().__init__(
+            f"Thread {thread_id!r} is stored but cannot be read back ({reason})."
+            " Its stored row was left unchanged: repair or remove it in the store."
+        )
+
+    def __reduce__(self) -> tuple[Any, ...]:
+        return (type(self), (self.thread_id, self.reason))
+
+
+class SchemaVersionError(ToolguardError, RuntimeError):
+    """The database was written by a newer toolguard (its schema version is unknown)."""

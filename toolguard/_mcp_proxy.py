@@ -62,13 +62,13 @@ import anyio.to_thread
 
 from toolguard._chat import ReviewedChat
 from toolguard._classify import Classifier
-from toolguard._errors import ToolguardError
+from toolguard._errors import RuleSyntaxError, ToolguardError
 from toolguard._model import Message, ModelResponse
 from toolguard._models import Action, ToolCall
 from toolguard._notify import Webhook
 from toolguard._redact import check_redact
 from toolguard._reveal import scan
-from toolguard._rules import Rule, Rules, RuleSyntaxError, denied_text
+from toolguard._rules import Rule, Rules, denied_text
 from toolguard._schema_tool import SchemaTool
 from toolguard._sqlite import SQLiteStore
 from toolguard._store import Store, ThreadState

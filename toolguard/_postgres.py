@@ -85,11 +85,10 @@ from psycopg.conninfo import conninfo_to_dict, make_conninfo
 from psycopg.pq import TransactionStatus
 
 from toolguard._check import kind
+from toolguard._errors import ConcurrentUpdateError, SchemaVersionError
 from toolguard._models import utcnow
-from toolguard._sqlite import SchemaVersionError
 from toolguard._store import (
     Changes,
-    ConcurrentUpdateError,
     ThreadState,
     _check_key,
     head_json,

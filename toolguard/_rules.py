@@ -21,16 +21,14 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Final, Literal
 
+from toolguard._errors import RuleSyntaxError
+
 Effect = Literal["allow", "ask", "deny"]
 """What a matching rule does: run at once, require a review, or refuse."""
 
 _EFFECTS: Final[tuple[Effect, ...]] = ("deny", "ask", "allow")
 _ARG_NAME: Final = re.compile(r"[A-Za-z_][A-Za-z0-9_]*\Z")
 _MAX_PATTERN: Final = 4_096
-
-
-class RuleSyntaxError(ValueError):
-    """A rule pattern that cannot be read; the text says where and how to write it."""
 
 
 @dataclass(frozen=True, slots=True)

@@ -31,9 +31,10 @@ import anyio
 
 from toolguard._chat import ReviewedChat
 from toolguard._demo import DemoModel, build_demo_chat
+from toolguard._errors import RuleSyntaxError
 from toolguard._model import ChatModel
 from toolguard._notify import Webhook
-from toolguard._rules import Rules, RuleSyntaxError
+from toolguard._rules import Rules
 from toolguard._sqlite import SQLiteStore
 from toolguard._store import Store
 from toolguard._toolset import Tools, Toolset, guard

@@ -88,11 +88,10 @@ from typing import Final, TypeVar
 import anyio.to_thread
 
 from toolguard._check import kind, positive_seconds
-from toolguard._errors import ToolguardError
+from toolguard._errors import ConcurrentUpdateError, SchemaVersionError
 from toolguard._models import utcnow
 from toolguard._store import (
     Changes,
-    ConcurrentUpdateError,
     ThreadState,
     _check_key,
     assemble,
@@ -167,10 +166,6 @@ _WAL_PAGES: Final = 1000
 """Pages left in the WAL after a background checkpoint that make the next write checkpoint too."""
 
 _log = logging.getLogger("toolguard")
-
-
-class SchemaVersionError(ToolguardError, RuntimeError):
-    """The database was written by a newer toolguard (its schema version is unknown)."""
 
 
 def _conflict(thread_id: str, expected: int | None, found: int | None) -> ConcurrentUpdateError:

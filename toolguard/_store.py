@@ -20,7 +20,7 @@ from pydantic import BaseModel, ConfigDict, Field, PrivateAttr, ValidationError
 from pydantic_core import PydanticSerializationError, to_json
 
 from toolguard._audit import AuditEvent
-from toolguard._errors import ToolguardError
+from toolguard._errors import ConcurrentUpdateError, CorruptThreadError
 from toolguard._models import (
     Action,
     ApproveDecision,
@@ -35,38 +35,6 @@ from toolguard._notify import OutboxItem
 from toolguard._standing import StandingGrant
 
 ThreadStatus = Literal["idle", "awaiting_review", "running"]
-
-
-class ConcurrentUpdateError(ToolguardError, RuntimeError):
-    """Somebody else saved the thread since it was read (compare-and-set failed)."""
-
-
-class CorruptThreadError(ToolguardError, ValueError):
-    """A stored thread cannot be read back (its row was damaged or written by other code).
-
-    Raised by a store's ``load`` — and so by every method of
-    :class:`~toolguard.ReviewedChat` that loads that thread — instead of a
-    parser's error. The row is left as it is, for repair. Operations over
-    every stored thread (``ReviewedChat.export_audit()`` without ids,
-    ``ReviewedChat.running_threads()``) skip such a thread and log a warning
-    on the ``toolguard`` logger; the other threads are unaffected. Over HTTP
-    this is a 500 with the text in ``detail``.
-
-    Attributes:
-        thread_id: the thread's id.
-        reason: what the parser said (at most 200 characters).
-    """
-
-    def __init__(self, thread_id: str, reason: str) -> None:
-        self.thread_id = thread_id
-        self.reason = reason
-        super().__init__(
-            f"Thread {thread_id!r} is stored but cannot be read back ({reason})."
-            " Its stored row was left unchanged: repair or remove it in the store."
-        )
-
-    def __reduce__(self) -> tuple[Any, ...]:
-        return (type(self), (self.thread_id, self.reason))
 
 
 class ThreadState(BaseModel):

@@ -124,6 +124,8 @@ from toolguard._audit import to_jsonl
 from toolguard._chat import ChatTurn, ReviewedChat, reviewer_id
 from toolguard._errors import (
     AccessDeniedError,
+    ConcurrentUpdateError,
+    CorruptThreadError,
     InvalidReviewDecisionError,
     ModelError,
     NoPendingReviewError,
@@ -139,12 +141,7 @@ from toolguard._messages import message
 from toolguard._models import Action, PendingReview
 from toolguard._redact import shown_messages
 from toolguard._standing import GrantStatus, StandingGrant
-from toolguard._store import (
-    ConcurrentUpdateError,
-    CorruptThreadError,
-    ThreadState,
-    ThreadStatus,
-)
+from toolguard._store import ThreadState, ThreadStatus
 from toolguard._version import __version__
 
 __all__ = [
