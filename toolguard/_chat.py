@@ -674,7 +674,7 @@ class ReviewedChat:
 
         With an incremental store only what changed is written (see
         :func:`_changes`), and the saved state is cached; otherwise the whole
-        state (the 0.1.0 ``Store`` protocol). A failed save drops the cache
+        state (a store with only ``load`` and ``save``). A failed save drops the cache
         entry, so the next read goes to the store.
         """
         store = self.store
@@ -1311,7 +1311,7 @@ class ReviewedChat:
         refused reviewer or reader) is not a competing change: the save is
         made again on top of it, keeping those events, so a refusal can never
         make this save fail. Any other concurrent change raises
-        ``ConcurrentUpdateError`` as before. The refusal caps bound the retries.
+        ``ConcurrentUpdateError``. The refusal caps bound the retries.
         A concurrent change of the webhook outbox (a delivery recorded) is
         treated the same way. With ``notify``, the notifications for the
         review events this save records go into the outbox in this save.

@@ -450,7 +450,7 @@ class ToolResult(_Wire):
     ``invalid_arguments``, ``unknown_tool``, ``tampered``, ``interrupted`` or
     ``responded`` (the reviewer answered for the tool; status ``success``)
     or ``denied`` (a ``deny`` rule refused the call; nobody was asked).
-    Left out of dumps when ``None``, so a success result dumps as in 0.1.0."""
+    Left out of dumps when ``None``: a success result dumps without it."""
 
     if not _EXCLUDE_IF:  # pragma: no cover - pydantic < 2.12 has no Field(exclude_if=...)
 
@@ -515,7 +515,7 @@ class Action(_Wire):
         default_factory=lambda: list(ALLOWED_DECISIONS), **_omit_when(_is_default_allowed)
     )
     """The decisions the reviewer may take (the tool's ``allowed_decisions``).
-    Left out of dumps when it is ``ALLOWED_DECISIONS``, so stored actions keep 0.1.0's form."""
+    Left out of dumps when it is ``ALLOWED_DECISIONS`` (the usual case)."""
     approvals_required: int = Field(1, **_omit_when(_is_one))
     """How many distinct reviewers must approve (a quorum when above 1); left out of dumps at 1."""
     approved_by: list[str] = Field(default_factory=list, **_omit_when(_is_empty))

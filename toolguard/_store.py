@@ -84,7 +84,7 @@ class ThreadState(BaseModel):
             and self.__pydantic_extra__ == other.__pydantic_extra__
         )
 
-    __hash__ = None  # type: ignore[assignment]  # mutable, as before
+    __hash__ = None  # type: ignore[assignment]  # mutable: not hashable
 
     @property
     def review_id(self) -> str | None:
