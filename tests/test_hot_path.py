@@ -1,4 +1,4 @@
-"""The hot path's shortcuts give exactly what the plain code gave (issue 10).
+"""The hot path's shortcuts give exactly what the plain code gives.
 
 Digests and call arguments keep their bytes, the action merge keeps its
 result, and the chat's thread records are the same with or without edits.
@@ -51,7 +51,7 @@ def test_call_arguments_are_the_json_text_of_before(args: dict[str, Any]) -> Non
 
 
 def _reference_merge(actions: list[Action], updates: list[Action]) -> list[Action]:
-    """The merge as it was written before issue 10: index every action."""
+    """The merge written plainly: index every action."""
     position = {a.id: i for i, a in enumerate(actions)}
     merged = list(actions)
     for action in updates:

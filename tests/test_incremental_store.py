@@ -1,4 +1,4 @@
-"""Issue 10: stores write what changed; ReviewedChat caches threads; 0.1.0 databases migrate."""
+"""Stores write what changed; ReviewedChat caches threads; schema 1 databases migrate."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""Issue 10: ReviewedChat hands the shipped stores the next state (one copy per save).
+"""ReviewedChat hands the shipped stores the next state (one copy per save).
 
 A MemoryStore keeps the head of a thread the chat saved last as the state
 itself, and turns it into JSON only when it is read or leaves a window of

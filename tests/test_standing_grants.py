@@ -1,4 +1,4 @@
-"""Standing grants: "approve, and stop asking for this in this conversation" (issue 11)."""
+"""Standing grants: "approve, and stop asking for this in this conversation"."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""Issue 10: models toolguard builds from values it made valid skip validation (``trusted``).
+"""Models toolguard builds from values it made valid skip validation (``trusted``).
 
 Each such model must be exactly what validation would have built, and
 every payload handed to a user must hold its own dicts and lists.

@@ -1,4 +1,4 @@
-"""HTTP polish: GET /hitl/tools, error texts that name routes, unknown versus stale review ids."""
+"""The HTTP API: GET /hitl/tools, error texts that name routes, unknown versus stale review ids."""
 
 from __future__ import annotations
 
