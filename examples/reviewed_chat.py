@@ -10,7 +10,7 @@ import json
 import os
 
 from toolguard import ChatModel, ReviewedChat
-from toolguard._demo import DemoModel  # the scripted stand-in behind `toolguard demo`
+from toolguard.demo import DemoModel  # the scripted stand-in behind `toolguard demo`
 
 
 def find_contact(name: str) -> str:

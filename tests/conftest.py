@@ -7,7 +7,7 @@ from collections.abc import Iterator
 import pytest
 
 import toolguard
-from toolguard import _override
+from toolguard._policy import stand_in as _override
 
 
 @pytest.fixture(autouse=True)

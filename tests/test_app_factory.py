@@ -26,16 +26,16 @@ from fastapi import FastAPI
 from tests.test_http_security import CROSS_SITE, MISDIRECTED, ONCE, security_headers, too_large
 from tests.test_serve import ASK, ENV_VARS
 from toolguard import ReviewedChat, SQLiteStore
-from toolguard._serve import build_app as build_serve_app
-from toolguard._serve import default_hosts
+from toolguard._cli.serve import build_app as build_serve_app
+from toolguard._cli.serve import default_hosts
 
 mcp = pytest.importorskip("mcp")
 
 from mcp import Client  # noqa: E402
 
 from tests.integrations.mcp_proxy_upstream import TOOLS, build_server  # noqa: E402
-from toolguard._mcp_proxy import MCPProxy  # noqa: E402
-from toolguard._mcp_proxy import build_app as build_proxy_app  # noqa: E402
+from toolguard._gateway.proxy import MCPProxy  # noqa: E402
+from toolguard._gateway.proxy import build_app as build_proxy_app  # noqa: E402
 
 ROOT = Path(__file__).resolve().parent.parent
 LIMIT = 2000  # the body limit both apps get here
@@ -329,7 +329,7 @@ def test_the_proxy_refuses_invalid_http_options_before_starting(
     options: list[str], error: str, capsys: pytest.CaptureFixture[str]
 ) -> None:
     """A bad --allow-host / --allow-origin stops mcp-proxy with exit status 2, nothing started."""
-    from toolguard._cli import main
+    from toolguard._cli.main import main
 
     assert main(["mcp-proxy", *options, "--", "no-such-upstream-command"]) == 2
     assert capsys.readouterr() == ("", error)

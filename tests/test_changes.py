@@ -8,9 +8,9 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from toolguard import ThreadState
-from toolguard._chat import _TAIL, _changes, _first_changed
-from toolguard._models import Action
-from toolguard._store import Changes, mark_stored
+from toolguard._chat.chat import _TAIL, _changes, _first_changed
+from toolguard._core.records import Action
+from toolguard._stores.memory import Changes, mark_stored
 
 
 def reference_first(old: list[Any], new: list[Any], stored: int) -> int:

@@ -30,8 +30,8 @@ from toolguard import (
     requires_approval,
     set_language,
 )
-from toolguard._sqlite import SQLiteStore
-from toolguard._store import MemoryStore
+from toolguard._stores.memory import MemoryStore
+from toolguard._stores.sqlite import SQLiteStore
 
 AnyStore = MemoryStore | SQLiteStore
 Log = list[tuple[str, dict[str, Any]]]

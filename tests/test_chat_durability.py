@@ -12,7 +12,7 @@ from typing import Any
 
 import anyio
 
-from toolguard._sqlite import SQLiteStore
+from toolguard._stores.sqlite import SQLiteStore
 
 TIMEOUT = 60
 

@@ -10,7 +10,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 import toolguard
-from toolguard._classify import (
+from toolguard._tools.classify import (
     DEFAULT_VERBS,
     DESTRUCTIVE_VERBS,
     INFO_NOUNS,

@@ -9,7 +9,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from toolguard._classify import (
+from toolguard._tools.classify import (
     _CACHE_MAX,
     SEED_VERBS,
     Classification,

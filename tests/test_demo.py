@@ -26,8 +26,8 @@ from toolguard import (
     ToolCall,
     ToolResult,
 )
-from toolguard._cli import describe_model, main, render_card, render_outcome
-from toolguard._demo import DemoModel, DemoWorkspace, build_demo_chat, demo_toolset
+from toolguard._cli.main import describe_model, main, render_card, render_outcome
+from toolguard.demo.workspace import DemoModel, DemoWorkspace, build_demo_chat, demo_toolset
 
 ROOT = Path(__file__).resolve().parent.parent
 
@@ -961,11 +961,11 @@ def test_tools_command_reports_a_bad_spec(capsys: pytest.CaptureFixture[str]) ->
 
 
 def test_serve_passes_the_options(monkeypatch: pytest.MonkeyPatch) -> None:
-    """`toolguard serve` hands every option to toolguard._serve.serve."""
+    """`toolguard serve` hands every option to toolguard._cli.serve.serve."""
     received: list[dict[str, Any]] = []
-    fake = types.ModuleType("toolguard._serve")
+    fake = types.ModuleType("toolguard._cli.serve")
     fake.serve = lambda **options: received.append(options)  # type: ignore[attr-defined]
-    monkeypatch.setitem(sys.modules, "toolguard._serve", fake)
+    monkeypatch.setitem(sys.modules, "toolguard._cli.serve", fake)
     argv = ["serve", "--tools", "app:tools", "--model", "m", "--base-url", "http://x/v1"]
     assert main([*argv, "--db", "t.db", "--host", "localhost", "--port", "9000"]) == 0
     assert main(["serve"]) == 0
@@ -1022,12 +1022,12 @@ def test_serve_refuses_a_body_limit_that_is_not_a_positive_number(
 def test_serve_without_the_server_module_exits_2(
     monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
 ) -> None:
-    """When toolguard._serve is missing, `serve` says so and returns 2."""
-    monkeypatch.setitem(sys.modules, "toolguard._serve", None)
+    """When toolguard._cli.serve is missing, `serve` says so and returns 2."""
+    monkeypatch.setitem(sys.modules, "toolguard._cli.serve", None)
     assert main(["serve"]) == 2
     assert capsys.readouterr().err == (
         "error: this installation of toolguard has no HTTP server"
-        " (the module toolguard._serve is missing).\n"
+        " (the module toolguard._cli.serve is missing).\n"
     )
 
 

@@ -16,7 +16,7 @@ from typing import Any, Literal
 import pytest
 
 from toolguard import Tool
-from toolguard._cli import (
+from toolguard._cli.main import (
     FIELDS_HINT,
     INTERRUPTED,
     INTERRUPTED_IN_REVIEW,
@@ -25,8 +25,8 @@ from toolguard._cli import (
     ask_decisions,
     run_demo,
 )
-from toolguard._demo import DemoWorkspace, build_demo_chat
-from toolguard._models import ActionRequest, PendingReview, ReviewConfig
+from toolguard._core.records import ActionRequest, PendingReview, ReviewConfig
+from toolguard.demo.workspace import DemoWorkspace, build_demo_chat
 
 from .test_demo import CARD_ALICE, ENV, SENT_ALICE
 

@@ -9,7 +9,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from toolguard._docstrings import ParsedDocstring, parse_docstring
+from toolguard._core.docstrings import ParsedDocstring, parse_docstring
 
 EMPTY = ParsedDocstring(summary="", description="", params={}, returns=None, style="plain")
 

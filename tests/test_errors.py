@@ -9,7 +9,7 @@ from pathlib import Path
 import pytest
 
 import toolguard
-from toolguard import _errors
+from toolguard._core import errors as _errors
 
 ROOT = Path(__file__).resolve().parents[1]
 _ROW = re.compile(r"^(?P<indent>(?:[│ ]   )*)(?:[├└]── )?(?P<name>\w+)\s*(?P<doc>.*)$")
@@ -43,7 +43,7 @@ def test_every_exported_error_is_a_toolguard_error() -> None:
     ]
     assert exported
     assert [e.__name__ for e in exported if not issubclass(e, toolguard.ToolguardError)] == []
-    assert {e.__module__ for e in exported} == {"toolguard._errors"}
+    assert {e.__module__ for e in exported} == {"toolguard._core.errors"}
 
 
 def test_the_drawn_tree_is_the_class_hierarchy() -> None:

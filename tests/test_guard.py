@@ -31,7 +31,7 @@ from toolguard import (
     requires_approval,
     tool,
 )
-from toolguard._override import set_stand_in
+from toolguard._policy.stand_in import set_stand_in
 
 SPEC_ARGS = {"to": "alice@example.com", "subject": "Meeting", "body": "The meeting is at 10."}
 

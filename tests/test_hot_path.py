@@ -14,8 +14,8 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from toolguard import Action, ModelResponse, ReviewedChat, ScriptedModel, ToolCall
-from toolguard._chat import _merge, assistant_message
-from toolguard._models import args_json, call_digest
+from toolguard._chat.chat import _merge, assistant_message
+from toolguard._core.records import args_json, call_digest
 
 ARGS = {"to": "zoë@example.com", "n": [1, 2.5, None, True], "z": {"b": 1, "a": "é\u2028"}}
 
@@ -138,8 +138,8 @@ def _copy_parts(model: Any) -> tuple[Any, ...]:
 
 def test_with_fields_is_model_copy_with_an_update() -> None:
     """The fast copy gives exactly what pydantic's model_copy(update=...) gives."""
-    from toolguard._models import with_fields
-    from toolguard._store import ThreadState, mark_stored, stored_count
+    from toolguard._core.records import with_fields
+    from toolguard._stores.memory import ThreadState, mark_stored, stored_count
 
     state = ThreadState(thread_id="t", messages=[{"role": "user", "content": "hi"}])
     mark_stored(state)
@@ -172,7 +172,7 @@ def test_with_fields_is_model_copy_with_an_update() -> None:
 
 def test_the_stored_count_survives_a_state_without_private_storage() -> None:
     """mark_stored / stored_count also work when pydantic left __pydantic_private__ unset."""
-    from toolguard._store import ThreadState, mark_stored, stored_count
+    from toolguard._stores.memory import ThreadState, mark_stored, stored_count
 
     state = ThreadState(thread_id="t", messages=[{"role": "user", "content": "hi"}] * 2)
     object.__setattr__(state, "__pydantic_private__", None)
@@ -188,7 +188,8 @@ async def test_a_submission_without_a_quorum_is_planned_once(
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
     """The chat plans a submission; the runner takes that plan unless a quorum settles."""
-    from toolguard import _quorum, requires_approval
+    from toolguard import requires_approval
+    from toolguard._enforce import quorum as _quorum
 
     planned: list[str] = []
     real_plan = _quorum.plan

@@ -22,7 +22,7 @@ from fastapi import FastAPI, Header  # noqa: E402
 
 import toolguard.http  # noqa: E402
 from toolguard import MemoryStore, ReviewedChat, ScriptedModel, ThreadState  # noqa: E402
-from toolguard._mcp_proxy import build_app, reviews_router  # noqa: E402
+from toolguard._gateway.proxy import build_app, reviews_router  # noqa: E402
 from toolguard.http import CONTENT_SECURITY_POLICY, create_app, pending_reviews  # noqa: E402
 
 from .test_page import Outbox, make_tools, react, serve  # noqa: E402

@@ -29,7 +29,7 @@ from toolguard import (
     requires_approval,
     tool,
 )
-from toolguard._limits import bounded_result
+from toolguard._core.limits import bounded_result
 
 OK = "sent to a@x"
 

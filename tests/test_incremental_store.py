@@ -24,9 +24,9 @@ from toolguard import (
     SQLiteStore,
     ThreadState,
     ToolCall,
-    _sqlite,
 )
-from toolguard._store import Changes, head_json, is_incremental, item_json
+from toolguard._stores import sqlite as _sqlite
+from toolguard._stores.memory import Changes, head_json, is_incremental, item_json
 
 EMAIL = {"to": "alice@example.com", "body": "Hi"}
 APPROVE = [{"type": "approve"}]

@@ -5,7 +5,7 @@ from __future__ import annotations
 import re
 from pathlib import Path
 
-from toolguard._messages import _CATALOGS
+from toolguard._core.catalog import _CATALOGS
 
 DOC = Path(__file__).resolve().parent.parent / "docs" / "messages.md"
 ROW = re.compile(r"^\| `(?P<key>[a-z_]+)` \| `(?P<en>.*)` \| `(?P<id>.*)` \|$")

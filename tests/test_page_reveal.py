@@ -5,7 +5,7 @@ markup, newlines in names, look-alike tool names, very long arguments and many
 actions at once: the page shows every hidden character escaped with a warning
 listing what and where, renders markup as text, keeps long arguments reachable,
 and still sends back exactly what the model proposed. The page's rules
-(static/reveal.js) are checked against toolguard._reveal: the same tables and,
+(static/reveal.js) are checked against toolguard._core.reveal: the same tables and,
 for Hypothesis-generated hostile actions, the same output.
 Screenshots are saved to ``test-artifacts/``.
 """
@@ -43,7 +43,7 @@ from toolguard import (  # noqa: E402
     requires_approval,
     tool,
 )
-from toolguard._reveal import (  # noqa: E402
+from toolguard._core.reveal import (  # noqa: E402
     TABLES,
     WARNING_HEADER,
     reveal_action,
@@ -254,7 +254,7 @@ def ask(page: Page, text: str) -> Locator:
 
 
 def expect_revealed(card: Locator, name: str, args: dict[str, Any]) -> None:
-    """The card shows exactly what toolguard._reveal renders, with the same warning."""
+    """The card shows exactly what toolguard._core.reveal renders, with the same warning."""
     shown = reveal_action(name, args, f"Tool `{name}` is awaiting approval")
     assert card.get_by_test_id("tool-name").text_content() == segments_text(shown.name)
     described = segments_text(shown.description)
@@ -302,7 +302,7 @@ def thread_state(page: Page, server: Server) -> dict[str, Any]:
 
 
 def test_page_uses_the_same_tables_as_python(page: Page) -> None:
-    """reveal.js holds exactly toolguard._reveal.TABLES."""
+    """reveal.js holds exactly toolguard._core.reveal.TABLES."""
     tables = json.loads(page.evaluate("() => JSON.stringify(toolguardReveal.TABLES)"))
     assert tables == TABLES
 

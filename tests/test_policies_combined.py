@@ -9,8 +9,8 @@ import pytest
 
 import toolguard
 from toolguard import ModelResponse, ReviewedChat, ScriptedModel, ToolCall
-from toolguard._sqlite import SQLiteStore
-from toolguard._store import MemoryStore
+from toolguard._stores.memory import MemoryStore
+from toolguard._stores.sqlite import SQLiteStore
 
 APPROVE = {"type": "approve"}
 CALL = {"id": "c1", "name": "login_and_pay", "args": {"user": "ann", "password": "hunter22"}}

@@ -35,8 +35,8 @@ from toolguard import (
     ScriptedModel,
     ToolCall,
 )
-from toolguard._postgres import _CHUNK
-from toolguard._store import Changes, ConcurrentUpdateError, Store, ThreadState
+from toolguard._stores.memory import Changes, ConcurrentUpdateError, Store, ThreadState
+from toolguard._stores.postgres import _CHUNK
 from toolguard.postgres import SCHEMA_VERSION, PostgresStore, SchemaVersionError
 
 DSN = os.environ.get("TOOLGUARD_POSTGRES_DSN", "")
@@ -309,7 +309,7 @@ _RACER = textwrap.dedent(
 
     import anyio
 
-    from toolguard._store import ConcurrentUpdateError
+    from toolguard._stores.memory import ConcurrentUpdateError
     from toolguard.postgres import PostgresStore
 
 

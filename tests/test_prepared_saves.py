@@ -19,9 +19,9 @@ from toolguard import (
     ReviewedChat,
     SQLiteStore,
     ThreadState,
-    _store,
 )
-from toolguard._store import Changes, head_json, takes_prepared
+from toolguard._stores import memory as _store
+from toolguard._stores.memory import Changes, head_json, takes_prepared
 
 
 def make_chat(store: Any) -> ReviewedChat:

@@ -29,8 +29,8 @@ from toolguard import (
     ToolCall,
     Webhook,
 )
-from toolguard._sqlite import SQLiteStore
-from toolguard._store import ConcurrentUpdateError, MemoryStore
+from toolguard._stores.memory import ConcurrentUpdateError, MemoryStore
+from toolguard._stores.sqlite import SQLiteStore
 
 APPROVE = {"type": "approve"}
 T0 = datetime(2026, 12, 1, 9, 0, tzinfo=timezone.utc)

@@ -1,4 +1,4 @@
-"""Redaction of secret arguments: redact=[...] and SecretStr parameters (toolguard._redact)."""
+"""Redaction of secret arguments: redact=[...] and SecretStr parameters."""
 
 # ruff: noqa: S105, S106 - the secrets here are test values
 
@@ -28,9 +28,9 @@ from toolguard import (
     requires_approval,
     tool,
 )
-from toolguard._cli import render_card
-from toolguard._models import call_digest
-from toolguard._redact import SECRET_GONE
+from toolguard._cli.main import render_card
+from toolguard._core.records import call_digest
+from toolguard._policy.redact import SECRET_GONE
 from toolguard.http import create_app
 
 SECRET = "hunter2-correct-horse"

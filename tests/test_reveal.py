@@ -1,4 +1,4 @@
-"""toolguard._reveal: which characters are flagged, how they are escaped, the card's warning.
+"""toolguard._core.reveal: which characters are flagged, how they are escaped, the card's warning.
 
 Hand-written cases with exact expected outputs; the hostile-input properties
 (Hypothesis) are in tests/adversarial/test_reveal.py, and the page's copy of
@@ -16,7 +16,7 @@ from typing import Any
 import pytest
 
 import toolguard
-from toolguard._reveal import (
+from toolguard._core.reveal import (
     TABLES,
     WARNING_HEADER,
     Finding,

@@ -1,4 +1,4 @@
-"""Argument rules: parsing, matching, precedence, TOML (toolguard._rules)."""
+"""Argument rules: parsing, matching, precedence, TOML (toolguard._policy.rules)."""
 
 from __future__ import annotations
 
@@ -10,7 +10,14 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from tests.adversarial import strategies as hs
-from toolguard._rules import Rule, RuleDecision, Rules, RuleSyntaxError, denied_text, parse_rule
+from toolguard._policy.rules import (
+    Rule,
+    RuleDecision,
+    Rules,
+    RuleSyntaxError,
+    denied_text,
+    parse_rule,
+)
 
 
 def test_parse_a_bare_tool_glob() -> None:

@@ -21,8 +21,8 @@ from fastapi import FastAPI
 from tests import openai_server
 from tests.openai_server import ScriptedOpenAIServer, reply_text
 from toolguard import ReviewedChat, SQLiteStore
-from toolguard._demo import DemoModel
-from toolguard._serve import DEFAULT_DB, ServeError, build_app, choose_model, load_tools, serve
+from toolguard._cli.serve import DEFAULT_DB, ServeError, build_app, choose_model, load_tools, serve
+from toolguard.demo.workspace import DemoModel
 from toolguard.openai import OpenAIChatModel
 
 scripted_openai = openai_server.scripted_openai  # the fixture, for the tests below
@@ -342,8 +342,8 @@ def wait_for_page(process: subprocess.Popen[bytes], url: str) -> httpx.Response 
 
 
 needs_cli = pytest.mark.skipif(
-    importlib.util.find_spec("toolguard._cli") is None,
-    reason="toolguard/_cli.py (the `toolguard serve` command) does not exist yet",
+    importlib.util.find_spec("toolguard._cli.main") is None,
+    reason="toolguard/_cli/main.py (the `toolguard serve` command) does not exist yet",
 )
 
 

@@ -13,8 +13,8 @@ import pytest
 pytest.importorskip("fastapi")
 
 from toolguard import Rules
-from toolguard._cli import main
-from toolguard._serve import ServeError, build_app, build_chat, load_rules
+from toolguard._cli.main import main
+from toolguard._cli.serve import ServeError, build_app, build_chat, load_rules
 
 TOML = """
 [rules]
@@ -80,9 +80,9 @@ async def test_a_denied_call_over_http_is_refused_without_review(tmp_path: Path)
 
 def test_the_cli_passes_rules_only_when_given(monkeypatch: pytest.MonkeyPatch) -> None:
     received: list[dict[str, Any]] = []
-    fake = types.ModuleType("toolguard._serve")
+    fake = types.ModuleType("toolguard._cli.serve")
     fake.serve = lambda **options: received.append(options)  # type: ignore[attr-defined]
-    monkeypatch.setitem(sys.modules, "toolguard._serve", fake)
+    monkeypatch.setitem(sys.modules, "toolguard._cli.serve", fake)
     assert main(["serve", "--rules", "policy.toml"]) == 0
     assert main(["serve"]) == 0
     assert [options.get("rules") for options in received] == ["policy.toml", None]

@@ -31,8 +31,8 @@ from typing import Any
 import httpx
 import pytest
 
-from toolguard._cli import main
-from toolguard._serve import (
+from toolguard._cli.main import main
+from toolguard._cli.serve import (
     OPTIONS_ENV,
     WORKER_HEADER,
     WORKER_HEADER_ENV,
@@ -41,7 +41,7 @@ from toolguard._serve import (
     open_store,
     shown_db,
 )
-from toolguard._sqlite import SQLiteStore
+from toolguard._stores.sqlite import SQLiteStore
 
 ROOT = Path(__file__).resolve().parent.parent
 DSN = os.environ.get("TOOLGUARD_POSTGRES_DSN", "")
@@ -366,9 +366,9 @@ def test_workers_must_be_a_positive_number(value: str, capsys: pytest.CaptureFix
 def test_cli_hands_workers_to_serve(monkeypatch: pytest.MonkeyPatch) -> None:
     """`serve --workers 3` passes workers=3; the default of 1 is not passed at all."""
     received: list[dict[str, Any]] = []
-    fake = types.ModuleType("toolguard._serve")
+    fake = types.ModuleType("toolguard._cli.serve")
     fake.serve = lambda **options: received.append(options)  # type: ignore[attr-defined]
-    monkeypatch.setitem(sys.modules, "toolguard._serve", fake)
+    monkeypatch.setitem(sys.modules, "toolguard._cli.serve", fake)
     assert main(["serve", "--workers", "3", "--db", "x.db"]) == 0
     assert main(["serve", "--workers", "1"]) == 0
     common: dict[str, Any] = {

@@ -8,8 +8,8 @@ import json
 
 import toolguard
 from toolguard import Runner, ToolCall
-from toolguard._models import call_digest
-from toolguard._runner import TAMPERED
+from toolguard._core.records import call_digest
+from toolguard._enforce.runner import TAMPERED
 
 ARGS = {"to": "alice@example.com", "body": "hi"}
 

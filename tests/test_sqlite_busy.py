@@ -23,7 +23,7 @@ from typing import Any
 
 import pytest
 
-from toolguard._sqlite import SQLiteStore
+from toolguard._stores.sqlite import SQLiteStore
 
 TIMEOUT = 120
 """Seconds the subprocesses of one test may take in all (they take about two)."""

@@ -20,8 +20,8 @@ from typing import Any
 import pytest
 
 import toolguard
-from toolguard._sqlite import _CHECKPOINT_EVERY, SQLiteStore
-from toolguard._store import ThreadState
+from toolguard._stores.memory import ThreadState
+from toolguard._stores.sqlite import _CHECKPOINT_EVERY, SQLiteStore
 
 
 def _wal_bytes(path: Path) -> int:
@@ -114,7 +114,7 @@ async def test_an_idle_checkpoint_thread_ends_and_a_new_one_takes_over(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     """A store nobody closes is not kept alive by its checkpoint thread for long."""
-    import toolguard._sqlite as sqlite_module
+    import toolguard._stores.sqlite as sqlite_module
 
     monkeypatch.setattr(sqlite_module, "_CHECKPOINT_IDLE", 0.05)
     path = tmp_path / "t.db"
@@ -172,7 +172,7 @@ async def test_a_failing_checkpoint_before_a_write_never_fails_the_write(
     tmp_path: Path, caplog: pytest.LogCaptureFixture, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     """The store's own checkpoint only logs its failure; the write itself lands."""
-    import toolguard._sqlite as sqlite_module
+    import toolguard._stores.sqlite as sqlite_module
 
     def broken(conn: sqlite3.Connection) -> None:
         raise sqlite3.OperationalError("disk I/O error")
@@ -235,7 +235,7 @@ async def test_a_failing_checkpoint_is_logged_and_harmless(
 
 async def test_creating_a_thread_checks_for_leftover_rows_in_one_statement(tmp_path: Path) -> None:
     """A new thread's save: the insert, one look for leftover list rows, the rows, commit."""
-    from toolguard._store import Changes
+    from toolguard._stores.memory import Changes
 
     async with SQLiteStore(tmp_path / "t.db") as store:
         await _write(store, 1)  # opens the connection and creates the schema
@@ -257,9 +257,9 @@ async def test_creating_a_thread_checks_for_leftover_rows_in_one_statement(tmp_p
 
 async def test_a_save_writes_its_rows_with_one_statement(tmp_path: Path) -> None:
     """An update: read key/version/next audit seq, update the head, ONE insert of all rows."""
-    from toolguard._audit import requested_event
-    from toolguard._models import Action
-    from toolguard._store import Changes
+    from toolguard._core.audit import requested_event
+    from toolguard._core.records import Action
+    from toolguard._stores.memory import Changes
 
     path = tmp_path / "t.db"
 
@@ -318,7 +318,7 @@ async def test_a_save_writes_its_rows_with_one_statement(tmp_path: Path) -> None
 
 async def test_rows_left_by_a_thread_removed_by_hand_are_not_inherited(tmp_path: Path) -> None:
     """A thread row deleted by hand leaves its rows; a new thread given its key drops them."""
-    from toolguard._store import Changes
+    from toolguard._stores.memory import Changes
 
     path = tmp_path / "t.db"
     async with SQLiteStore(path) as store:

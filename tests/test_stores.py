@@ -25,8 +25,8 @@ from toolguard import (
     ToolCall,
     ToolResult,
 )
-from toolguard._sqlite import SchemaVersionError, SQLiteStore
-from toolguard._store import ConcurrentUpdateError, MemoryStore, Store, ThreadState
+from toolguard._stores.memory import ConcurrentUpdateError, MemoryStore, Store, ThreadState
+from toolguard._stores.sqlite import SchemaVersionError, SQLiteStore
 
 AnyStore = MemoryStore | SQLiteStore
 
@@ -351,8 +351,8 @@ _RACER = textwrap.dedent(
 
     import anyio
 
-    from toolguard._sqlite import SQLiteStore
-    from toolguard._store import ConcurrentUpdateError
+    from toolguard._stores.sqlite import SQLiteStore
+    from toolguard._stores.memory import ConcurrentUpdateError
 
 
     async def main() -> None:

@@ -19,7 +19,7 @@ from toolguard import (
     ToolResult,
     requires_approval,
 )
-from toolguard._override import get_stand_in, set_stand_in
+from toolguard._policy.stand_in import get_stand_in, set_stand_in
 from toolguard.testing import ReviewLog, auto_approve, auto_reject, fixed_decisions
 
 SENT: list[tuple[str, str]] = []

@@ -20,7 +20,7 @@ from toolguard import (
     ToolCall,
     parse_tool_call,
 )
-from toolguard._models import trusted
+from toolguard._core.records import trusted
 
 EMAIL = {"to": "alice@example.com", "body": "Hi", "cc": {"who": ["bob@example.com"]}}
 

@@ -26,7 +26,7 @@ from toolguard import (
     set_language,
     validate_decisions,
 )
-from toolguard._models import Action
+from toolguard._core.records import Action
 
 
 def review(count: int) -> PendingReview:

@@ -29,10 +29,10 @@ from toolguard import (
     Webhook,
     requires_approval,
 )
-from toolguard._cli import main
-from toolguard._notify import sign
-from toolguard._serve import ServeError, build_app, build_chat
-from toolguard._store import Store
+from toolguard._cli.main import main
+from toolguard._cli.serve import ServeError, build_app, build_chat
+from toolguard._stores.memory import Store
+from toolguard._stores.outbox import sign
 
 SECRET = "s3cret"  # noqa: S105 - a test secret
 START = datetime(2026, 1, 2, 3, 4, 5, tzinfo=timezone.utc)
@@ -410,9 +410,9 @@ def test_bad_notify_options_are_serve_errors(
 
 def test_the_cli_passes_notify_options_only_when_given(monkeypatch: pytest.MonkeyPatch) -> None:
     received: list[dict[str, Any]] = []
-    fake = types.ModuleType("toolguard._serve")
+    fake = types.ModuleType("toolguard._cli.serve")
     fake.serve = lambda **options: received.append(options)  # type: ignore[attr-defined]
-    monkeypatch.setitem(sys.modules, "toolguard._serve", fake)
+    monkeypatch.setitem(sys.modules, "toolguard._cli.serve", fake)
     assert main(["serve", "--notify-url", "http://h/x", "--notify-secret", "k"]) == 0
     assert main(["serve"]) == 0
     assert (received[0]["notify_url"], received[0]["notify_secret"]) == ("http://h/x", "k")
@@ -423,7 +423,7 @@ def test_the_cli_passes_notify_options_only_when_given(monkeypatch: pytest.Monke
 def test_serve_puts_the_notify_options_in_the_workers_options(
     monkeypatch: pytest.MonkeyPatch, tmp_path: Path
 ) -> None:
-    import toolguard._serve as serve_module
+    import toolguard._cli.serve as serve_module
 
     seen: list[dict[str, Any]] = []
 

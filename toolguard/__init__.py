@@ -11,8 +11,7 @@ tool call.
 
 from __future__ import annotations
 
-from toolguard._audit import AuditEvent, AuditKind
-from toolguard._chat import (
+from toolguard._chat.chat import (
     AccessHook,
     AccessOperation,
     Authorizer,
@@ -21,15 +20,9 @@ from toolguard._chat import (
     ReviewedChat,
     ReviewedChatUseCase,
 )
-from toolguard._classify import (
-    DEFAULT_VERBS,
-    READ_VERBS,
-    SEED_VERBS,
-    Classification,
-    Classifier,
-    split_words,
-)
-from toolguard._errors import (
+from toolguard._core.audit import AuditEvent, AuditKind
+from toolguard._core.catalog import get_language, set_language
+from toolguard._core.errors import (
     AccessDeniedError,
     ActionRejectedError,
     AlreadyResumedError,
@@ -55,18 +48,9 @@ from toolguard._errors import (
     UnknownReviewError,
     UnknownThreadError,
 )
-from toolguard._grants import allow_once
-from toolguard._history import (
-    describe_decision,
-    describe_request,
-    describe_result,
-    render_action,
-    render_history,
-)
-from toolguard._limits import Limits
-from toolguard._messages import get_language, set_language
-from toolguard._model import ChatModel, Message, ModelResponse, ScriptedModel
-from toolguard._models import (
+from toolguard._core.limits import Limits
+from toolguard._core.llm import ChatModel, Message, ModelResponse, ScriptedModel
+from toolguard._core.records import (
     ALLOWED_DECISIONS,
     DECISION_TYPES,
     NO_DECISION,
@@ -89,17 +73,33 @@ from toolguard._models import (
     ToolCall,
     ToolResult,
 )
-from toolguard._notify import Webhook
-from toolguard._redact import REDACTED
-from toolguard._results import ResultTemplates
-from toolguard._rules import Rule, RuleDecision, Rules
-from toolguard._runner import Claims, EditPolicy, Runner, Step, parse_tool_call
-from toolguard._sqlite import SQLiteStore
-from toolguard._standing import GrantTerms, StandingGrant
-from toolguard._store import MemoryStore, Store, ThreadState, ThreadStatus
-from toolguard._tool import ApprovalPolicy, Tool, requires_approval, tool
-from toolguard._toolset import Toolset, guard
-from toolguard._validate import validate_decisions
+from toolguard._core.results import ResultTemplates
+from toolguard._core.standing import GrantTerms, StandingGrant
+from toolguard._core.transcript import (
+    describe_decision,
+    describe_request,
+    describe_result,
+    render_action,
+    render_history,
+)
+from toolguard._enforce.runner import Claims, EditPolicy, Runner, Step, parse_tool_call
+from toolguard._policy.allow_once import allow_once
+from toolguard._policy.decisions import validate_decisions
+from toolguard._policy.redact import REDACTED
+from toolguard._policy.rules import Rule, RuleDecision, Rules
+from toolguard._stores.memory import MemoryStore, Store, ThreadState, ThreadStatus
+from toolguard._stores.outbox import Webhook
+from toolguard._stores.sqlite import SQLiteStore
+from toolguard._tools.classify import (
+    DEFAULT_VERBS,
+    READ_VERBS,
+    SEED_VERBS,
+    Classification,
+    Classifier,
+    split_words,
+)
+from toolguard._tools.tool import ApprovalPolicy, Tool, requires_approval, tool
+from toolguard._tools.toolset import Toolset, guard
 from toolguard._version import __version__
 
 __all__ = [

@@ -120,9 +120,10 @@ from pydantic import (
 from pydantic_core import PydanticCustomError
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
-from toolguard._audit import to_jsonl
-from toolguard._chat import ChatTurn, ReviewedChat, reviewer_id
-from toolguard._errors import (
+from toolguard._chat.chat import ChatTurn, ReviewedChat, reviewer_id
+from toolguard._core.audit import to_jsonl
+from toolguard._core.catalog import message
+from toolguard._core.errors import (
     AccessDeniedError,
     ConcurrentUpdateError,
     CorruptThreadError,
@@ -136,12 +137,11 @@ from toolguard._errors import (
     UnknownGrantError,
     UnknownThreadError,
 )
-from toolguard._json import clean_text
-from toolguard._messages import message
-from toolguard._models import Action, PendingReview
-from toolguard._redact import shown_messages
-from toolguard._standing import GrantStatus, StandingGrant
-from toolguard._store import ThreadState, ThreadStatus
+from toolguard._core.jsonable import clean_text
+from toolguard._core.records import Action, PendingReview
+from toolguard._core.standing import GrantStatus, StandingGrant
+from toolguard._policy.redact import shown_messages
+from toolguard._stores.memory import ThreadState, ThreadStatus
 from toolguard._version import __version__
 
 __all__ = [

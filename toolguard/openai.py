@@ -57,12 +57,12 @@ except ImportError as exc:  # pragma: no cover - depends on the environment
     msg = 'toolguard.openai needs the openai package: pip install "toolguard-hitl[openai]"'
     raise ImportError(msg) from exc
 
-from toolguard import _check as check
-from toolguard._errors import ModelError
-from toolguard._json import to_json_data
-from toolguard._model import Message, ModelResponse
-from toolguard._models import ToolCall
-from toolguard._runner import parse_tool_call
+from toolguard._core import checks as check
+from toolguard._core.errors import ModelError
+from toolguard._core.jsonable import to_json_data
+from toolguard._core.llm import Message, ModelResponse
+from toolguard._core.records import ToolCall
+from toolguard._enforce.runner import parse_tool_call
 
 __all__ = [
     "DEFAULT_MODEL",

@@ -28,7 +28,7 @@ except ImportError as exc:  # pragma: no cover - depends on the environment
     msg = 'toolguard.postgres needs psycopg: pip install "toolguard-hitl[postgres]"'
     raise ImportError(msg) from exc
 
-from toolguard._errors import SchemaVersionError
-from toolguard._postgres import SCHEMA_VERSION, PostgresStore
+from toolguard._core.errors import SchemaVersionError
+from toolguard._stores.postgres import SCHEMA_VERSION, PostgresStore
 
 __all__ = ["SCHEMA_VERSION", "PostgresStore", "SchemaVersionError"]

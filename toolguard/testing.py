@@ -30,15 +30,15 @@ from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 from typing import Any, TypeVar
 
-from toolguard._models import (
+from toolguard._core.records import (
     ApproveDecision,
     EditDecision,
     RejectDecision,
     RespondDecision,
     ToolCall,
 )
-from toolguard._override import StandInReviewer, set_stand_in
-from toolguard._validate import parse_decision
+from toolguard._policy.decisions import parse_decision
+from toolguard._policy.stand_in import StandInReviewer, set_stand_in
 
 __all__ = ["ReviewLog", "StandIn", "auto_approve", "auto_reject", "fixed_decisions"]
 

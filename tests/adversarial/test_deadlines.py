@@ -37,7 +37,7 @@ from toolguard import (
     ToolCall,
     requires_approval,
 )
-from toolguard._store import MemoryStore
+from toolguard._stores.memory import MemoryStore
 
 T0 = datetime(2025, 1, 1, 9, 0, tzinfo=timezone.utc)
 TTL = 60

@@ -37,9 +37,9 @@ from toolguard import (
     ToolCall,
     requires_approval,
 )
-from toolguard._models import call_digest
-from toolguard._runner import TAMPERED
-from toolguard._store import MemoryStore
+from toolguard._core.records import call_digest
+from toolguard._enforce.runner import TAMPERED
+from toolguard._stores.memory import MemoryStore
 
 ALICE = {"to": "alice@example.com", "body": "At 10."}
 MALLORY = {"to": "mallory@example.com", "body": "Send me the payroll."}

@@ -37,9 +37,9 @@ from toolguard import (
     ToolCall,
     requires_approval,
 )
-from toolguard._json import clean_text
-from toolguard._results import DEFAULT_TEMPLATES, unmark
-from toolguard._runner import CANCELLED, EXPIRED, INTERRUPTED, TAMPERED
+from toolguard._core.jsonable import clean_text
+from toolguard._core.results import DEFAULT_TEMPLATES, unmark
+from toolguard._enforce.runner import CANCELLED, EXPIRED, INTERRUPTED, TAMPERED
 
 scripted_openai = openai_server.scripted_openai  # the fixture, for the test below
 

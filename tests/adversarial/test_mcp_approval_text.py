@@ -20,7 +20,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from tests.adversarial import strategies as hs
-from toolguard._mcp_proxy import _HIDDEN, approval_message, visible
+from toolguard._gateway.proxy import _HIDDEN, approval_message, visible
 
 _ESCAPE = re.compile(r"\\u([0-9a-f]{4})|\\U([0-9a-f]{8})")
 
@@ -94,7 +94,7 @@ def test_visible_escapes_at_least_what_its_own_rules_did() -> None:
 
 
 def test_visible_flags_what_the_page_and_the_card_flag() -> None:
-    """The shared rules of toolguard._reveal: look-alike letters, odd characters in addresses."""
+    """The shared rules of the reveal module: look-alike letters, odd characters in addresses."""
     assert visible('"to": "bob@p\u0430ypal.com"') == '"to": "bob@p\\u0430ypal.com"'
     assert visible("\u0430\u0440\u0440\u04cf\u0435.com") == (
         "\\u0430\\u0440\\u0440\\u04cf\\u0435.com"

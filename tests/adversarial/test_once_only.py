@@ -40,7 +40,7 @@ from toolguard import (
     requires_approval,
     set_language,
 )
-from toolguard._runner import REMEMBERED_TURNS, _FinishedTurns
+from toolguard._enforce.runner import REMEMBERED_TURNS, _FinishedTurns
 
 TIMEOUT = 60  # seconds: the bound of every wait
 DSN = os.environ.get("TOOLGUARD_POSTGRES_DSN", "")

@@ -35,8 +35,8 @@ from toolguard import (
     ThreadState,
     ToolCall,
 )
-from toolguard._chat import REFUSED_DETAIL
-from toolguard._store import MemoryStore
+from toolguard._chat.chat import REFUSED_DETAIL
+from toolguard._stores.memory import MemoryStore
 
 DSN = os.environ.get("TOOLGUARD_POSTGRES_DSN", "")
 ALICE = {"to": "alice@example.com", "body": "At 10."}

@@ -39,9 +39,9 @@ from toolguard import (
     ToolCall,
     requires_approval,
 )
-from toolguard._cli import Terminal, ask_decisions, render_card, render_outcome, run_demo
-from toolguard._models import Action, ReviewConfig, ToolResult
-from toolguard._reveal import WARNING_HEADER, reveal_json, reveal_text, scan
+from toolguard._cli.main import Terminal, ask_decisions, render_card, render_outcome, run_demo
+from toolguard._core.records import Action, ReviewConfig, ToolResult
+from toolguard._core.reveal import WARNING_HEADER, reveal_json, reveal_text, scan
 
 HIDDEN = set(BIDI_CONTROLS + ZERO_WIDTH + tuple(CONFUSABLES.values()))
 ANSI = "\x1b[2J\x1b[H\x1b]0;owned\x07\x1b[31m"

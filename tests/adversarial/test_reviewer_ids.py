@@ -37,7 +37,7 @@ from toolguard import (
     UnknownThreadError,
     requires_approval,
 )
-from toolguard._store import MemoryStore
+from toolguard._stores.memory import MemoryStore
 
 ALICE = {"to": "alice@example.com", "body": "At 10."}
 APPROVE = {"type": "approve"}
@@ -409,8 +409,8 @@ async def test_two_real_reviewers_still_complete_the_quorum(store: AnyStore) -> 
 
 def test_the_key_uses_the_pages_list_of_invisible_characters() -> None:
     """Every code point the page draws as nothing (bar whitespace) vanishes from a key."""
-    from toolguard._quorum import reviewer_key
-    from toolguard._reveal import INVISIBLE
+    from toolguard._core.reveal import INVISIBLE
+    from toolguard._enforce.quorum import reviewer_key
 
     kept = []
     for start, end in INVISIBLE:
@@ -429,7 +429,7 @@ def test_the_key_is_stable_and_blind_to_invisible_characters(
     name: str, extra: str, at: int
 ) -> None:
     """A key is its own key, and inserting an invisible character never changes it."""
-    from toolguard._quorum import reviewer_key
+    from toolguard._enforce.quorum import reviewer_key
 
     key = reviewer_key(name)
     assert reviewer_key(key) == key

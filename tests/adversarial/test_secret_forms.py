@@ -35,7 +35,7 @@ from toolguard import (
     Webhook,
     requires_approval,
 )
-from toolguard._redact import secret_texts
+from toolguard._policy.redact import secret_texts
 from toolguard.http import create_app
 
 SECRETS = [
@@ -88,7 +88,7 @@ def test_secret_texts_lists_every_spelling(secret: str) -> None:
 
 def test_scrub_replaces_every_spelling() -> None:
     """``scrub`` with a secret's texts leaves none of its spellings in a message."""
-    from toolguard._redact import scrub
+    from toolguard._policy.redact import scrub
 
     for secret in SECRETS:
         text = scrub(everywhere(secret), secret_texts({"p": secret}, frozenset({"p"})))

@@ -361,7 +361,7 @@ class DecoratorPath(Adapter):
 
 def _real_args(call: ToolCall) -> dict[str, Any]:
     """The real arguments of a call that raised (its ``args`` show secrets redacted)."""
-    from toolguard._grants import _origin
+    from toolguard._policy.allow_once import _origin
 
     origin = _origin(call)
     return dict(origin.args) if origin is not None else dict(call.args)
@@ -1149,7 +1149,7 @@ class MCPProxyPath(Adapter):
     def _gateway(self, rules: Rules | None) -> tuple[Any, Any]:
         import httpx
 
-        from toolguard._mcp_proxy import DEFAULT_PORT, MCPProxy, build_app
+        from toolguard._gateway.proxy import DEFAULT_PORT, MCPProxy, build_app
 
         async def hook(event: str, payload: dict[str, Any]) -> None:
             self.events.append((event, payload))

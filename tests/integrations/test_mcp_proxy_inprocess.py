@@ -23,8 +23,8 @@ from mcp import Client, types  # noqa: E402
 from mcp.shared.exceptions import MCPError  # noqa: E402
 
 from toolguard import MemoryStore  # noqa: E402
-from toolguard._cli import main as cli_main  # noqa: E402
-from toolguard._mcp_proxy import (  # noqa: E402
+from toolguard._cli.main import main as cli_main  # noqa: E402
+from toolguard._gateway.proxy import (  # noqa: E402
     CLIENT_REVIEWER,
     DEFAULT_PORT,
     MCPProxy,

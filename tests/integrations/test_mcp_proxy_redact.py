@@ -14,7 +14,7 @@ mcp = pytest.importorskip("mcp")
 from mcp import Client, types  # noqa: E402
 
 from toolguard import REDACTED, MemoryStore  # noqa: E402
-from toolguard._mcp_proxy import MCPProxy  # noqa: E402
+from toolguard._gateway.proxy import MCPProxy  # noqa: E402
 
 from .mcp_proxy_upstream import TOOLS, build_server  # noqa: E402
 

@@ -16,10 +16,10 @@ from mcp import Client, types  # noqa: E402
 
 from tests.test_webhooks import SECRET  # noqa: E402
 from toolguard import MemoryStore, Rules, Webhook  # noqa: E402
-from toolguard._audit import to_jsonl  # noqa: E402
-from toolguard._cli import main as cli_main  # noqa: E402
-from toolguard._mcp_proxy import MCPProxy  # noqa: E402
-from toolguard._rules import RuleDecision  # noqa: E402
+from toolguard._cli.main import main as cli_main  # noqa: E402
+from toolguard._core.audit import to_jsonl  # noqa: E402
+from toolguard._gateway.proxy import MCPProxy  # noqa: E402
+from toolguard._policy.rules import RuleDecision  # noqa: E402
 
 from .mcp_proxy_upstream import TOOLS, build_server  # noqa: E402
 

@@ -15,7 +15,7 @@ from mcp import Client, types  # noqa: E402
 
 from tests.test_webhooks import SECRET, Receiver, receiver  # noqa: E402, F401
 from toolguard import MemoryStore, Webhook  # noqa: E402
-from toolguard._mcp_proxy import MCPProxy  # noqa: E402
+from toolguard._gateway.proxy import MCPProxy  # noqa: E402
 
 from .mcp_proxy_upstream import TOOLS, build_server  # noqa: E402
 

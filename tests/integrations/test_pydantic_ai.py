@@ -42,8 +42,8 @@ from toolguard import (
     requires_approval,
     set_language,
 )
-from toolguard._models import call_digest
-from toolguard._runner import EXPIRED_BEFORE_START, TAMPERED
+from toolguard._core.records import call_digest
+from toolguard._enforce.runner import EXPIRED_BEFORE_START, TAMPERED
 from toolguard.integrations import pydantic_ai as tg
 
 SEND_ARGS = {"to": "alice@example.com", "subject": "Meeting", "body": "The meeting is at 10."}

@@ -2,7 +2,7 @@
 
 Each integration translates its framework's world in and out; what happens to
 a proposed call, what a reviewer sees and what a decision may do is decided
-here (and in :mod:`toolguard._policy`, which the runner follows too).
+here (and in :mod:`toolguard._enforce.decide`, which the runner follows too).
 """
 
 from __future__ import annotations
@@ -13,11 +13,15 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from toolguard._errors import AlreadyResumedError, InvalidReviewDecisionError, QuorumReviewerError
-from toolguard._json import to_json_data
-from toolguard._limits import Limits, check_limits
-from toolguard._messages import message
-from toolguard._models import (
+from toolguard._core.catalog import message
+from toolguard._core.errors import (
+    AlreadyResumedError,
+    InvalidReviewDecisionError,
+    QuorumReviewerError,
+)
+from toolguard._core.jsonable import to_json_data
+from toolguard._core.limits import Limits, check_limits
+from toolguard._core.records import (
     ALLOWED_DECISIONS,
     ActionRequest,
     ApproveDecision,
@@ -28,13 +32,13 @@ from toolguard._models import (
     ToolCall,
     call_digest,
 )
-from toolguard._policy import Verdict, decide
-from toolguard._quorum import reviewer_key, reviewer_text
-from toolguard._redact import keep_redacted, scrub, scrub_data
-from toolguard._runner import EXPIRED_BEFORE_START, TAMPERED, Claims, parse_tool_call
-from toolguard._tool import Tool
-from toolguard._toolset import Tools, Toolset
-from toolguard._validate import AnyDecision, validate_decisions
+from toolguard._enforce.decide import Verdict, decide
+from toolguard._enforce.quorum import reviewer_key, reviewer_text
+from toolguard._enforce.runner import EXPIRED_BEFORE_START, TAMPERED, Claims, parse_tool_call
+from toolguard._policy.decisions import AnyDecision, validate_decisions
+from toolguard._policy.redact import keep_redacted, scrub, scrub_data
+from toolguard._tools.tool import Tool
+from toolguard._tools.toolset import Tools, Toolset
 
 LIMITS: Limits = check_limits(None)
 """The bounds on a model's arguments: the runner's defaults."""
@@ -72,7 +76,7 @@ def propose(toolset: Toolset, call_id: str, name: str, arguments: Any) -> tuple[
     """Read one proposed call (a dict or JSON text) and ask the policy about it.
 
     The call is read as the runner reads it (:func:`toolguard.parse_tool_call`
-    with the default :class:`~toolguard.Limits`), and :func:`toolguard._policy.decide`
+    with the default :class:`~toolguard.Limits`), and :func:`toolguard._enforce.decide.decide`
     answers: run now, ask a person, or refuse with the text the model reads.
     """
     raw = {"id": call_id or "call_0", "name": name, "args": arguments}

@@ -76,15 +76,15 @@ except ImportError as exc:  # pragma: no cover - exercised in a subprocess test
 
 import anyio
 
-from toolguard._errors import ApprovalRequiredError, InvalidReviewDecisionError, ToolguardError
-from toolguard._json import to_json_data
-from toolguard._models import REJECTED_BY_USER_MESSAGE, PendingReview, ToolCall, new_id
-from toolguard._policy import failure_text
-from toolguard._quorum import reviewer_text
-from toolguard._runner import Claims
-from toolguard._tool import Tool
-from toolguard._toolset import Tools, Toolset
-from toolguard._validate import validate_decisions
+from toolguard._core.errors import ApprovalRequiredError, InvalidReviewDecisionError, ToolguardError
+from toolguard._core.jsonable import to_json_data
+from toolguard._core.records import REJECTED_BY_USER_MESSAGE, PendingReview, ToolCall, new_id
+from toolguard._enforce.decide import failure_text
+from toolguard._enforce.quorum import reviewer_text
+from toolguard._enforce.runner import Claims
+from toolguard._policy.decisions import validate_decisions
+from toolguard._tools.tool import Tool
+from toolguard._tools.toolset import Tools, Toolset
 from toolguard.integrations._review import (
     ReviewItem,
     add_vote,

@@ -41,9 +41,9 @@ except ImportError as exc:  # pragma: no cover - exercised in a subprocess test
     msg = 'toolguard.integrations.mcp needs the mcp package: pip install "toolguard-hitl[mcp]"'
     raise ImportError(msg) from exc
 
-from toolguard._classify import Classifier
-from toolguard._schema_tool import SchemaTool
-from toolguard._toolset import Toolset
+from toolguard._tools.classify import Classifier
+from toolguard._tools.schema_tool import SchemaTool
+from toolguard._tools.toolset import Toolset
 
 __all__ = ["MAX_PAGES", "MCPToolError", "toolset"]
 

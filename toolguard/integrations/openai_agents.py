@@ -72,13 +72,13 @@ except ImportError as exc:  # pragma: no cover - depends on the environment
     )
     raise ImportError(msg) from exc
 
-from toolguard._errors import (
+from toolguard._core.errors import (
     ApprovalRequiredError,
     InvalidReviewDecisionError,
     ReviewStateError,
 )
-from toolguard._json import to_json_data
-from toolguard._models import (
+from toolguard._core.jsonable import to_json_data
+from toolguard._core.records import (
     REJECTED_BY_USER_MESSAGE,
     ApproveDecision,
     EditDecision,
@@ -86,11 +86,11 @@ from toolguard._models import (
     ToolCall,
     new_id,
 )
-from toolguard._policy import failure_text
-from toolguard._runner import Claims
-from toolguard._tool import Tool
-from toolguard._toolset import Tools, Toolset
-from toolguard._validate import AnyDecision
+from toolguard._enforce.decide import failure_text
+from toolguard._enforce.runner import Claims
+from toolguard._policy.decisions import AnyDecision
+from toolguard._tools.tool import Tool
+from toolguard._tools.toolset import Tools, Toolset
 from toolguard.integrations._review import (
     ReviewItem,
     add_vote,

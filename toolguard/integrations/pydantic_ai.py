@@ -73,8 +73,8 @@ except ImportError as exc:  # pragma: no cover - depends on the environment
     )
     raise ImportError(msg) from exc
 
-from toolguard._json import to_json_data
-from toolguard._models import (
+from toolguard._core.jsonable import to_json_data
+from toolguard._core.records import (
     REJECTED_BY_USER_MESSAGE,
     ApproveDecision,
     EditDecision,
@@ -84,11 +84,11 @@ from toolguard._models import (
     call_digest,
     new_id,
 )
-from toolguard._policy import Verdict, failure_text
-from toolguard._redact import keep_redacted, redact_args
-from toolguard._runner import Claims
-from toolguard._tool import Tool
-from toolguard._toolset import Tools, Toolset
+from toolguard._enforce.decide import Verdict, failure_text
+from toolguard._enforce.runner import Claims
+from toolguard._policy.redact import keep_redacted, redact_args
+from toolguard._tools.tool import Tool
+from toolguard._tools.toolset import Tools, Toolset
 from toolguard.integrations._review import (
     NOT_APPROVED_HERE,
     ReviewItem,

@@ -1,0 +1,1 @@
+"""The chat use case: ``ReviewedChat``."""

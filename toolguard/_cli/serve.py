@@ -1,0 +1,594 @@
+"""``toolguard serve``: the chat API and the approval page in one process.
+
+:func:`build_app` assembles the pieces — a tool registry (``--tools
+MODULE:ATTR``, else the demo workspace), a model (an OpenAI-compatible one
+when ``--model``, ``--base-url``, ``OPENAI_API_KEY`` or ``OPENAI_BASE_URL``
+is given, else the offline scripted :class:`~toolguard.demo.workspace.DemoModel`) and
+a :class:`~toolguard.SQLiteStore` (or a PostgreSQL store for ``--db
+postgresql://...``) — into an app of toolguard's one app factory (the one
+behind :func:`toolguard.http.create_app`); :func:`serve` runs it with
+uvicorn. So ``toolguard serve`` alone works offline, and conversations
+survive restarts.
+
+With ``--workers N`` (N > 1) uvicorn runs N processes, each building its own
+app with :func:`app_from_env` from the options the command put in the
+environment; they share the one SQLite file or PostgreSQL database, whose
+compare-and-set saves keep a review from being applied twice.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import importlib
+import json
+import os
+import sys
+from collections.abc import AsyncIterator, Iterable, Sequence
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+import anyio
+
+from toolguard._chat.chat import ReviewedChat
+from toolguard._core.errors import RuleSyntaxError
+from toolguard._core.llm import ChatModel
+from toolguard._policy.rules import Rules
+from toolguard._stores.memory import Store
+from toolguard._stores.outbox import Webhook
+from toolguard._stores.sqlite import SQLiteStore
+from toolguard._tools.toolset import Tools, Toolset, guard
+from toolguard.demo.workspace import DemoModel, build_demo_chat
+
+if TYPE_CHECKING:
+    from fastapi import FastAPI
+
+__all__ = [
+    "DEFAULT_DB",
+    "OPTIONS_ENV",
+    "WORKER_HEADER",
+    "WORKER_HEADER_ENV",
+    "ServeError",
+    "app_from_env",
+    "build_app",
+    "build_chat",
+    "choose_model",
+    "default_hosts",
+    "load_tools",
+    "open_store",
+    "serve",
+    "shown_db",
+]
+
+DEFAULT_DB = "toolguard.sqlite3"
+"""The SQLite file used when no ``--db`` is given (in the current directory)."""
+
+DEFAULT_MAX_BODY_BYTES = 1024 * 1024
+"""``--max-body-bytes`` when not given: 1 MiB (as :data:`toolguard.http.DEFAULT_MAX_BODY_BYTES`)."""
+
+_OPTION_NAMES = (
+    ("max_body_bytes", "--max-body-bytes"),
+    ("allowed_origins", "--allow-origin"),
+    ("allowed_hosts", "--allow-host"),
+)
+
+OPTIONS_ENV = "TOOLGUARD_SERVE_OPTIONS"
+"""The environment variable through which ``serve --workers N`` hands its options to the workers."""
+
+WORKER_HEADER_ENV = "TOOLGUARD_SERVE_WORKER_HEADER"
+"""Set to ``1`` (for tests and debugging) to make every answer name its worker process."""
+
+WORKER_HEADER = "x-toolguard-worker"
+"""The response header carrying the answering process's id when :data:`WORKER_HEADER_ENV` is set."""
+
+_POSTGRES_SCHEMES = ("postgresql://", "postgres://")
+_PRIVATE_DBS = frozenset({":memory:"})  # a database each process would have to itself
+
+_LOCAL_API_KEY = "not-needed"  # local OpenAI-compatible servers want some key, not a real one
+
+
+class ServeError(Exception):
+    """A setting of ``toolguard serve`` cannot be used; the text says which and why."""
+
+
+def load_tools(spec: str) -> Any:
+    """Import the tool registry named by ``MODULE:ATTR`` (``ATTR`` may be dotted).
+
+    The current directory is searched too, so ``--tools myapp:tools`` finds
+    ``./myapp.py``.
+
+    Raises:
+        ServeError: ``spec`` is not ``MODULE:ATTR``, the module cannot be
+            imported, or it has no such attribute.
+    """
+    module_name, _, attr = spec.partition(":")
+    if not module_name or not attr:
+        msg = f"--tools expects MODULE:ATTR (e.g. myapp.tools:registry), got {spec!r}"
+        raise ServeError(msg)
+    if os.getcwd() not in sys.path:
+        sys.path.insert(0, os.getcwd())
+    try:
+        obj: Any = importlib.import_module(module_name)
+    except ImportError as exc:
+        msg = f"--tools {spec}: cannot import {module_name!r}: {exc}"
+        raise ServeError(msg) from exc
+    for part in attr.split("."):
+        if not hasattr(obj, part):
+            msg = f"--tools {spec}: {module_name!r} has no attribute {attr!r}"
+            raise ServeError(msg)
+        obj = getattr(obj, part)
+    return obj
+
+
+def choose_model(model: str | None = None, base_url: str | None = None) -> ChatModel:
+    """The model to serve: OpenAI-compatible when configured, else the offline demo model.
+
+    A real model is used when ``model`` or ``base_url`` is given, or when
+    ``OPENAI_API_KEY`` or ``OPENAI_BASE_URL`` is set. Its name is ``model``,
+    else ``TOOLGUARD_MODEL``, else ``gpt-4o-mini``; its server is
+    ``base_url``, else ``OPENAI_BASE_URL``, else OpenAI. A server given by
+    URL without ``OPENAI_API_KEY`` gets a placeholder key (local servers
+    need none).
+
+    Raises:
+        ServeError: the ``openai`` extra is missing, or OpenAI itself was
+            chosen without an API key.
+    """
+    env_key = os.environ.get("OPENAI_API_KEY") or None
+    env_url = os.environ.get("OPENAI_BASE_URL") or None
+    if model is None and base_url is None and env_key is None and env_url is None:
+        return DemoModel()
+    try:
+        import openai  # noqa: PLC0415 - the openai extra is optional
+
+        from toolguard.openai import DEFAULT_MODEL, OpenAIChatModel  # noqa: PLC0415
+    except ImportError as exc:
+        msg = f"a real model needs the 'openai' extra ({exc}): pip install 'toolguard-hitl[openai]'"
+        raise ServeError(msg) from exc
+    url = base_url or env_url
+    api_key = env_key or (_LOCAL_API_KEY if url is not None else None)
+    if api_key is None:
+        msg = (
+            "--model needs an API key: set OPENAI_API_KEY, or give --base-url for a local"
+            " OpenAI-compatible server"
+        )
+        raise ServeError(msg)
+    name = model or os.environ.get("TOOLGUARD_MODEL") or DEFAULT_MODEL
+    return OpenAIChatModel(openai.AsyncOpenAI(api_key=api_key, base_url=url), model=name)
+
+
+def load_rules(path: str) -> Rules:
+    """The :class:`~toolguard.Rules` in the TOML file at ``path`` (``toolguard serve --rules``).
+
+    Raises:
+        ServeError: the file cannot be read or holds no valid rules; the text
+            says which.
+    """
+    try:
+        return Rules.from_toml(Path(path))
+    except OSError as exc:
+        msg = f"--rules {path}: cannot read the file: {exc.strerror or exc}"
+        raise ServeError(msg) from exc
+    except (RuleSyntaxError, TypeError) as exc:
+        msg = f"--rules {path}: {exc}"
+        raise ServeError(msg) from exc
+
+
+def build_chat(
+    *,
+    tools: str | None = None,
+    model: str | None = None,
+    base_url: str | None = None,
+    db: str | None = None,
+    rules: str | None = None,
+    notify_url: str | None = None,
+    notify_secret: str | None = None,
+) -> ReviewedChat:
+    """The chat ``toolguard serve`` runs (arguments as in :func:`serve`).
+
+    Raises:
+        ServeError: a setting cannot be used (see :func:`load_tools`,
+            :func:`load_rules` and :func:`choose_model`), or the registry is
+            not a list, mapping or toolset of tools.
+    """
+    webhook = _webhook(notify_url, notify_secret)
+    chat = _build_chat(tools, model, base_url, db, rules)
+    chat.notify = webhook
+    return chat
+
+
+def _webhook(url: str | None, secret: str | None) -> Webhook | None:
+    """The :class:`~toolguard.Webhook` of ``--notify-url`` and ``--notify-secret``, if given."""
+    if url is None and secret is None:
+        return None
+    if url is None or secret is None:
+        msg = "--notify-url and --notify-secret go together: give both or neither"
+        raise ServeError(msg)
+    try:
+        return Webhook(url, secret=secret)
+    except ValueError as exc:
+        msg = f"--notify-url/--notify-secret: {exc}"
+        raise ServeError(msg) from exc
+
+
+def _build_chat(
+    tools: str | None, model: str | None, base_url: str | None, db: str | None, rules: str | None
+) -> ReviewedChat:
+    registry: Tools | None = load_tools(tools) if tools is not None else None
+    argument_rules = load_rules(rules) if rules is not None else None
+    chat_model = choose_model(model, base_url)
+    store = open_store(db)
+    if registry is None:
+        chat = build_demo_chat(store=store, model=chat_model)
+        if argument_rules is None:
+            return chat
+        registry = chat.toolset
+        return ReviewedChat(
+            chat_model,
+            Toolset(registry, rules=argument_rules),
+            store=store,
+            system_prompt=chat.system_prompt,
+        )
+    try:
+        return ReviewedChat(chat_model, guard(registry, rules=argument_rules), store=store)
+    except (TypeError, ValueError) as exc:
+        msg = f"--tools {tools}: {exc}"
+        raise ServeError(msg) from exc
+
+
+def open_store(db: str | None) -> Store:
+    """The store for ``--db``: PostgreSQL for a ``postgresql://`` URL, else a SQLite file.
+
+    Args:
+        db: ``postgresql://...`` or ``postgres://...`` (a libpq URL; needs the
+            ``postgres`` extra), a SQLite file's path, or ``None`` for
+            :data:`DEFAULT_DB`.
+
+    Raises:
+        ServeError: the ``postgres`` extra is missing, or the URL is not a
+            valid connection string.
+    """
+    if db is None or not db.startswith(_POSTGRES_SCHEMES):
+        return SQLiteStore(db or DEFAULT_DB)
+    try:
+        from toolguard.postgres import PostgresStore  # noqa: PLC0415 - the extra is optional
+    except ImportError as exc:
+        msg = (
+            f"--db {shown_db(db)} needs the 'postgres' extra:"
+            " pip install 'toolguard-hitl[postgres]'"
+        )
+        raise ServeError(msg) from exc
+    try:
+        return PostgresStore(db)
+    except Exception as exc:  # psycopg.ProgrammingError: a malformed connection string
+        msg = f"--db {shown_db(db)} is not a valid PostgreSQL connection string: {exc}"
+        raise ServeError(msg) from exc
+
+
+def shown_db(db: str | None) -> str:
+    """``--db`` as ``toolguard serve`` prints it: a PostgreSQL URL's password is masked.
+
+    ``shown_db("postgresql://app:secret@db/app")`` is
+    ``"postgresql://app:***@db/app"``; ``shown_db(None)`` is :data:`DEFAULT_DB`.
+    """
+    if db is None:
+        return DEFAULT_DB
+    if not db.startswith(_POSTGRES_SCHEMES):
+        return db
+    scheme, _, rest = db.partition("://")
+    userinfo, at, where = rest.rpartition("@")
+    if not at or ":" not in userinfo:
+        return db
+    return f"{scheme}://{userinfo.partition(':')[0]}:***@{where}"
+
+
+def default_hosts(host: str, port: int) -> list[str]:
+    """The ``Host`` headers ``toolguard serve`` answers by default (against DNS rebinding).
+
+    The bound address and the loopback names, each with the port:
+    ``default_hosts("127.0.0.1", 8000)`` is ``["127.0.0.1:8000",
+    "localhost:8000", "[::1]:8000"]``.
+    """
+    bound = f"[{host}]" if ":" in host and not host.startswith("[") else host
+    names = dict.fromkeys([bound.lower(), "127.0.0.1", "localhost", "[::1]"])
+    return [f"{name}:{port}" for name in names]
+
+
+def build_app(
+    *,
+    tools: str | None = None,
+    model: str | None = None,
+    base_url: str | None = None,
+    db: str | None = None,
+    max_body_bytes: int = DEFAULT_MAX_BODY_BYTES,
+    allowed_origins: Iterable[str] = (),
+    allowed_hosts: Iterable[str] | None = None,
+    rules: str | None = None,
+    notify_url: str | None = None,
+    notify_secret: str | None = None,
+) -> FastAPI:
+    """The app ``toolguard serve`` runs: the chat API under ``/hitl`` and the page at ``/``.
+
+    Built by toolguard's one app factory, as :func:`toolguard.http.create_app`
+    and the ``mcp-proxy`` app are: ``max_body_bytes``, ``allowed_origins`` and
+    ``allowed_hosts`` are its protections (``allowed_hosts=None``: no Host
+    check; :func:`serve` passes :func:`default_hosts` plus ``--allow-host``).
+    The chat is ``app.state.chat``; close its store
+    (``app.state.chat.store.close()``) when done.
+
+    Raises:
+        ServeError: a setting cannot be used.
+    """
+    from toolguard.http import _protected_app  # noqa: PLC0415 - the http extra is optional
+
+    chat = build_chat(
+        tools=tools,
+        model=model,
+        base_url=base_url,
+        db=db,
+        rules=rules,
+        notify_url=notify_url,
+        notify_secret=notify_secret,
+    )
+    try:
+        app = _protected_app(
+            chat,
+            max_body_bytes=max_body_bytes,
+            allowed_origins=allowed_origins,
+            allowed_hosts=allowed_hosts,
+        )
+    except (TypeError, ValueError) as exc:
+        close = getattr(chat.store, "close", None)
+        if close is not None:
+            close()
+        raise ServeError(str(exc)) from exc
+    if chat.notify is not None:
+        _deliver_in_background(app, chat)
+    return app
+
+
+def _deliver_in_background(app: FastAPI, chat: ReviewedChat) -> None:
+    """Run :meth:`ReviewedChat.run_notifications` while the app runs (its lifespan)."""
+    starting = app.router.lifespan_context
+
+    @contextlib.asynccontextmanager
+    async def lifespan(app_: Any) -> AsyncIterator[Any]:
+        async with starting(app_) as state, anyio.create_task_group() as group:
+            group.start_soon(chat.run_notifications)
+            try:
+                yield state
+            finally:
+                group.cancel_scope.cancel()
+
+    app.router.lifespan_context = lifespan
+
+
+def app_from_env() -> FastAPI:
+    """The app of one ``toolguard serve --workers N`` worker (a factory for uvicorn).
+
+    Reads the options :func:`serve` put in :data:`OPTIONS_ENV` (JSON: the
+    keyword arguments of :func:`build_app`) and builds the app; its store is
+    closed when the worker shuts down. When :data:`WORKER_HEADER_ENV` is
+    ``1``, every answer carries :data:`WORKER_HEADER` with this process's id.
+
+    Raises:
+        ServeError: :data:`OPTIONS_ENV` is missing or not a JSON object, or a
+            setting cannot be used.
+    """
+    text = os.environ.get(OPTIONS_ENV)
+    try:
+        options: Any = json.loads(text) if text is not None else None
+    except ValueError:
+        options = None
+    if not isinstance(options, dict):
+        msg = (
+            f"{OPTIONS_ENV} must hold the options of toolguard serve as a JSON object"
+            " (toolguard serve --workers N sets it); run toolguard serve instead"
+        )
+        raise ServeError(msg)
+    app = build_app(**options)
+    chat: ReviewedChat = app.state.chat
+    starting = app.router.lifespan_context
+
+    @contextlib.asynccontextmanager
+    async def lifespan(app_: Any) -> AsyncIterator[Any]:
+        try:
+            async with starting(app_) as state:
+                yield state
+        finally:
+            aclose = getattr(chat.store, "aclose", None)
+            if aclose is not None:
+                await aclose()
+
+    app.router.lifespan_context = lifespan
+    if os.environ.get(WORKER_HEADER_ENV) == "1":
+        app.add_middleware(_NameWorker)
+    return app
+
+
+class _NameWorker:
+    """ASGI middleware: every HTTP answer carries :data:`WORKER_HEADER` (this process's id)."""
+
+    def __init__(self, app: Any) -> None:
+        self.app = app
+        self.header = (WORKER_HEADER.encode("ascii"), str(os.getpid()).encode("ascii"))
+
+    async def __call__(self, scope: Any, receive: Any, send: Any) -> None:
+        if scope["type"] != "http":
+            await self.app(scope, receive, send)
+            return
+
+        async def send_named(message: Any) -> None:
+            if message["type"] == "http.response.start":
+                message = {**message, "headers": [*message.get("headers", ()), self.header]}
+            await send(message)
+
+        await self.app(scope, receive, send_named)
+
+
+def _prepare_store(store: Store) -> None:
+    """Open ``store`` once (creating its tables) and close it: the workers then find them."""
+
+    async def touch() -> None:
+        try:
+            await store.load("toolguard-serve-check")
+        finally:
+            aclose = getattr(store, "aclose", None)
+            if aclose is not None:
+                await aclose()
+
+    anyio.run(touch)
+
+
+def _describe(model: ChatModel) -> str:
+    """A short name for the model in the startup line."""
+    if isinstance(model, DemoModel):
+        return "built-in scripted demo model (offline)"
+    name = getattr(model, "model", None)
+    base_url = getattr(getattr(model, "client", None), "base_url", None)
+    if isinstance(name, str) and base_url is not None:
+        return f"{name} at {base_url}"
+    return repr(model)
+
+
+def serve(
+    *,
+    tools: str | None,
+    model: str | None,
+    base_url: str | None,
+    db: str | None,
+    host: str = "127.0.0.1",
+    port: int = 8000,
+    max_body_bytes: int = DEFAULT_MAX_BODY_BYTES,
+    allow_origins: Sequence[str] = (),
+    allow_hosts: Sequence[str] = (),
+    workers: int = 1,
+    rules: str | None = None,
+    notify_url: str | None = None,
+    notify_secret: str | None = None,
+) -> int:
+    """Serve the chat API and the approval page until interrupted.
+
+    Args:
+        tools: ``MODULE:ATTR`` of a tool registry; ``None`` serves the demo tools.
+        model: an OpenAI-compatible model name (see :func:`choose_model`).
+        base_url: an OpenAI-compatible server's URL.
+        db: the SQLite file for conversations (:data:`DEFAULT_DB` by default),
+            or a ``postgresql://`` URL (see :func:`open_store`).
+        host: the address to listen on.
+        port: the port to listen on.
+        max_body_bytes: the largest request body; larger ones get a 413.
+        allow_origins: other origins whose pages may send ``POST`` requests.
+        allow_hosts: ``Host`` headers answered besides :func:`default_hosts`
+            (e.g. the server's name when listening on ``0.0.0.0``); ``"*"``
+            turns the check off. Any other Host gets a 421.
+        rules: a TOML file of allow/ask/deny rules (:meth:`toolguard.Rules.from_toml`)
+            applied before each tool's own policy.
+        notify_url: POST webhooks of review events here (with ``notify_secret``;
+            see :class:`toolguard.Webhook`); a background task delivers them.
+        notify_secret: the secret that signs the webhooks.
+        workers: how many server processes uvicorn runs; more than 1 needs a
+            database the processes share (a SQLite file or PostgreSQL, not
+            ``":memory:"``). Each worker builds its app with :func:`app_from_env`.
+
+    Returns:
+        The exit code: 130 after Ctrl-C, 2 for a setting that cannot be
+        used, uvicorn's non-zero code when the server could not start (e.g.
+        the port is taken). SIGTERM stops the server gracefully and then the
+        process, as uvicorn does.
+    """
+    options: dict[str, Any] = {
+        "tools": tools,
+        "model": model,
+        "base_url": base_url,
+        "db": db,
+        "max_body_bytes": max_body_bytes,
+        "allowed_origins": list(allow_origins),
+        "allowed_hosts": [*default_hosts(host, port), *allow_hosts],
+    }
+    if rules is not None:
+        options["rules"] = rules
+    if notify_url is not None:
+        options["notify_url"] = notify_url
+    if notify_secret is not None:
+        options["notify_secret"] = notify_secret
+    try:
+        import uvicorn  # noqa: PLC0415 - the http extra is optional
+
+        if workers < 1:
+            msg = f"--workers must be at least 1, got {workers}"
+            raise ServeError(msg)
+        if workers > 1 and db in _PRIVATE_DBS:
+            msg = (
+                f"--workers {workers} needs a database the workers share, but --db {db} gives"
+                " each process a private one: use a SQLite file or a postgresql:// URL"
+            )
+            raise ServeError(msg)
+        app = build_app(**options)
+    except ServeError as exc:
+        text = str(exc)
+        for name, option in _OPTION_NAMES:
+            text = text.replace(name, option)
+        sys.stderr.write(f"error: {text}\n")
+        return 2
+    except ImportError as exc:
+        sys.stderr.write(
+            f"error: toolguard serve needs the 'http' extra ({exc}):"
+            " pip install 'toolguard-hitl[http]'\n"
+        )
+        return 2
+    chat: ReviewedChat = app.state.chat
+    if workers > 1:
+        return _serve_workers(chat, options, host=host, port=port, workers=workers)
+    where = f"[{host}]" if ":" in host else host
+    sys.stdout.write(
+        f"toolguard serve: http://{where}:{port}/"
+        f" | model: {_describe(chat.model)} | db: {shown_db(db)}\n"
+    )
+    sys.stdout.flush()
+    try:
+        # After a graceful shutdown uvicorn raises the signal that stopped it again:
+        # SIGTERM then ends the process as killed by it, Ctrl-C arrives here.
+        uvicorn.run(app, host=host, port=port)
+    except KeyboardInterrupt:
+        return 130
+    except SystemExit as exc:  # uvicorn exits when it cannot bind
+        return exc.code if isinstance(exc.code, int) else 1
+    finally:
+        close = getattr(chat.store, "close", None)
+        if close is not None:
+            close()
+    return 0
+
+
+def _serve_workers(
+    chat: ReviewedChat, options: dict[str, Any], *, host: str, port: int, workers: int
+) -> int:
+    """Run ``workers`` uvicorn processes, each with the app of :func:`app_from_env`.
+
+    ``chat`` is the one :func:`serve` built to check the settings: its store
+    is opened once here (so the tables exist before the workers start) and
+    closed.
+    """
+    import uvicorn  # noqa: PLC0415 - the http extra is optional
+
+    try:
+        _prepare_store(chat.store)
+    except Exception as exc:  # the database cannot be opened: say so before forking
+        sys.stderr.write(f"error: --db {shown_db(options['db'])}: {exc}\n")
+        return 2
+    os.environ[OPTIONS_ENV] = json.dumps(options)
+    where = f"[{host}]" if ":" in host else host
+    sys.stdout.write(
+        f"toolguard serve: http://{where}:{port}/ | model: {_describe(chat.model)}"
+        f" | db: {shown_db(options['db'])} | workers: {workers}\n"
+    )
+    sys.stdout.flush()
+    try:
+        uvicorn.run(
+            "toolguard._cli.serve:app_from_env", factory=True, host=host, port=port, workers=workers
+        )
+    except KeyboardInterrupt:
+        return 130
+    except SystemExit as exc:  # uvicorn exits when it cannot bind
+        return exc.code if isinstance(exc.code, int) else 1
+    return 0

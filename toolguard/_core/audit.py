@@ -1,0 +1,142 @@
+"""The audit trail: who asked for what, who decided how, and what ran."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Iterable
+from datetime import datetime
+from typing import Any, Literal
+
+from pydantic import BaseModel, ConfigDict, Field
+
+from toolguard._core.records import Action, new_id, trusted
+
+AuditKind = Literal[
+    "requested",
+    "decided",
+    "refused",
+    "executed",
+    "failed",
+    "rejected",
+    "responded",
+    "expired",
+    "cancelled",
+    "interrupted",
+    "denied",
+    "vote",
+    "grant_created",
+    "granted",
+    "grant_revoked",
+    "grant_ended",
+]
+
+
+class AuditEvent(BaseModel):
+    """One entry of a thread's audit trail.
+
+    Every approval request has a ``requested`` event, at most one
+    ``decided`` event (with the reviewer, the decision and the arguments it
+    allowed to run), and exactly one final event: ``executed``, ``failed``,
+    ``denied``, ``rejected``, ``responded``, ``expired``, ``cancelled`` or
+    ``interrupted``
+    (an approved call whose deadline passed before it could start has
+    ``decided`` then ``expired``). ``refused`` records a reviewer the
+    authorization hook (or a reader the access hook) turned away; at most
+    ``ReviewedChat.max_recorded_refusals`` of them are kept per review.
+    ``denied`` records a call a ``deny`` rule refused: at call time nobody
+    was asked, so it has no approval request; an approved or edited call a
+    deny rule refuses at resume (the rules may have changed while the review
+    waited) ends with a ``denied`` event instead of ``executed``. ``vote``
+    records one reviewer's decision on an action of a review that holds a
+    quorum action (``requires_approval(approvals=N)``): who, which action, and for an
+    approval or edit of the quorum action ``k of N approvals`` in ``detail``;
+    the ``decided`` events follow once every action of the review is settled.
+
+    Standing grants: ``grant_created`` (an approve carried a grant; its
+    review and action, the reviewer, the tool), ``granted`` (a call ran
+    under a grant without a review; ``actor`` is who granted it, ``detail``
+    names the grant and the uses left), ``grant_revoked`` (``actor``: who)
+    and ``grant_ended`` (used up, or found expired by a matching call).
+    """
+
+    model_config = ConfigDict(extra="ignore", frozen=True)
+
+    id: str = Field(default_factory=new_id)
+    """Unique id of the event."""
+    at: datetime
+    """When it happened (UTC)."""
+    kind: AuditKind
+    """What happened."""
+    thread_id: str
+    """The conversation."""
+    review_id: str | None = None
+    """The review the event belongs to."""
+    action_id: str | None = None
+    """The approval request, if the event concerns one."""
+    tool: str | None = None
+    """The tool's name (for ``decided``: the tool the decision lets run)."""
+    args: dict[str, Any] | None = None
+    """The arguments proposed (``requested``) or allowed to run (``decided``)."""
+    actor: str | None = None
+    """The reviewer, when known."""
+    decision: str | None = None
+    """``approve``, ``edit``, ``reject`` or ``respond`` for ``decided`` events."""
+    detail: str | None = None
+    """The reject reason, the respond message, the result text, or why something was refused."""
+    digest: str | None = None
+    """Digest of the name and arguments shown for review, bound to the thread and the review."""
+
+
+def requested_event(thread_id: str, review_id: str, action: Action) -> AuditEvent:
+    """The ``requested`` event of an approval request."""
+    return trusted(
+        AuditEvent,
+        {
+            "id": new_id(),
+            "at": action.requested_at,
+            "kind": "requested",
+            "thread_id": thread_id,
+            "review_id": review_id,
+            "action_id": action.id,
+            "tool": action.name,
+            "args": dict(action.args),
+            "actor": None,
+            "decision": None,
+            "detail": (
+                f"expires at {action.expires_at.isoformat()}" if action.expires_at else None
+            ),
+            "digest": action.digest,
+        },
+    )
+
+
+def final_event(
+    thread_id: str, review_id: str | None, action: Action, kind: AuditKind, at: datetime
+) -> AuditEvent:
+    """The event that closes an approval request."""
+    result = action.result
+    return trusted(
+        AuditEvent,
+        {
+            "id": new_id(),
+            "at": at,
+            "kind": kind,
+            "thread_id": thread_id,
+            "review_id": review_id,
+            "action_id": action.id,
+            "tool": result.name if result is not None else action.name,
+            "args": None,
+            "actor": action.reviewer,
+            "decision": None,
+            "detail": result.content if result is not None else None,
+            "digest": None,
+        },
+    )
+
+
+def to_jsonl(events: Iterable[AuditEvent]) -> str:
+    """Events as JSON lines (one object per line, keys sorted, newline-terminated)."""
+    return "".join(
+        json.dumps(event.model_dump(mode="json"), ensure_ascii=False, sort_keys=True) + "\n"
+        for event in events
+    )

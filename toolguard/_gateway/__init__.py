@@ -1,0 +1,1 @@
+"""``toolguard mcp-proxy``: the MCP approval gateway."""

@@ -1,0 +1,1122 @@
+"""``toolguard mcp-proxy``: an MCP approval gateway in front of any MCP server.
+
+The proxy starts the upstream MCP server (a command, over stdio, with the
+proxy's own environment), lists its tools and serves them again, unchanged,
+on its own stdin/stdout. A call to a tool that needs no approval (see
+:meth:`toolguard.Classifier.explain` with MCP annotations) is forwarded at
+once and its ``CallToolResult`` comes back as the upstream sent it. A call
+that needs approval becomes a pending review of a :class:`~toolguard.ReviewedChat`
+kept in a SQLite store — one thread per call, whose tiny internal model
+proposes exactly that call — so binding (the approval covers that tool name
+and those exact arguments only, once), deadlines, the audit trail,
+compare-and-set claims and crash recovery are the chat's. Then:
+
+- a client that declared the elicitation capability is asked, in form mode
+  (a server-initiated ``elicitation/create`` before protocol 2026-07-28; an
+  ``input_required`` result answered by retrying the call from 2026-07-28 on,
+  whose ``requestState`` is only an opaque, single-use key of a record kept
+  by the proxy);
+- whatever the client can do, a reviewer may decide on the approval page /
+  HTTP API served on ``127.0.0.1:--port`` (``GET /hitl/reviews`` lists the
+  pending ones, ``POST /hitl/review`` decides);
+- after ``--ttl`` seconds without a decision the review expires and the call
+  answers ``isError`` saying so; nothing ran;
+- a client that gives up on the call first (``notifications/cancelled``, its
+  own request timeout, a closed connection) gets the review cancelled at
+  once: a later approval is refused and nothing runs.
+
+The page and the API are built by the same factory as ``toolguard serve``'s
+app (:func:`build_app`): foreign ``Host`` headers get a 421, cross-site
+writes a 403, large bodies a 413, every answer the security headers.
+
+With ``--rules``, a call a ``deny`` rule matches asks nobody and runs
+nothing, but gets its own thread too, whose audit trail holds a ``denied``
+event (tool, arguments, the rule, time); ``GET /hitl/audit`` exports every
+call's trail. The upstream's resources and prompts, when it has any, are
+forwarded as they are (they read; no review).
+
+At start-up every review a previous proxy process left open on the same
+store is cancelled (and a thread left applying decisions is recovered
+without running anything again): a call whose proxy died never runs later.
+Run one proxy per store file.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import dataclasses
+import functools
+import inspect
+import json
+import os
+import secrets
+import sys
+import unicodedata
+from collections.abc import Awaitable, Callable, Iterable, Mapping, Sequence
+from pathlib import Path
+from typing import TYPE_CHECKING, Any, Final
+
+import anyio
+import anyio.lowlevel
+import anyio.to_thread
+
+from toolguard._chat.chat import ReviewedChat
+from toolguard._core.errors import RuleSyntaxError, ToolguardError
+from toolguard._core.llm import Message, ModelResponse
+from toolguard._core.records import Action, ToolCall
+from toolguard._core.reveal import scan
+from toolguard._policy.redact import check_redact
+from toolguard._policy.rules import Rule, Rules, denied_text
+from toolguard._stores.memory import Store, ThreadState
+from toolguard._stores.outbox import Webhook
+from toolguard._stores.sqlite import SQLiteStore
+from toolguard._tools.classify import Classifier
+from toolguard._tools.schema_tool import SchemaTool
+from toolguard._tools.toolset import Toolset
+from toolguard._version import __version__
+
+if TYPE_CHECKING:
+    from fastapi import APIRouter, FastAPI
+    from mcp.server import Server
+
+__all__ = [
+    "APPROVAL_KEY",
+    "APPROVAL_SCHEMA",
+    "CLIENT_REVIEWER",
+    "DEFAULT_DB",
+    "DEFAULT_MAX_BODY_BYTES",
+    "DEFAULT_PORT",
+    "DEFAULT_TTL",
+    "INDENT_UP_TO",
+    "EventHook",
+    "MCPProxy",
+    "approval_message",
+    "audit_router",
+    "build_app",
+    "main",
+    "reviews_router",
+    "visible",
+]
+
+DEFAULT_DB: Final = "toolguard-mcp.sqlite3"
+"""The SQLite file used when no ``--db`` is given (in the current directory)."""
+DEFAULT_PORT: Final = 8765
+"""The port of the approval page and HTTP API when no ``--port`` is given."""
+DEFAULT_TTL: Final = 300.0
+"""Seconds a call waits for a decision when no ``--ttl`` is given."""
+DEFAULT_MAX_BODY_BYTES: Final = 1024 * 1024
+"""The largest request body of the HTTP API when no ``--max-body-bytes`` is given (1 MiB)."""
+APPROVAL_KEY: Final = "toolguard_approval"
+"""The key of the elicitation in an ``input_required`` result (2026-07-28)."""
+CLIENT_REVIEWER: Final = "mcp-client"
+"""The reviewer recorded in the audit trail for a decision made through elicitation."""
+_MESSAGE_PREFIX: Final = "toolguard mcp-proxy call "
+_POLL_SECONDS: Final = 0.05
+_HOOK_SECONDS: Final = 5.0  # how long the event hook may take while a call is being abandoned
+_INPUT_REQUIRED_VERSION: Final = "2026-07-28"
+NOT_A_CHAT: Final = (
+    "This thread holds one MCP tool call waiting for approval; it takes no messages."
+)
+DECLINED: Final = "The user declined to approve the call to `{name}`. It was not executed."
+CANCELLED_BY_CLIENT: Final = (
+    "The user cancelled the approval of the call to `{name}`. It was not executed."
+)
+ABANDONED: Final = (
+    "the MCP client gave up on the call (it cancelled it, timed out or disconnected)"
+    " before a decision arrived"
+)
+RESTARTED: Final = "the toolguard mcp-proxy that held this call stopped before a decision arrived"
+BAD_STATE: Final = (
+    "This approval answer does not match a question the proxy asked for this exact call"
+    " (unknown, already used, or for another tool or other arguments). Nothing was executed;"
+    " call the tool again."
+)
+
+APPROVAL_SCHEMA: Final[dict[str, Any]] = {
+    "type": "object",
+    "properties": {
+        "decision": {
+            "type": "string",
+            "title": "Decision",
+            "description": "approve runs the tool once with exactly these arguments",
+            "enum": ["approve", "reject"],
+        },
+        "message": {
+            "type": "string",
+            "title": "Message",
+            "description": "Optional: why you reject it (the agent reads this)",
+        },
+    },
+    "required": ["decision"],
+}
+"""The form of an approval question (elicitation, form mode)."""
+
+EventHook = Callable[[str, dict[str, Any]], Awaitable[None] | None]
+"""Called as ``hook(event, payload)`` on ``review.requested``, ``review.decided`` and
+``review.expired``; the payload holds ``thread_id``, ``review_id``, ``tool``, ``args``
+and, once decided, ``status`` (the action's final status: ``cancelled`` for a call the
+client declined or gave up on)."""
+
+
+# ---------------------------------------------------------------------------- showing a call
+
+
+_HIDDEN: Final = frozenset(
+    [
+        *(0x034F, 0x115F, 0x1160, 0x17B4, 0x17B5, 0x2800, 0x3164, 0xFFA0, 0xFFFD),
+        *range(0x180B, 0x1810),
+        *range(0xFE00, 0xFE10),
+        *range(0xE0100, 0xE01F0),
+    ]
+)
+"""Characters that print as nothing (fillers, variation selectors, ...) though Python calls them
+printable."""
+
+
+def _hidden(char: str) -> bool:
+    """Whether ``char`` prints as nothing, moves text or is not a stable character."""
+    return char != "\n" and (
+        not char.isprintable()
+        or ord(char) in _HIDDEN
+        or unicodedata.category(char) in ("Cf", "Co", "Cn", "Cs", "Zl", "Zp")
+    )
+
+
+def visible(text: str) -> str:
+    """``text`` with every invisible, control, bidi, odd-space or look-alike character escaped.
+
+    Escaped as ``\\uXXXX`` (``\\UXXXXXXXX`` above the BMP). Newlines are kept; a
+    backslash stays as it is. Escaped: what Python does not call printable,
+    format, private-use and unassigned characters, the fillers of
+    :data:`_HIDDEN`, and everything the approval page and the terminal card
+    flag (:func:`toolguard._core.reveal.scan`: bidi and zero-width characters,
+    letters of another script mixed into a word, a Cyrillic or Greek word that
+    looks Latin, non-ASCII characters in an address or path). What a reviewer
+    reads is then exactly what runs: a right-to-left override or a zero-width
+    space cannot hide or reorder part of the arguments, and ``p\\u0430ypal.com``
+    does not pass for ``paypal.com``.
+    """
+    flags = scan(text)  # indexes count code points, a valid surrogate pair being one
+    out: list[str] = []
+    i = point = 0
+    while i < len(text):
+        char = text[i]
+        pair = (
+            "\ud800" <= char <= "\udbff"
+            and i + 1 < len(text)
+            and "\udc00" <= text[i + 1] <= "\udfff"
+        )
+        for unit in text[i : i + 2] if pair else char:
+            if point in flags or _hidden(unit):
+                code = ord(unit)
+                out.append(f"\\u{code:04x}" if code <= 0xFFFF else f"\\U{code:08x}")
+            else:
+                out.append(unit)
+        i += 2 if pair else 1
+        point += 1
+    return "".join(out)
+
+
+INDENT_UP_TO: Final = 4_000
+"""Arguments whose compact JSON is longer than this are shown compact, not indented."""
+
+
+def approval_message(name: str, args: Mapping[str, Any], description: str = "") -> str:
+    """The text of an approval question: the exact tool name and its JSON arguments.
+
+    The arguments are indented JSON (compact JSON past :data:`INDENT_UP_TO`
+    characters) with keys sorted, passed through :func:`visible`.
+
+    Raises:
+        ValueError: the arguments cannot be written as JSON (e.g. nested
+            deeper than Python can recurse); the caller falls back to the page.
+    """
+    try:
+        shown = json.dumps(dict(args), ensure_ascii=False, sort_keys=True)
+        if len(shown) <= INDENT_UP_TO:
+            shown = json.dumps(dict(args), indent=2, ensure_ascii=False, sort_keys=True)
+    except (RecursionError, TypeError, ValueError) as exc:
+        msg = f"the arguments of `{visible(name)}` cannot be shown as JSON: {exc}"
+        raise ValueError(msg) from None
+    lines = [f"Approve the tool call `{visible(name)}`?"]
+    if description:
+        lines.append(f"Tool description: {visible(description)}")
+    lines += ["Arguments (JSON):", visible(shown)]
+    return "\n".join(lines)
+
+
+def _canonical(args: Mapping[str, Any]) -> str:
+    return json.dumps(dict(args), sort_keys=True, ensure_ascii=True, allow_nan=True)
+
+
+def _wire(model: Any) -> dict[str, Any]:
+    if isinstance(model, Mapping):
+        return dict(model)
+    data: dict[str, Any] = model.model_dump(by_alias=True, mode="json", exclude_none=True)
+    return data
+
+
+# ---------------------------------------------------------------------------- the internal model
+
+
+class _CallModel:
+    """Proposes exactly the MCP call its thread was opened for, then says it is done.
+
+    The user message of each thread is ``_MESSAGE_PREFIX + call_id``; the
+    call itself lives only here (never in anything a client sends back) and
+    is proposed once: a second message naming the same call proposes nothing.
+    """
+
+    def __init__(self) -> None:
+        self.calls: dict[str, tuple[str, dict[str, Any]]] = {}
+
+    def open(self, name: str, args: dict[str, Any]) -> str:
+        call_id = f"mcp-{secrets.token_hex(12)}"
+        self.calls[call_id] = (name, args)
+        return call_id
+
+    async def complete(
+        self, messages: Sequence[Message], tools: Sequence[dict[str, Any]]
+    ) -> ModelResponse:
+        last = messages[-1] if messages else {}
+        if last.get("role") != "user":
+            return ModelResponse(text="done")
+        content = last.get("content")
+        if isinstance(content, str) and content.startswith(_MESSAGE_PREFIX):
+            call = self.calls.pop(content[len(_MESSAGE_PREFIX) :], None)
+            if call is not None:
+                call_id = content[len(_MESSAGE_PREFIX) :]
+                return ModelResponse(tool_calls=[ToolCall(id=call_id, name=call[0], args=call[1])])
+        return ModelResponse(text=NOT_A_CHAT)
+
+
+@dataclasses.dataclass(frozen=True)
+class _Asked:
+    """A question asked through ``input_required``: what it is bound to (kept by the proxy)."""
+
+    thread_id: str
+    review_id: str
+    call_id: str
+    name: str
+    args: str  # canonical JSON
+
+
+# ---------------------------------------------------------------------------- the proxy
+
+
+class MCPProxy:
+    """The gateway's logic, independent of transports (see the module docstring).
+
+    Args:
+        upstream: a connected ``mcp.Client`` (or anything with an async
+            ``call_tool(name, arguments)`` answering a ``CallToolResult``).
+        listed: the upstream's tools in wire format (``tools/list`` items).
+        store: where the reviews live (a :class:`~toolguard.SQLiteStore`).
+        ttl: seconds a call waits for a decision (> 0).
+        classifier: the rules; ``Classifier()`` by default. MCP annotations
+            apply on top.
+        on_event: an :data:`EventHook`, for notifications.
+        rules: argument rules applied before the annotations.
+        redact: secret arguments by tool name, e.g. ``{"login": ["password"]}``:
+            the approval question, the page, the review list and the audit
+            trail show ``REDACTED`` instead of their values; the upstream
+            server gets the real values.
+
+    Raises:
+        ValueError: ``ttl`` is not positive; ``redact`` names a tool the
+            upstream does not list or an argument its schema does not have.
+    """
+
+    def __init__(
+        self,
+        upstream: Any,
+        listed: Sequence[Mapping[str, Any]],
+        *,
+        store: Store,
+        ttl: float = DEFAULT_TTL,
+        classifier: Classifier | None = None,
+        on_event: EventHook | None = None,
+        rules: Rules | None = None,
+        redact: Mapping[str, Iterable[str]] | None = None,
+    ) -> None:
+        if not ttl > 0:
+            msg = f"ttl must be a positive number of seconds, got {ttl!r}"
+            raise ValueError(msg)
+        self.upstream = upstream
+        self.listed = [dict(item) for item in listed]
+        self.ttl = ttl
+        self.on_event = on_event
+        self.model = _CallModel()
+        self.unguardable: dict[str, str] = {}
+        tools: list[SchemaTool] = []
+        secret = {tool: check_redact(names) for tool, names in (redact or {}).items()}
+        unknown = sorted(set(secret) - {item.get("name") for item in self.listed})
+        if unknown:
+            msg = f"redact names the tool {unknown[0]!r}, which the upstream server does not list"
+            raise ValueError(msg)
+        for item in self.listed:
+            name = item.get("name")
+            if not isinstance(name, str):
+                msg = f"the upstream MCP server listed a tool without a text name: {name!r}"
+                raise ValueError(msg)
+            schema = item.get("inputSchema")
+            try:
+                tool = SchemaTool(
+                    name,
+                    str(item.get("description") or ""),
+                    schema if isinstance(schema, Mapping) else {"type": None},
+                    self._forwarder(name),
+                )
+            except (TypeError, ValueError) as exc:
+                self.unguardable[name] = str(exc)
+                continue
+            if secret.get(name):
+                tool = SchemaTool(
+                    name,
+                    tool.description,
+                    tool.parameters,
+                    tool.func,
+                    redact=secret[name],  # a ValueError here: a typo must stop the gateway
+                    _validator=tool._validator,
+                )
+            annotations = item.get("annotations")
+            tool.annotations = dict(annotations) if isinstance(annotations, Mapping) else {}
+            tools.append(tool)
+        self.toolset = Toolset(tools, classifier=classifier, rules=rules)
+        self.chat = ReviewedChat(self.model, self.toolset, store=store, review_ttl=ttl)
+        self._asked: dict[str, _Asked] = {}
+        self._tasks: anyio.abc.TaskGroup | None = None
+
+    # ------------------------------------------------------------------ helpers
+
+    def _forwarder(self, name: str) -> Callable[..., Awaitable[dict[str, Any]]]:
+        async def forward(**args: Any) -> dict[str, Any]:
+            return _wire(await self.upstream.call_tool(name, args))
+
+        forward.__name__ = forward.__qualname__ = name
+        return forward
+
+    def needs_approval(self, name: str) -> bool:
+        """Whether a call to ``name`` waits for a human (unknown or unguardable tools: yes)."""
+        tool = self.toolset.get(name)
+        return tool is None or tool.approval is not None
+
+    async def _emit(self, event: str, payload: dict[str, Any]) -> None:
+        if self.on_event is None:
+            return
+        try:
+            result = self.on_event(event, payload)
+            if inspect.isawaitable(result):
+                await result
+        except Exception as exc:  # a broken hook must not change the outcome
+            sys.stderr.write(f"toolguard mcp-proxy: the event hook failed on {event}: {exc}\n")
+
+    @staticmethod
+    def _error(text: str) -> Any:
+        from mcp import types  # noqa: PLC0415
+
+        return types.CallToolResult(content=[types.TextContent(text=text)], is_error=True)
+
+    # ------------------------------------------------------------------ start-up
+
+    async def close_stale(self) -> list[str]:
+        """Close every review a previous process left open; return the thread ids touched.
+
+        Threads ``awaiting_review`` are cancelled (nothing runs), threads left
+        ``running`` are recovered (an approved call with no result ends
+        ``failed``, never run again). Both are audited.
+        """
+        lister = getattr(self.chat.store, "thread_ids", None)
+        if lister is None:
+            return []
+        closed: list[str] = []
+        for thread_id in await lister():
+            state = await self.chat.store.load(thread_id)
+            if state is None:
+                continue
+            with contextlib.suppress(ToolguardError):
+                if state.status == "awaiting_review":
+                    await self.chat.cancel_review(thread_id, reviewer=None, reason=RESTARTED)
+                    closed.append(thread_id)
+                elif state.status == "running" and await self.chat.recover(thread_id):
+                    closed.append(thread_id)
+        return closed
+
+    # ------------------------------------------------------------------ tools/list and tools/call
+
+    def list_result(self) -> Any:
+        """The ``tools/list`` answer: the upstream's tools, unchanged."""
+        from mcp import types  # noqa: PLC0415
+
+        return types.ListToolsResult.model_validate({"tools": self.listed})
+
+    async def call(self, ctx: Any, params: Any) -> Any:
+        """Answer one ``tools/call`` (the low-level server's handler)."""
+        name: str = params.name
+        args: dict[str, Any] = dict(params.arguments or {})
+        if name in self.unguardable:
+            return self._error(
+                f"toolguard cannot guard the tool `{name}`: {self.unguardable[name]}."
+                " It was not executed."
+            )
+        if self.toolset.get(name) is None:
+            return self._error(f"Unknown tool `{name}`: the upstream MCP server did not list it.")
+        effect = None
+        if self.toolset.rules:
+            decided = self.toolset.rules.decide(name, args)
+            if decided.effect == "deny" and decided.rule is not None:
+                return await self._deny(name, args, decided.rule)
+            effect = decided.effect
+        if effect == "allow" or (effect is None and not self.needs_approval(name)):
+            return await self.upstream.call_tool(name, args)
+        session = ctx.session
+        capabilities = getattr(session, "client_capabilities", None)
+        elicitation = getattr(capabilities, "elicitation", None)
+        can_elicit = elicitation is not None and (
+            elicitation.form is not None or elicitation.url is None
+        )
+        version = str(getattr(ctx, "protocol_version", "") or "")
+        modern = version >= _INPUT_REQUIRED_VERSION
+        if modern and getattr(params, "request_state", None) is not None:
+            return await self._retried(params, name, args)
+        try:
+            # a worker thread: for large arguments this takes a while, the loop keeps serving
+            question = await anyio.to_thread.run_sync(
+                approval_message, name, self._shown(name, args), self._description(name)
+            )
+        except ValueError:
+            can_elicit = False  # cannot be shown faithfully: only the page may decide
+            question = ""
+        opened = await self._open(name, args)
+        if isinstance(opened, str):
+            return self._error(opened)
+        thread_id, review_id, call_id, pending_review = opened
+        # From here on, a client that gives up on the call (notifications/cancelled, its
+        # own timeout, a closed connection: the MCP server cancels this handler) gets
+        # the review cancelled, so that nobody can approve a call whose caller is gone.
+        try:
+            await self._emit(
+                "review.requested",
+                {
+                    "thread_id": thread_id,
+                    "review_id": review_id,
+                    "tool": name,
+                    "args": self._shown(name, args),  # secrets redacted, as the reviewer sees them
+                    "pending_review": pending_review,
+                },
+            )
+            await anyio.lowlevel.checkpoint_if_cancelled()  # gave up while it was being opened
+            if can_elicit and modern:
+                return self._ask_later(thread_id, review_id, call_id, name, args, question)
+            async with anyio.create_task_group() as asking:
+                if can_elicit:
+                    ask = functools.partial(
+                        self._elicit_now, ctx, thread_id=thread_id, review_id=review_id
+                    )
+                    asking.start_soon(ask, name, question)
+                result = await self._outcome(thread_id, review_id, call_id, name, args)
+                asking.cancel_scope.cancel()  # decided elsewhere (the page) or expired
+            return result
+        except BaseException:
+            await self._abandon(thread_id, review_id, name, args)
+            raise
+
+    async def _abandon(
+        self, thread_id: str, review_id: str, name: str, args: dict[str, Any]
+    ) -> None:
+        """Cancel the review of a call its client gave up on: it never runs, whoever approves.
+
+        Audited as ``cancelled`` (reason :data:`ABANDONED`); the event hook gets
+        ``review.decided`` with status ``cancelled``. A review decided or
+        expired meanwhile keeps that outcome (and its hook event).
+        """
+        with anyio.CancelScope(shield=True):
+            try:
+                await self.chat.cancel_review(thread_id, review_id=review_id, reason=ABANDONED)
+            except ToolguardError:
+                return  # decided or expired first: that outcome stands
+            except Exception as exc:  # the store failed: the deadline still closes the review
+                sys.stderr.write(
+                    f"toolguard mcp-proxy: cancelling the review of an abandoned call failed"
+                    f" ({exc}); it stays open until its deadline\n"
+                )
+                return
+            payload = {
+                "thread_id": thread_id,
+                "review_id": review_id,
+                "tool": name,
+                "args": self._shown(name, args),  # secrets redacted, as the reviewer sees them
+                "status": "cancelled",
+            }
+            with anyio.move_on_after(_HOOK_SECONDS):  # a stuck hook must not hold the call
+                await self._emit("review.decided", payload)
+
+    async def _deny(self, name: str, args: dict[str, Any], rule: Rule) -> Any:
+        """Refuse a call a deny rule matches, recorded in the audit trail; nobody is asked.
+
+        The call gets its own thread, like a reviewed one: the chat's runner
+        applies the same rules, refuses it without running or asking anything
+        and audits it as ``denied`` (tool, arguments, the rule's text, time).
+        Should the runner put it up for review instead, the review is
+        cancelled at once: a call the proxy judged denied never waits or runs.
+        """
+        call_id = self.model.open(name, args)
+        turn = await self.chat.send_message(f"{_MESSAGE_PREFIX}{call_id}")
+        text = denied_text(name, rule)
+        if turn.pending_review is not None and turn.review_id is not None:
+            with anyio.CancelScope(shield=True), contextlib.suppress(ToolguardError):
+                await self.chat.cancel_review(
+                    turn.thread_id, review_id=turn.review_id, reason=text.split(". It was")[0]
+                )
+            return self._error(text)
+        state = await self.chat.get_thread(turn.thread_id)
+        if any(event.kind == "denied" for event in state.audit):
+            return self._error(text)  # as the rule says it (the history's text is templated)
+        # refused before the rules were asked (arguments that break the schema): say why
+        return self._error(_tool_text(state, call_id) or text)
+
+    async def _open(
+        self, name: str, args: dict[str, Any]
+    ) -> tuple[str, str, str, dict[str, Any]] | str:
+        """A new thread whose review holds exactly this call, or the error text of a refused one.
+
+        Returns the thread id, the review id, the call id and the ``pending_review``
+        payload. Shielded from cancellation: a client giving up meanwhile finds the
+        review saved and known to the caller, which then cancels it (never an open
+        review nobody waits for).
+        """
+        call_id = self.model.open(name, args)
+        with anyio.CancelScope(shield=True):
+            turn = await self.chat.send_message(f"{_MESSAGE_PREFIX}{call_id}")
+        if turn.pending_review is None or turn.review_id is None:
+            state = await self.chat.get_thread(turn.thread_id)
+            return _tool_text(state, call_id) or f"The call to `{name}` was refused."
+        pending = turn.pending_review.model_dump(mode="json")
+        return turn.thread_id, turn.review_id, call_id, pending
+
+    async def _decide(self, thread_id: str, review_id: str, name: str, answer: Any) -> None:
+        """Apply an elicitation answer to the review (a reviewer on the page may have won)."""
+        action = getattr(answer, "action", None)
+        content = getattr(answer, "content", None) or {}
+        # Shielded: once a decision is being applied, the call finishes even if the
+        # client gives up meanwhile (the thread never stays half-applied).
+        with anyio.CancelScope(shield=True), contextlib.suppress(ToolguardError):
+            if action == "accept" and content.get("decision") == "approve":
+                await self.chat.submit_review(
+                    [{"type": "approve"}], thread_id, review_id=review_id, reviewer=CLIENT_REVIEWER
+                )
+            elif action == "accept" and content.get("decision") == "reject":
+                reason = content.get("message")
+                decision: dict[str, Any] = {"type": "reject"}
+                if isinstance(reason, str) and reason.strip():
+                    decision["message"] = reason.strip()
+                await self.chat.submit_review(
+                    [decision], thread_id, review_id=review_id, reviewer=CLIENT_REVIEWER
+                )
+            else:
+                text = DECLINED if action == "decline" else CANCELLED_BY_CLIENT
+                await self.chat.cancel_review(
+                    thread_id,
+                    review_id=review_id,
+                    reviewer=CLIENT_REVIEWER,
+                    reason=text.format(name=name).split(". It was")[0],
+                )
+
+    async def _elicit_now(
+        self, ctx: Any, name: str, question: str, *, thread_id: str, review_id: str
+    ) -> None:
+        """Ask with a server-initiated ``elicitation/create`` (protocols before 2026-07-28)."""
+        try:
+            answer = await ctx.session.elicit_form(
+                question,
+                APPROVAL_SCHEMA,
+                related_request_id=getattr(ctx, "request_id", None),
+            )
+        except Exception as exc:  # the page can still decide until the deadline
+            sys.stderr.write(
+                f"toolguard mcp-proxy: asking the client failed ({exc}); the call waits for"
+                " the approval page\n"
+            )
+            return
+        await self._decide(thread_id, review_id, name, answer)
+
+    def _shown(self, name: str, args: dict[str, Any]) -> dict[str, Any]:
+        """A call's arguments as the reviewer may see them (secrets replaced)."""
+        tool = self.toolset.get(name)
+        return tool.shown_args(args) if tool is not None else args
+
+    def _description(self, name: str) -> str:
+        tool = self.toolset.get(name)
+        return str(getattr(tool, "description", "") or "")
+
+    def _ask_later(  # noqa: PLR0917 - one record of the question
+        self,
+        thread_id: str,
+        review_id: str,
+        call_id: str,
+        name: str,
+        args: dict[str, Any],
+        question: str,
+    ) -> Any:
+        """The ``input_required`` answer (2026-07-28): the client asks and retries the call."""
+        from mcp import types  # noqa: PLC0415
+
+        token = secrets.token_urlsafe(24)
+        self._asked[token] = _Asked(thread_id, review_id, call_id, name, _canonical(args))
+        if self._tasks is not None:
+            self._tasks.start_soon(self._expire_later, thread_id, review_id, call_id, name, args)
+        request = types.ElicitRequest(
+            params=types.ElicitRequestFormParams(
+                message=question,
+                requested_schema=APPROVAL_SCHEMA,
+            )
+        )
+        return types.InputRequiredResult(
+            input_requests={APPROVAL_KEY: request}, request_state=token
+        )
+
+    async def _retried(self, params: Any, name: str, args: dict[str, Any]) -> Any:
+        """A retried call carrying the answer: valid once, for the same tool and arguments."""
+        from mcp import types  # noqa: PLC0415
+
+        token = params.request_state
+        asked = self._asked.get(token)
+        if asked is None:
+            return self._error(BAD_STATE)
+        if asked.name != name or asked.args != _canonical(args):
+            return self._error(BAD_STATE)
+        del self._asked[token]
+        answer: Any = None
+        responses = params.input_responses or {}
+        raw = responses.get(APPROVAL_KEY)
+        if raw is not None:
+            with contextlib.suppress(ValueError):
+                answer = types.ElicitResult.model_validate(_wire(raw))
+        await self._decide(asked.thread_id, asked.review_id, name, answer)
+        return await self._outcome(asked.thread_id, asked.review_id, asked.call_id, name, args)
+
+    async def _expire_later(
+        self, thread_id: str, review_id: str, call_id: str, name: str, args: dict[str, Any]
+    ) -> None:
+        """Close an ``input_required`` review the client never answered, at its deadline."""
+        with contextlib.suppress(ToolguardError):
+            state = await self.chat.get_thread(thread_id)
+            deadline = state.pending.expires_at if state.pending is not None else None
+            if deadline is not None:
+                await anyio.sleep(max(0.0, (deadline - self.chat.clock()).total_seconds()))
+            state = await self.chat.get_thread(thread_id)
+            if state.status == "awaiting_review":  # nobody answered: expire it (and tell)
+                await self._outcome(thread_id, review_id, call_id, name, args)
+        for token, asked in list(self._asked.items()):
+            if asked.thread_id == thread_id:
+                self._asked.pop(token, None)
+
+    async def _outcome(
+        self, thread_id: str, review_id: str, call_id: str, name: str, args: dict[str, Any]
+    ) -> Any:
+        """Wait until the review is decided (or expires) and the call finished; its result."""
+        from mcp import types  # noqa: PLC0415
+
+        while True:
+            state = await self.chat.get_thread(thread_id)
+            if state.status == "awaiting_review":
+                # (after an edit with edit_policy="recheck" this is a new review: still ours)
+                if await self.chat.expire_overdue(thread_id):
+                    continue
+            elif state.status == "idle":
+                break
+            await anyio.sleep(_POLL_SECONDS)
+        action = _last_action(state, call_id)
+        payload: dict[str, Any] = {
+            "thread_id": thread_id,
+            "review_id": review_id,
+            "tool": name,
+            "args": self._shown(name, args),  # secrets redacted, as the reviewer sees them
+            "status": action.status if action is not None else "failed",
+        }
+        await self._emit(
+            "review.expired"
+            if action is not None and action.status == "expired"
+            else "review.decided",
+            payload,
+        )
+        if action is not None and action.status == "executed" and action.result is not None:
+            value = action.result.value
+            if isinstance(value, Mapping):
+                return types.CallToolResult.model_validate(value)
+        if action is not None and action.result is not None:
+            return self._error(action.result.content)
+        return self._error(_tool_text(state, call_id) or f"The call to `{name}` did not run.")
+
+    # ------------------------------------------------------------------ serving
+
+    def server(self) -> Server[Any]:
+        """The low-level MCP server re-exposing the upstream's tools."""
+        from mcp import types  # noqa: PLC0415
+        from mcp.server import Server  # noqa: PLC0415
+
+        async def list_tools(ctx: Any, params: Any) -> types.ListToolsResult:
+            result: types.ListToolsResult = self.list_result()
+            return result
+
+        async def call_tool(ctx: Any, params: types.CallToolRequestParams) -> Any:
+            return await self.call(ctx, params)
+
+        return Server(
+            "toolguard-mcp-proxy",
+            version=__version__,
+            on_list_tools=list_tools,
+            on_call_tool=call_tool,
+            **self._read_only_handlers(),
+        )
+
+    def _read_only_handlers(self) -> dict[str, Any]:
+        """Handlers forwarding the upstream's resources and prompts as they are (no review).
+
+        Only for what the upstream declared in its capabilities; an upstream
+        error (an unknown resource, ...) reaches the client as that error.
+        Subscriptions and ``list_changed`` notifications are not forwarded.
+        """
+        capabilities = getattr(self.upstream, "server_capabilities", None)
+        upstream = self.upstream
+        handlers: dict[str, Any] = {}
+        if getattr(capabilities, "resources", None) is not None:
+
+            async def list_resources(ctx: Any, params: Any) -> Any:
+                return await upstream.list_resources(cursor=getattr(params, "cursor", None))
+
+            async def list_templates(ctx: Any, params: Any) -> Any:
+                cursor = getattr(params, "cursor", None)
+                return await upstream.list_resource_templates(cursor=cursor)
+
+            async def read_resource(ctx: Any, params: Any) -> Any:
+                return await upstream.read_resource(str(params.uri))
+
+            handlers |= {
+                "on_list_resources": list_resources,
+                "on_list_resource_templates": list_templates,
+                "on_read_resource": read_resource,
+            }
+        if getattr(capabilities, "prompts", None) is not None:
+
+            async def list_prompts(ctx: Any, params: Any) -> Any:
+                return await upstream.list_prompts(cursor=getattr(params, "cursor", None))
+
+            async def get_prompt(ctx: Any, params: Any) -> Any:
+                return await upstream.get_prompt(params.name, params.arguments)
+
+            handlers |= {"on_list_prompts": list_prompts, "on_get_prompt": get_prompt}
+        return handlers
+
+
+def _last_action(state: ThreadState, call_id: str) -> Action | None:
+    found = [a for a in state.actions if a.call_id == call_id]
+    return found[-1] if found else None
+
+
+def _tool_text(state: ThreadState, call_id: str) -> str | None:
+    for message in reversed(state.messages):
+        if message.get("role") == "tool" and message.get("tool_call_id") == call_id:
+            content = message.get("content")
+            return content if isinstance(content, str) else None
+    return None
+
+
+# ---------------------------------------------------------------------------- HTTP
+
+
+def reviews_router(chat: ReviewedChat) -> APIRouter:
+    """``GET /hitl/reviews`` alone: every pending review of the store, oldest thread first.
+
+    :func:`toolguard.http.create_router` serves the same route (with the
+    chat's ``access`` hook); this router answers exactly as it does.
+    """
+    from fastapi import APIRouter  # noqa: PLC0415
+
+    from toolguard.http import pending_reviews  # noqa: PLC0415
+
+    router = APIRouter(prefix="/hitl", tags=["hitl"])
+
+    @router.get("/reviews")
+    async def get_reviews() -> dict[str, list[dict[str, Any]]]:
+        """The pending reviews: ``{"reviews": [{thread_id, review_id, pending_review}, ...]}``."""
+        return {"reviews": await pending_reviews(chat)}
+
+    return router
+
+
+def audit_router(chat: ReviewedChat) -> APIRouter:
+    """``GET /hitl/audit``: the audit trail of every call the gateway recorded, as JSON lines.
+
+    One thread per call, so the per-thread ``GET /hitl/threads/{id}/audit``
+    needs an id nobody has for a call that asked no one (a ``denied`` one).
+    This answers :meth:`~toolguard.ReviewedChat.export_audit` of the whole
+    store: oldest thread first, each thread's events in order; a thread that
+    cannot be read back is skipped (logged). It reads every thread.
+    """
+    from fastapi import APIRouter  # noqa: PLC0415
+    from fastapi.responses import PlainTextResponse  # noqa: PLC0415
+
+    router = APIRouter(prefix="/hitl", tags=["hitl"])
+
+    @router.get(
+        "/audit",
+        response_class=PlainTextResponse,
+        response_model=None,  # the annotation below is text here (postponed annotations)
+        responses={
+            200: {
+                "content": {"application/x-ndjson": {}},
+                "description": "One audit event per line (JSON), oldest thread first.",
+            }
+        },
+    )
+    async def get_audit() -> PlainTextResponse:
+        """Every recorded call's audit events: requests, decisions, outcomes, denied calls."""
+        return PlainTextResponse(await chat.export_audit(), media_type="application/x-ndjson")
+
+    return router
+
+
+def build_app(
+    chat: ReviewedChat,
+    *,
+    host: str = "127.0.0.1",
+    port: int = DEFAULT_PORT,
+    allow_hosts: Iterable[str] = (),
+    allow_origins: Iterable[str] = (),
+    max_body_bytes: int = DEFAULT_MAX_BODY_BYTES,
+) -> FastAPI:
+    """Toolguard's HTTP API (``GET /hitl/reviews`` included), ``GET /hitl/audit`` and the page.
+
+    Built by the same factory as ``toolguard serve``'s app, with the same
+    protections: it answers only the ``Host`` headers of
+    :func:`toolguard._cli.serve.default_hosts` for ``host`` and ``port`` (the
+    bound address and the loopback names) plus ``allow_hosts`` (``"*"``: any),
+    any other Host gets a 421, so a web page rebinding its own name to
+    127.0.0.1 cannot list, approve or read the audit; a state-changing
+    request from a page of another origin than ``allow_origins`` gets a 403,
+    a body over ``max_body_bytes`` a 413; every answer carries the security
+    headers.
+
+    Raises:
+        TypeError, ValueError: an option is invalid (the text says which).
+    """
+    from toolguard._cli.serve import default_hosts  # noqa: PLC0415
+    from toolguard.http import _protected_app  # noqa: PLC0415
+
+    return _protected_app(
+        chat,
+        title="toolguard mcp-proxy",
+        allowed_hosts=[*default_hosts(host, port), *allow_hosts],
+        allowed_origins=allow_origins,
+        max_body_bytes=max_body_bytes,
+        routers=[audit_router(chat)],
+    )
+
+
+# ---------------------------------------------------------------------------- running
+
+
+async def _list_upstream(client: Any) -> list[dict[str, Any]]:
+    from toolguard.integrations.mcp import _list_tools  # noqa: PLC0415
+
+    return await _list_tools(client)
+
+
+async def run(
+    command: str | None,
+    args: Sequence[str],
+    *,
+    upstream_url: str | None = None,
+    db: str = DEFAULT_DB,
+    host: str = "127.0.0.1",
+    port: int = DEFAULT_PORT,
+    ttl: float = DEFAULT_TTL,
+    on_event: EventHook | None = None,
+    rules: Rules | None = None,
+    notify: Webhook | None = None,
+    allow_hosts: Sequence[str] = (),
+    allow_origins: Sequence[str] = (),
+    max_body_bytes: int = DEFAULT_MAX_BODY_BYTES,
+) -> int:
+    """Run the gateway until the client closes stdin; return the exit code.
+
+    The upstream is ``command`` with ``args`` over stdio (started with this
+    process's whole environment), or the streamable-HTTP server at
+    ``upstream_url`` when ``command`` is ``None``. ``allow_hosts``,
+    ``allow_origins`` and ``max_body_bytes`` are the HTTP app's (see
+    :func:`build_app`).
+    """
+    import uvicorn  # noqa: PLC0415
+    from mcp import Client, StdioServerParameters  # noqa: PLC0415
+    from mcp.server.stdio import stdio_server  # noqa: PLC0415
+
+    target: Any = upstream_url
+    if command is not None:
+        target = StdioServerParameters(command=command, args=list(args), env=dict(os.environ))
+    store = SQLiteStore(db)
+    try:
+        async with Client(target) as upstream:
+            listed = await _list_upstream(upstream)
+            proxy = MCPProxy(upstream, listed, store=store, ttl=ttl, on_event=on_event, rules=rules)
+            proxy.chat.notify = notify  # webhooks: review.requested / decided / expired
+            closed = await proxy.close_stale()
+            if closed:
+                sys.stderr.write(
+                    f"toolguard mcp-proxy: closed {len(closed)} review(s) left open by a"
+                    " previous run; nothing of them ran\n"
+                )
+            app = build_app(
+                proxy.chat,
+                host=host,
+                port=port,
+                allow_hosts=allow_hosts,
+                allow_origins=allow_origins,
+                max_body_bytes=max_body_bytes,
+            )
+            config = uvicorn.Config(
+                app,
+                host=host,
+                port=port,
+                log_config=None,
+                access_log=False,
+                lifespan="off",
+            )
+            http = uvicorn.Server(config)
+            async with anyio.create_task_group() as tasks:
+                proxy._tasks = tasks  # the proxy's own background tasks
+                failed: list[BaseException] = []
+
+                async def serve_http() -> None:
+                    try:
+                        await http.serve()
+                    except SystemExit as exc:  # uvicorn exits when it cannot bind
+                        failed.append(exc)
+
+                tasks.start_soon(serve_http)
+                if notify is not None:
+                    tasks.start_soon(proxy.chat.run_notifications)
+                with anyio.fail_after(30):
+                    while not http.started and not failed:  # noqa: ASYNC110 - no event to wait on
+                        await anyio.sleep(0.02)
+                if not http.started:
+                    sys.stderr.write(f"error: the approval page cannot listen on {host}:{port}\n")
+                    tasks.cancel_scope.cancel()
+                    return 2
+                where = f"[{host}]" if ":" in host else host
+                sys.stderr.write(
+                    f"toolguard mcp-proxy: approval page http://{where}:{port}/ | db: {db}"
+                    f" | ttl: {ttl:g}s | upstream: {command or upstream_url}\n"
+                )
+                sys.stderr.flush()
+                server = proxy.server()
+                async with stdio_server() as (read, write):
+                    await server.run(read, write, server.create_initialization_options())
+                http.should_exit = True
+                tasks.cancel_scope.cancel()
+    finally:
+        store.close()
+    return 0
+
+
+def main(args: Any) -> int:
+    """``toolguard mcp-proxy`` (the parsed arguments of the subcommand)."""
+    command = list(args.upstream or [])
+    if command and command[0] == "--":
+        command = command[1:]
+    url = getattr(args, "upstream_url", None)
+    if command and url:
+        sys.stderr.write(
+            "error: give either --upstream-url or the upstream MCP server's command after --,"
+            " not both\n"
+        )
+        return 2
+    if not command and not url:
+        sys.stderr.write(
+            "error: give the upstream MCP server's command after --, e.g."
+            " toolguard mcp-proxy -- npx -y @modelcontextprotocol/server-filesystem /tmp"
+            " (or --upstream-url URL)\n"
+        )
+        return 2
+    if url and not url.startswith(("http://", "https://")):
+        sys.stderr.write(f"error: --upstream-url must be an http:// or https:// URL, got {url!r}\n")
+        return 2
+    if not args.ttl > 0:
+        sys.stderr.write(f"error: --ttl must be a positive number of seconds, got {args.ttl}\n")
+        return 2
+    notify = None
+    notify_url = getattr(args, "notify_url", None)
+    notify_secret = getattr(args, "notify_secret", None)
+    if (notify_url is None) != (notify_secret is None):
+        sys.stderr.write("error: --notify-url and --notify-secret go together: give both\n")
+        return 2
+    if notify_url is not None:
+        try:
+            notify = Webhook(notify_url, secret=str(notify_secret))
+        except (TypeError, ValueError) as exc:
+            sys.stderr.write(f"error: --notify-url/--notify-secret: {exc}\n")
+            return 2
+    rules = None
+    rules_file = getattr(args, "rules", None)
+    if rules_file is not None:
+        try:
+            rules = Rules.from_toml(Path(rules_file))
+        except OSError as exc:
+            sys.stderr.write(f"error: --rules {rules_file}: cannot read the file: {exc.strerror}\n")
+            return 2
+        except RuleSyntaxError as exc:
+            sys.stderr.write(f"error: --rules {rules_file}: {exc}\n")
+            return 2
+    try:
+        import fastapi  # noqa: F401, PLC0415
+        import mcp  # noqa: F401, PLC0415
+        import uvicorn  # noqa: F401, PLC0415
+    except ImportError as exc:
+        sys.stderr.write(
+            f"error: toolguard mcp-proxy needs the 'mcp' and 'http' extras ({exc}):"
+            " pip install 'toolguard-hitl[mcp,http]'\n"
+        )
+        return 2
+    http_options: dict[str, Any] = {
+        "allow_hosts": list(getattr(args, "allow_host", None) or []),
+        "allow_origins": list(getattr(args, "allow_origin", None) or []),
+        "max_body_bytes": getattr(args, "max_body_bytes", DEFAULT_MAX_BODY_BYTES),
+    }
+    problem = _http_problem(args.host, args.port, http_options)
+    if problem is not None:
+        sys.stderr.write(f"error: {problem}\n")
+        return 2
+    try:
+        return anyio.run(
+            lambda: run(
+                command[0] if command else None,
+                command[1:],
+                upstream_url=url,
+                db=args.db or DEFAULT_DB,
+                host=args.host,
+                port=args.port,
+                ttl=args.ttl,
+                rules=rules,
+                notify=notify,
+                **http_options,
+            )
+        )
+    except KeyboardInterrupt:
+        return 130
+
+
+def _http_problem(host: str, port: int, options: Mapping[str, Any]) -> str | None:
+    """Why the HTTP app cannot be built with these options (in the CLI's words), or ``None``."""
+    chat = ReviewedChat(_CallModel(), [])
+    try:
+        build_app(chat, host=host, port=port, **options)
+    except (TypeError, ValueError) as exc:
+        text = str(exc)
+        for name, option in (
+            ("allowed_hosts", "--allow-host"),
+            ("allowed_origins", "--allow-origin"),
+            ("max_body_bytes", "--max-body-bytes"),
+        ):
+            text = text.replace(name, option)
+        return text
+    return None

@@ -1,0 +1,707 @@
+"""Decide which tools need human approval, and say why.
+
+A :class:`Classifier` answers one question for a tool name: must a human approve
+a call to this tool before it runs? It answers in layers.
+
+1. **Explicit lists.** A name listed in ``always`` needs approval; a name listed
+   in ``never`` is exempt. The lists hold exact tool names and win over
+   everything else, because they are how you correct the rest: no vocabulary
+   knows that ``findCalendarEvents`` leaks private data, or that
+   ``send_heartbeat`` is harmless.
+2. **Verbs.** Any other name is split into words (:func:`split_words`). A word
+   that is an approval verb (``send``, ``transfer``, ``deploy``...; see
+   :data:`DEFAULT_VERBS`) makes the tool need approval, unless a read verb
+   (``get``, ``list``, ``search``...; see :data:`READ_VERBS`) comes first: in
+   ``get_order_details`` and ``list_workflow_runs``, ``order`` and ``runs``
+   name things, not actions. A read verb first does not exempt a name that
+   also holds a destructive verb (``search_and_replace``, ``find_delete``) or
+   a write verb joined by ``and`` / ``or`` / ``then`` (``get_or_create_user``).
+3. **Unknown names.** A name with neither kind of verb (``frobnicate_widget``)
+   needs approval with ``unknown="ask"`` (the default) and runs with
+   ``unknown="allow"``.
+
+Words are matched whole, never as substrings: ``sender_stats``,
+``address_lookup`` and ``bookmarks_list`` hold no ``send``, ``add`` or ``book``.
+Inflections do not match either: ``sends``, ``created`` and ``deleting`` are
+different words from ``send``, ``create`` and ``delete``.
+
+Every decision comes with a :class:`Classification` that records which rule
+decided and why, so that an approval prompt or a log line can explain it, and
+:func:`format_table` prints a list of them for review.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass
+from typing import Any, Final, Literal
+
+from toolguard._tools.verbs import (
+    DEFAULT_VERBS,
+    DESTRUCTIVE_VERBS,
+    INFO_NOUNS,
+    JOINERS,
+    READ_VERBS,
+    SEED_VERBS,
+    VERB_GROUPS,
+    VerbGroup,
+)
+
+__all__ = [
+    "DEFAULT_VERBS",
+    "READ_VERBS",
+    "SEED_VERBS",
+    "VERB_GROUPS",
+    "Classification",
+    "Classifier",
+    "Rule",
+    "VerbGroup",
+    "format_table",
+    "split_words",
+]
+
+# Only ASCII letters and digits form words; every other character separates
+# words. Tool names in the common LLM APIs are ASCII, and splitting more rather
+# than less errs towards finding a verb, that is, towards asking for approval.
+# The alternatives are ordered so that the common lowercase word is tried first
+# and an uppercase letter is looked at once; the order is part of the meaning.
+_WORD_RE: Final = re.compile(
+    r"""
+      [a-z]+[0-9]*                  # lowercase word, digits attached: send, s3, base64
+    | [A-Z] (?:
+          [a-z]+[0-9]*              # capitalised word: Send, Upload, Auth2
+        | [A-Z]+[0-9]*s(?![a-z])    # plural acronym: URLs, IDs, EC2s
+        | [A-Z]*[0-9]*(?=[A-Z][a-z])  # acronym before a capitalised word: HTTP|Request
+        | [A-Z]*[0-9]*              # acronym or shouted word: URL, SEND, V2
+      )
+    | [0-9]+                        # digits with no letter right before them
+    """,
+    re.VERBOSE,
+)
+
+_findall: Final = _WORD_RE.findall
+
+# Namespaces end at these separators: ``mcp__github__merge_pull_request``,
+# ``github/create_issue``, ``fs:write``, ``slack.chat.postMessage``. The part
+# after the last one is the action; the words before it name a server or an API.
+_NAMESPACE_RE: Final = re.compile(r"__|[/:.]")
+
+# Explanations are cached per classifier; past this many names the cache is
+# emptied and starts over, so a stream of distinct names cannot grow it without
+# bound.
+_CACHE_MAX: Final = 65_536
+
+Rule = Literal["always", "never", "verb", "read", "unknown", "default", "decorator", "annotation"]
+"""Which rule decided a :class:`Classification`."""
+
+
+Unknown = Literal["ask", "allow"]
+"""What happens to a name with neither an approval verb nor a read verb."""
+
+_DOMAIN: Final[dict[str, str]] = {
+    verb: group.domain for group in VERB_GROUPS for verb in group.verbs
+}
+
+
+def split_words(name: str) -> tuple[str, ...]:
+    """Split a tool name into lowercase words.
+
+    Handles camelCase and PascalCase (an acronym is one word:
+    ``sendHTTPRequest`` gives ``send``, ``http``, ``request``; ``getURLs``
+    gives ``get``, ``urls``), snake_case, SCREAMING_SNAKE_CASE, kebab-case and
+    names with dots, slashes, colons, double underscores or spaces between
+    parts (``gmail__send_message``, ``github/create_issue``, ``fs:write``).
+
+    Digits stay with the letters right before them (``s3Upload`` gives ``s3``,
+    ``upload``; ``base64Encode`` gives ``base64``, ``encode``); a run of digits
+    with no letter before it is a word of its own. Only ASCII letters and
+    digits form words; any other character separates them.
+
+    Args:
+        name: The tool name. Any string is accepted.
+
+    Returns:
+        The words in the order they appear; empty when the name has no ASCII
+        letters or digits.
+
+    Examples:
+        >>> split_words("findCalendarEvents")
+        ('find', 'calendar', 'events')
+        >>> split_words("MCP_server__write_file")
+        ('mcp', 'server', 'write', 'file')
+    """
+    try:
+        words = _findall(name)
+    except TypeError:
+        msg = f"split_words() takes a tool name (str), got {type(name).__name__} {name!r}"
+        raise TypeError(msg) from None
+    if name.islower():  # no uppercase letter anywhere: the words are lowercase already
+        return tuple(words)
+    # The words hold no whitespace, so one join, lower and split lowercases them
+    # all in three C calls instead of one method call per word.
+    return tuple(" ".join(words).lower().split())
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class Classification:
+    """Whether one tool needs approval, and why.
+
+    Attributes:
+        name: The tool name, as given.
+        needs_approval: Whether a human must approve calls to the tool.
+        rule: The rule that decided: ``"always"`` or ``"never"`` for the
+            explicit lists; ``"verb"`` when a word of the name is an approval
+            verb; ``"read"`` when a read verb decided that the tool only
+            looks; ``"unknown"`` when the name holds no known verb (the
+            classifier's ``unknown`` setting decided); ``"default"`` when a
+            classifier without read verbs that lets unknown names run found
+            no approval verb (the original rule, see :data:`SEED_VERBS`);
+            ``"decorator"`` when the tool was guarded explicitly with
+            ``@requires_approval`` (set by :func:`~toolguard.guard`, never by
+            the classifier itself); ``"annotation"`` when a tool's MCP
+            annotations decided (see :meth:`Classifier.explain`).
+        matched_word: The word of the name that matched an approval verb,
+            when ``rule`` is ``"verb"``; otherwise ``None``.
+        matched_verb: The verb it matched, when ``rule`` is ``"verb"``;
+            otherwise ``None``. Matching is by exact word, so this equals
+            ``matched_word``.
+        reason: A short English explanation, for example
+            ``"listed in always"``,
+            ``"listed in never (exempt)"``,
+            ``"the word 'pay' is an approval verb (money)"``,
+            ``"the word 'list' is a read verb"``,
+            ``"the read verb 'get' leads the action: 'order' is read as a
+            thing, not an action"``,
+            ``"the word 'replace' is a destructive verb: the read verb
+            'search' before it does not exempt it"``,
+            ``'no known verb in [\\'frobnicate\\', \\'widget\\']: unknown="ask"'``,
+            ``"the word 'send' is an approval verb"`` and
+            ``"no approval verb among the words ['sender', 'stats']"`` (the
+            original rule), or, for a tool with MCP annotations,
+            ``"the server marks it destructiveHint: true"``,
+            ``"the server does not mark it readOnlyHint: true (MCP tools are
+            destructive by default)"``, ``"the server marks it readOnlyHint:
+            true and the word 'list' is a read verb"``.
+    """
+
+    name: str
+    needs_approval: bool
+    rule: Rule
+    matched_word: str | None
+    matched_verb: str | None
+    reason: str
+
+
+# Building a frozen dataclass through its __init__ costs one object.__setattr__
+# call per field on top of the keyword call; filling the slots directly is about
+# three times faster, which matters when a registry of thousands of tools is
+# classified. The result is identical to Classification(...).
+_new_object: Final = object.__new__
+_set_name: Final = Classification.__dict__["name"].__set__
+_set_needs_approval: Final = Classification.__dict__["needs_approval"].__set__
+_set_rule: Final = Classification.__dict__["rule"].__set__
+_set_matched_word: Final = Classification.__dict__["matched_word"].__set__
+_set_matched_verb: Final = Classification.__dict__["matched_verb"].__set__
+_set_reason: Final = Classification.__dict__["reason"].__set__
+
+
+def _make(name: str, rule: Rule, word: str | None, reason: str, *, needs: bool) -> Classification:
+    """Build a Classification quickly; ``word`` is the approval verb that matched, if any."""
+    result = _new_object(Classification)
+    _set_name(result, name)
+    _set_needs_approval(result, needs)
+    _set_rule(result, rule)
+    _set_matched_word(result, word)
+    _set_matched_verb(result, word)
+    _set_reason(result, reason)
+    return result
+
+
+def _names(value: Iterable[str], what: str) -> frozenset[str]:
+    """Freeze a collection of strings, refusing a bare string and non-strings."""
+    if isinstance(value, str):
+        msg = (
+            f"{what} must be a collection of strings, not a single string; write {what}=[{value!r}]"
+        )
+        raise TypeError(msg)
+    given: object = value  # checked at run time for untyped callers
+    if not isinstance(given, Iterable):
+        msg = f"{what} must be a collection of strings, got {type(given).__name__} {given!r}"
+        raise TypeError(msg)
+    items: list[object] = list(value)
+    for item in items:
+        if not isinstance(item, str):
+            msg = f"{what} must contain only strings, got {type(item).__name__} {item!r}"
+            raise TypeError(msg)
+    return frozenset(item for item in items if isinstance(item, str))
+
+
+def _verb(value: str, what: str = "verb") -> str:
+    """Normalise one verb to its single lowercase word, or explain why it is not one."""
+    words = split_words(value)
+    if len(words) == 1:
+        return words[0]
+    if not words:
+        msg = f"{what} {value!r} contains no word; remove it from {what}s"
+    else:
+        msg = (
+            f"{what} {value!r} is not a single word (it splits into {list(words)!r}); "
+            f"list each word as its own {what}, or put the exact tool name in always"
+        )
+    raise ValueError(msg)
+
+
+def _listed(words: Sequence[str]) -> str:
+    # Words are ASCII letters and digits, so this spells what repr(list(words))
+    # would, at a fraction of the cost.
+    return "['" + "', '".join(words) + "']" if words else "[]"
+
+
+def _action_words(name: str, words: list[str]) -> list[str]:
+    """The words after the last namespace separator, or all words when there is none."""
+    if _NAMESPACE_RE.search(name) is None:
+        return words
+    for part in reversed(_NAMESPACE_RE.split(name)):
+        found = _findall(part)
+        if found:
+            return [word.lower() for word in found] if not part.islower() else found
+    return words
+
+
+_SEED: Final = frozenset(SEED_VERBS)
+_DEFAULT: Final = frozenset(DEFAULT_VERBS)
+_READS: Final = frozenset(READ_VERBS)
+
+
+class Classifier:
+    """Decides which tools need human approval: lists, then verbs, then unknown names.
+
+    The rules, in order:
+
+    1. A name exactly in ``always`` needs approval.
+    2. A name exactly in ``never`` is exempt.
+    3. A name none of whose words (see :func:`split_words`) is an approval
+       verb reads when one of its words is a read verb, and is otherwise an
+       unknown name: it needs approval with ``unknown="ask"`` and runs with
+       ``unknown="allow"``.
+    4. A name with an approval verb needs approval, unless a read verb leads
+       its action, that is, comes before every approval verb in the words
+       after the last namespace separator (``__``, ``/``, ``:`` or ``.``):
+       ``get_order_details``, ``list_workflow_runs`` and
+       ``github__get_pull_request`` read. A leading read verb does not exempt
+       a destructive verb after it (:data:`DESTRUCTIVE_VERBS`:
+       ``search_and_replace``, ``find_delete``) nor an approval verb joined
+       by ``and``, ``or`` or ``then`` (``get_or_create_user``).
+
+    List entries are exact, case-sensitive tool names. Verbs are
+    case-insensitive single words. A classifier is immutable; it caches
+    explanations per name, which makes repeated names cheap.
+
+    Combine two classifiers with ``a | b`` to get one that requires approval
+    exactly when ``a`` or ``b`` does (see :meth:`__or__`).
+
+    Args:
+        verbs: Approval verbs (default :data:`DEFAULT_VERBS`). Each must be a
+            single word per :func:`split_words`, such as ``"send"``.
+            ``verbs=SEED_VERBS`` gives the original design's rule exactly:
+            with it, ``reads`` defaults to none and ``unknown`` to
+            ``"allow"``.
+        reads: Read verbs (default :data:`READ_VERBS`, without any word that
+            is also in ``verbs``). Pass ``()`` for no read rule: then any
+            approval verb anywhere in a name needs approval.
+        always: Tool names that always need approval.
+        never: Tool names that never need approval, even with a verb in them.
+        unknown: ``"ask"`` (default) or ``"allow"``: what a name with no
+            known verb gets.
+
+    Raises:
+        ValueError: If a verb is not a single word, a word is in both
+            ``verbs`` and an explicit ``reads``, a name is in both ``always``
+            and ``never``, or ``unknown`` is neither ``"ask"`` nor ``"allow"``.
+        TypeError: If ``verbs``, ``reads``, ``always`` or ``never`` is a bare
+            string or holds something other than strings.
+
+    Examples:
+        >>> guard = Classifier(always=["findCalendarEvents"], never=["send_heartbeat"])
+        >>> guard.requires_approval("mcp__github__merge_pull_request")
+        True
+        >>> guard.requires_approval("get_order_details")
+        False
+        >>> guard.explain("frobnicate_widget").reason
+        'no known verb in [\\'frobnicate\\', \\'widget\\']: unknown="ask"'
+    """
+
+    __slots__ = ("_always", "_cache", "_never", "_parts", "_plain", "_reads", "_unknown", "_verbs")
+
+    _verbs: frozenset[str]
+    _reads: frozenset[str]
+    _unknown: Unknown
+    _always: frozenset[str]
+    _never: frozenset[str]
+    _plain: bool
+    _parts: tuple[Classifier, ...]
+    _cache: dict[str, Classification]
+
+    def __init__(
+        self,
+        *,
+        verbs: Iterable[str] = DEFAULT_VERBS,
+        reads: Iterable[str] | None = None,
+        always: Iterable[str] = (),
+        never: Iterable[str] = (),
+        unknown: Unknown | None = None,
+    ) -> None:
+        self._verbs = frozenset(_verb(verb) for verb in _names(verbs, "verbs"))
+        seed = self._verbs == _SEED
+        if reads is None:
+            self._reads = frozenset() if seed else _READS - self._verbs
+        else:
+            self._reads = frozenset(_verb(read, "read") for read in _names(reads, "reads"))
+            shared = self._verbs & self._reads
+            if shared:
+                msg = (
+                    f"words in both verbs and reads: {sorted(shared)!r}; "
+                    "keep each word in only one of the two"
+                )
+                raise ValueError(msg)
+        if unknown is None:
+            unknown = "allow" if seed else "ask"
+        elif unknown not in ("ask", "allow"):
+            given: object = unknown
+            msg = f'unknown must be "ask" or "allow", got {given!r}'
+            raise ValueError(msg)
+        self._unknown = unknown
+        self._always = _names(always, "always")
+        self._never = _names(never, "never")
+        both = self._always & self._never
+        if both:
+            msg = (
+                f"names in both always and never: {sorted(both)!r}; "
+                "keep each name in only one of the two lists"
+            )
+            raise ValueError(msg)
+        # Without read verbs and with unknown names allowed, this is the original
+        # rule, explained in its original words.
+        self._plain = not self._reads and unknown == "allow"
+        self._parts = ()
+        self._cache = {}
+
+    @property
+    def verbs(self) -> frozenset[str]:
+        """The approval verbs, lowercase."""
+        return self._verbs
+
+    @property
+    def reads(self) -> frozenset[str]:
+        """The read verbs, lowercase."""
+        return self._reads
+
+    @property
+    def unknown(self) -> Unknown:
+        """What a name with no known verb gets: ``"ask"`` or ``"allow"``."""
+        return self._unknown
+
+    @property
+    def always(self) -> frozenset[str]:
+        """The tool names that always need approval."""
+        return self._always
+
+    @property
+    def never(self) -> frozenset[str]:
+        """The tool names that never need approval."""
+        return self._never
+
+    def requires_approval(self, name: str, *, annotations: Mapping[str, Any] | None = None) -> bool:
+        """Say whether calls to a tool need human approval.
+
+        Args:
+            name: The tool name.
+            annotations: The tool's MCP annotations, if it has any (see
+                :meth:`explain`).
+
+        Returns:
+            ``True`` if a human must approve calls to the tool.
+        """
+        return self.explain(name, annotations=annotations).needs_approval
+
+    def explain(self, name: str, *, annotations: Mapping[str, Any] | None = None) -> Classification:
+        """Classify one tool and say which rule decided and why.
+
+        With ``annotations`` (an MCP tool's annotations in the wire format,
+        ``{"readOnlyHint": true, "destructiveHint": false, ...}``; an empty
+        mapping for an MCP tool that has none), the rules are, in order:
+        ``always``; ``never`` (the operator's list wins over the server's
+        hints); an approval verb that decides by the name (hints cannot
+        exempt it); ``destructiveHint: true`` needs approval; a tool without
+        ``readOnlyHint: true`` needs approval (MCP's defaults are destructive),
+        even when a read verb leads its name; a tool marked
+        ``readOnlyHint: true`` runs at once. Only the JSON value ``true``
+        counts as true.
+
+        Args:
+            name: The tool name.
+            annotations: The tool's MCP annotations, or ``None`` for a tool
+                that is not described by them (the rules of the class).
+
+        Returns:
+            The classification, with ``reason`` in plain English.
+        """
+        if annotations is not None:
+            return self._decide_annotated(name, annotations)
+        cache = self._cache
+        found = cache.get(name)
+        if found is not None:
+            return found
+        result = self._decide(name)
+        if len(cache) >= _CACHE_MAX:
+            cache.clear()
+        cache[name] = result
+        return result
+
+    def classify(self, names: Iterable[str]) -> list[Classification]:
+        """Classify many tools.
+
+        Args:
+            names: Tool names; repeats are allowed.
+
+        Returns:
+            One classification per name, in the same order.
+        """
+        # explain() inlined: this is the path that classifies whole registries.
+        cache = self._cache
+        decide = self._decide
+        results = []
+        for name in names:
+            found = cache.get(name)
+            if found is None:
+                found = decide(name)
+                if len(cache) >= _CACHE_MAX:
+                    cache.clear()
+                cache[name] = found
+            results.append(found)
+        return results
+
+    def _decide(self, name: str) -> Classification:
+        if self._parts:
+            return self._decide_parts(name)
+        if name in self._always:
+            return _make(name, "always", None, "listed in always", needs=True)
+        if name in self._never:
+            return _make(name, "never", None, "listed in never (exempt)", needs=False)
+        # split_words() inlined, without the tuple.
+        words = _findall(name)
+        if not name.islower():
+            words = " ".join(words).lower().split()
+        verbs = self._verbs
+        reads = self._reads
+        if verbs.isdisjoint(words):
+            if self._plain:
+                return _make(
+                    name,
+                    "default",
+                    None,
+                    "no approval verb among the words " + _listed(words),
+                    needs=False,
+                )
+            if not reads.isdisjoint(words):
+                read = next(word for word in words if word in reads)
+                return _make(name, "read", None, f"the word '{read}' is a read verb", needs=False)
+            if reads and not INFO_NOUNS.isdisjoint(words):
+                noun = next(word for word in words if word in INFO_NOUNS)
+                reason = f"the word '{noun}' names information and the name holds no verb"
+                return _make(name, "read", None, reason, needs=False)
+            ask = self._unknown == "ask"
+            reason = f'no known verb in {_listed(words)}: unknown="{self._unknown}"'
+            return _make(name, "unknown", None, reason, needs=ask)
+        if reads:
+            action = _action_words(name, words)
+            lead = next((word for word in action if word in verbs or word in reads), None)
+            if lead is None:  # the action holds no verb: the whole name decides
+                action = words
+                lead = next(word for word in words if word in verbs or word in reads)
+            if lead in reads:
+                return self._after_read(name, lead, action[action.index(lead) + 1 :], words)
+        word = next(word for word in words if word in verbs)
+        return _make(name, "verb", word, self._verb_reason(word), needs=True)
+
+    def _verb_reason(self, word: str) -> str:
+        reason = "the word '" + word + "' is an approval verb"
+        domain = None if self._plain else _DOMAIN.get(word)
+        return reason if domain is None else f"{reason} ({domain})"
+
+    def _after_read(
+        self, name: str, lead: str, rest: list[str], words: list[str]
+    ) -> Classification:
+        """A read verb leads the action: it reads unless a destructive or joined verb follows."""
+        verbs = self._verbs
+        joined = None
+        for word in rest:
+            if word in JOINERS:
+                joined = word
+            elif word in verbs:
+                if word in DESTRUCTIVE_VERBS:
+                    reason = (
+                        f"the word '{word}' is a destructive verb: "
+                        f"the read verb '{lead}' before it does not exempt it"
+                    )
+                    return _make(name, "verb", word, reason, needs=True)
+                if joined is not None:
+                    reason = (
+                        f"{self._verb_reason(word)}, joined by '{joined}' "
+                        f"after the read verb '{lead}'"
+                    )
+                    return _make(name, "verb", word, reason, needs=True)
+        noun = next(word for word in words if word in verbs)
+        reason = (
+            f"the read verb '{lead}' leads the action: '{noun}' is read as a thing, not an action"
+        )
+        return _make(name, "read", None, reason, needs=False)
+
+    def _decide_parts(self, name: str) -> Classification:
+        results = [part.explain(name) for part in self._parts]
+        return next((result for result in results if result.needs_approval), results[0])
+
+    def _decide_annotated(self, name: str, annotations: Mapping[str, Any]) -> Classification:
+        given: object = annotations  # checked at run time for untyped callers
+        if not isinstance(given, Mapping):
+            msg = (
+                "annotations must be a mapping of MCP tool annotations"
+                f' ({{"readOnlyHint": true, ...}}), got {type(annotations).__name__}'
+            )
+            raise TypeError(msg)
+        by_name = self.explain(name)
+        read_only = annotations.get("readOnlyHint") is True
+        if by_name.rule == "verb":  # an approval verb decides: hints cannot exempt it
+            if read_only and not self._plain:
+                reason = by_name.reason + "; the server's readOnlyHint: true cannot exempt it"
+                return _make(name, "verb", by_name.matched_word, reason, needs=True)
+            return by_name
+        if by_name.rule in ("always", "never"):
+            return by_name
+        if annotations.get("destructiveHint") is True:
+            reason = "the server marks it destructiveHint: true"
+            needs = True
+        elif not read_only:
+            reason = (
+                "the server does not mark it readOnlyHint: true"
+                " (MCP tools are destructive by default)"
+            )
+            needs = True
+        else:
+            known = "the name holds no known verb" if by_name.rule == "unknown" else by_name.reason
+            reason = "the server marks it readOnlyHint: true and " + known
+            needs = False
+        return _make(name, "annotation", None, reason, needs=needs)
+
+    def __or__(self, other: object) -> Classifier:
+        """Combine two classifiers: approval is needed when either needs it.
+
+        The result asks both and needs approval for a name exactly when one
+        of them does; its explanation is the first one that asks for
+        approval (or, when neither does, the first one's). Its properties
+        summarise both: the union of both verb sets and both ``always``
+        lists, the read verbs both share, ``unknown="ask"`` when either asks,
+        and only the exempt names that neither classifier requires approval
+        for as ``never``.
+
+        Args:
+            other: Another classifier.
+
+        Returns:
+            A new classifier; ``a | b`` and ``b | a`` are equal.
+        """
+        if not isinstance(other, Classifier):
+            return NotImplemented
+        parts = (*(self._parts or (self,)), *(other._parts or (other,)))
+        combined = object.__new__(Classifier)
+        combined._verbs = self._verbs | other._verbs
+        combined._reads = self._reads & other._reads
+        combined._unknown = "ask" if "ask" in (self._unknown, other._unknown) else "allow"
+        combined._always = self._always | other._always
+        combined._never = frozenset(
+            name
+            for name in self._never | other._never
+            if not self.requires_approval(name) and not other.requires_approval(name)
+        )
+        combined._plain = all(part._plain for part in parts)
+        combined._parts = tuple(dict.fromkeys(parts))
+        combined._cache = {}
+        return combined
+
+    def _key(self) -> object:
+        if self._parts:
+            return frozenset(part._key() for part in self._parts)
+        return (self._verbs, self._reads, self._unknown, self._always, self._never)
+
+    def __eq__(self, other: object) -> bool:
+        """Classifiers are equal when they decide by the same settings."""
+        if not isinstance(other, Classifier):
+            return NotImplemented
+        return self._key() == other._key()
+
+    def __hash__(self) -> int:
+        return hash(self._key())
+
+    def __repr__(self) -> str:
+        if self._parts:
+            return " | ".join(repr(part) for part in self._parts)
+        return (
+            f"Classifier(verbs={_shown(self._verbs)}, reads={_shown(self._reads)}, "
+            f"unknown={self._unknown!r}, "
+            f"always={sorted(self._always)!r}, never={sorted(self._never)!r})"
+        )
+
+
+def _shown(words: frozenset[str]) -> str:
+    """A vocabulary by its public name when it is one, else its sorted words."""
+    if words == _DEFAULT:
+        return "DEFAULT_VERBS"
+    if words == _SEED:
+        return "SEED_VERBS"
+    if words == _READS:
+        return "READ_VERBS"
+    return repr(sorted(words))
+
+
+_HEADERS: Final = ("tool", "approval", "rule", "reason")
+
+
+def format_table(classifications: Sequence[Classification]) -> str:
+    """Render classifications as an aligned plain-text table.
+
+    Columns are ``tool``, ``approval`` (``required`` or ``no``), ``rule`` and
+    ``reason``, separated by two spaces, under a header line and a line of
+    dashes. Rows keep the given order. Lines carry no trailing spaces and the
+    text does not end with a newline.
+
+    Args:
+        classifications: The rows, for example from :meth:`Classifier.classify`.
+
+    Returns:
+        The table as one string.
+
+    Examples:
+        >>> print(format_table(Classifier().classify(["send_email", "list_files"])))
+        tool        approval  rule     reason
+        ----------  --------  -------  --------------------------------------------------
+        send_email  required  verb     the word 'send' is an approval verb
+        list_files  no        default  no approval verb among the words ['list', 'files']
+    """
+    rows = [
+        (c.name, "required" if c.needs_approval else "no", c.rule, c.reason)
+        for c in classifications
+    ]
+    widths = [len(header) for header in _HEADERS]
+    for row in rows:
+        for index, cell in enumerate(row):
+            widths[index] = max(widths[index], len(cell))
+
+    def line(cells: Sequence[str]) -> str:
+        # The last column is not padded, so that lines carry no trailing spaces.
+        padded = [cell.ljust(width) for cell, width in zip(cells[:-1], widths[:-1], strict=True)]
+        return "  ".join([*padded, cells[-1]])
+
+    return "\n".join(
+        [line(_HEADERS), line(["-" * width for width in widths]), *(line(row) for row in rows)]
+    )
