@@ -27,7 +27,7 @@ from toolguard import (
     ToolResult,
 )
 from toolguard._cli.main import describe_model, main, render_card, render_outcome
-from toolguard.demo.workspace import DemoModel, DemoWorkspace, build_demo_chat, demo_toolset
+from toolguard.demo import DemoModel, DemoWorkspace, build_demo_chat, demo_toolset
 
 ROOT = Path(__file__).resolve().parent.parent
 

@@ -26,7 +26,7 @@ from toolguard._cli.main import (
     run_demo,
 )
 from toolguard._core.records import ActionRequest, PendingReview, ReviewConfig
-from toolguard.demo.workspace import DemoWorkspace, build_demo_chat
+from toolguard.demo import DemoWorkspace, build_demo_chat
 
 from .test_demo import CARD_ALICE, ENV, SENT_ALICE
 

@@ -22,7 +22,7 @@ from tests import openai_server
 from tests.openai_server import ScriptedOpenAIServer, reply_text
 from toolguard import ReviewedChat, SQLiteStore
 from toolguard._cli.serve import DEFAULT_DB, ServeError, build_app, choose_model, load_tools, serve
-from toolguard.demo.workspace import DemoModel
+from toolguard.demo import DemoModel
 from toolguard.openai import OpenAIChatModel
 
 scripted_openai = openai_server.scripted_openai  # the fixture, for the tests below

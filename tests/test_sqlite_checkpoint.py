@@ -19,13 +19,28 @@ from typing import Any
 
 import pytest
 
-import toolguard
 from toolguard._stores.memory import ThreadState
-from toolguard._stores.sqlite import _CHECKPOINT_EVERY, SQLiteStore
+from toolguard._stores.sqlite import _CHECKPOINT_EVERY, _WAL_PAGES, SQLiteStore
+from toolguard.records import AuditEvent
 
 
 def _wal_bytes(path: Path) -> int:
     return os.path.getsize(f"{path}-wal")
+
+
+def _wal_frames(path: Path) -> int:
+    """Frames (page images) the WAL file has room for: its size less its header, per frame."""
+    with open(f"{path}-wal", "rb") as file:
+        header = file.read(32)
+    page_size = int.from_bytes(header[8:12], "big")
+    return (_wal_bytes(path) - 32) // (24 + page_size)
+
+
+def _wal_restarts(path: Path) -> int:
+    """The WAL header's checkpoint sequence number: one more each time a writer restarts it."""
+    with open(f"{path}-wal", "rb") as file:
+        header = file.read(32)
+    return int.from_bytes(header[12:16], "big")
 
 
 def _db_pages(path: Path) -> int:
@@ -135,19 +150,51 @@ async def test_an_idle_checkpoint_thread_ends_and_a_new_one_takes_over(
         assert len(await store.thread_ids()) == 2 * _CHECKPOINT_EVERY
 
 
-async def test_the_wal_stays_bounded_over_many_writes(tmp_path: Path) -> None:
-    """Back-to-back writes never let a background checkpoint restart the WAL; the store does."""
+async def test_a_full_wal_is_restarted_by_the_next_writes_and_stops_growing(
+    tmp_path: Path,
+) -> None:
+    """A background checkpoint that finds _WAL_PAGES or more in the WAL marks it full; the next
+    write checkpoints first and starts the WAL again from its beginning, so later writes reuse
+    the file instead of growing it.
+
+    A reader holding an old snapshot keeps every checkpoint from finishing while the WAL fills,
+    so the WAL's size does not depend on how fast the background thread runs.
+    """
     path = tmp_path / "t.db"
     async with SQLiteStore(path) as store:
-        await _write(store, 24 * _CHECKPOINT_EVERY)
+        await _write(store, 1, prefix="first")
+        with contextlib.closing(sqlite3.connect(path)) as reader:
+            reader.execute("BEGIN")
+            assert reader.execute("SELECT count(*) FROM toolguard_threads").fetchall() == [(1,)]
+            await _write(store, 6 * _CHECKPOINT_EVERY)
+            assert store._checkpoints_done(10)
+            reader.rollback()
+        full_size = _wal_bytes(path)
+        assert _wal_frames(path) >= _WAL_PAGES
+
+        store._start_checkpoint()  # nothing holds the WAL now: it is copied whole, not restarted
         assert store._checkpoints_done(10)
-        # 1,536 new threads of ~3 KB: about 25 MB of pages went through the WAL, and
-        # without checkpoints that restart it the file would hold all of them. The
-        # store's own checkpoint, after a background one found 1,000 pages or more
-        # left, lets the next write start the WAL again: it stays a few MB (5.7 here).
-        wal = _wal_bytes(path)
-        assert wal < 10_000_000, wal
-        assert len(await store.thread_ids()) == 24 * _CHECKPOINT_EVERY
+        assert store._wal_full is True
+        assert _wal_bytes(path) == full_size
+        restarts = _wal_restarts(path)
+
+        assert store._conn is not None
+        statements: list[str] = []
+        store._conn.set_trace_callback(statements.append)
+        await _write(store, 1, prefix="next")
+        store._conn.set_trace_callback(None)
+        assert statements[:2] == ["PRAGMA wal_checkpoint(PASSIVE)", "BEGIN IMMEDIATE"]
+        assert store._wal_full is False
+        assert _wal_restarts(path) == restarts + 1  # this write started the WAL again
+
+        # A third of the pages the full WAL held: written from the WAL's start, whatever the
+        # background checkpoints do meanwhile, so the file does not grow.
+        await _write(store, 2 * _CHECKPOINT_EVERY, prefix="more")
+        assert store._checkpoints_done(10)
+        assert _wal_bytes(path) == full_size
+        assert (
+            len(await store.thread_ids()) == 1 + 6 * _CHECKPOINT_EVERY + 1 + 2 * _CHECKPOINT_EVERY
+        )
 
 
 async def test_a_wal_left_full_is_checkpointed_by_the_next_write(tmp_path: Path) -> None:
@@ -268,7 +315,7 @@ async def test_a_save_writes_its_rows_with_one_statement(tmp_path: Path) -> None
             id="a1", call_id="c1", name="send", args={}, description="d", status=status, digest="x"
         )
 
-    def event(kind: str) -> toolguard.AuditEvent:
+    def event(kind: str) -> AuditEvent:
         return requested_event("t", "r", action("requested")).model_copy(update={"kind": kind})
 
     async with SQLiteStore(path) as store:

@@ -1,166 +1,108 @@
-"""Tests for the thread stores: MemoryStore and SQLiteStore share one contract (compare-and-set)."""
+"""The thread stores' one contract (compare-and-set): MemoryStore, SQLiteStore, PostgresStore.
+
+Each contract test runs against every store; the tests of several stores (or processes) on one
+database run against SQLite and PostgreSQL. PostgreSQL needs ``TOOLGUARD_POSTGRES_DSN``
+(``scripts/start-postgres`` starts a local server and prints one): without it those cases are
+skipped, except in CI, which runs them. What only SQLite does is tested at the end of this
+file; what only PostgreSQL does, in tests/test_postgres_store.py.
+"""
 
 from __future__ import annotations
 
 import contextlib
+import select
 import sqlite3
 import subprocess
 import sys
 import textwrap
-from collections.abc import AsyncIterator
-from datetime import datetime, timezone
+import time
+from collections.abc import AsyncIterator, Callable
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 import anyio
 import pytest
 
-from toolguard import (
-    Action,
-    ApproveDecision,
-    EditDecision,
-    EditedAction,
-    PendingTurn,
-    RejectDecision,
-    ToolCall,
-    ToolResult,
+from tests.helpers import (
+    T0,
+    conflict_text,
+    expected,
+    fresh_postgres_table,
+    full_state,
+    postgres_dsn,
+    user_message,
 )
-from toolguard._stores.memory import ConcurrentUpdateError, MemoryStore, Store, ThreadState
-from toolguard._stores.sqlite import SchemaVersionError, SQLiteStore
+from toolguard import (
+    ConcurrentUpdateError,
+    MemoryStore,
+    ModelResponse,
+    NoPendingReviewError,
+    PendingTurn,
+    ReviewedChat,
+    SchemaVersionError,
+    ScriptedModel,
+    SQLiteStore,
+    Store,
+    ThreadState,
+    ToolCall,
+)
+from toolguard.postgres import PostgresStore
 
-AnyStore = MemoryStore | SQLiteStore
+AnyStore = MemoryStore | SQLiteStore | PostgresStore
+SharedStore = SQLiteStore | PostgresStore
 
-T0 = datetime(2024, 5, 1, 12, 0, 0, 123456, tzinfo=timezone.utc)
+TIMEOUT = 60
+ALICE = {"to": "alice@example.com", "subject": "Meeting", "body": "The meeting is at 10."}
+NO_PENDING = "There is no action awaiting approval in this conversation"
 
 
-@pytest.fixture(params=["memory", "sqlite"])
+@pytest.fixture(params=["memory", "sqlite", "postgres"])
 async def store(request: pytest.FixtureRequest, tmp_path: Path) -> AsyncIterator[AnyStore]:
-    """Each contract test runs against a MemoryStore and a fresh SQLiteStore file."""
+    """A fresh store of each kind: in memory, a new SQLite file, a new PostgreSQL table."""
     if request.param == "memory":
         yield MemoryStore()
-    else:
+    elif request.param == "sqlite":
         async with SQLiteStore(tmp_path / "t.db") as sqlite_store:
             yield sqlite_store
+    else:
+        dsn = postgres_dsn()
+        async with fresh_postgres_table() as table, PostgresStore(dsn, table=table) as pg_store:
+            yield pg_store
 
 
-def user_message(text: str) -> dict[str, Any]:
-    """An OpenAI-format user message."""
-    return {"role": "user", "content": text}
+@dataclass
+class SharedDatabase:
+    """One database that several stores open, as several processes would."""
+
+    open: Callable[[], SharedStore]
+    """A new store on the database (not yet connected)."""
+    racer_args: list[str]
+    """How the racer process (``_RACER``) opens a store on the database."""
 
 
-def conflict_text(thread_id: str, expected: int | None, found: int | None) -> str:
-    """The exact conflict text of both stores."""
-    return (
-        f"Thread {thread_id!r} was changed by someone else"
-        f" (expected version {expected}, found {found})"
-    )
+@pytest.fixture(params=["sqlite", "postgres"])
+async def database(request: pytest.FixtureRequest, tmp_path: Path) -> AsyncIterator[SharedDatabase]:
+    """A fresh SQLite file or PostgreSQL table that any number of stores can open."""
+    if request.param == "sqlite":
+        path = tmp_path / "t.db"
+        yield SharedDatabase(lambda: SQLiteStore(path), ["sqlite", str(path)])
+    else:
+        dsn = postgres_dsn()
+        async with fresh_postgres_table() as table:
+            yield SharedDatabase(lambda: PostgresStore(dsn, table=table), ["postgres", dsn, table])
 
 
-def full_state(thread_id: str = "full") -> ThreadState:
-    """A state with a paused turn, decisions and actions in every shape."""
-    call_send = ToolCall(id="call_1", name="send_email", args={"to": "a@example.com", "n": [1, 2]})
-    call_delete = ToolCall(id="call_2", name="delete_file", args={"path": "notes/x.txt"})
-    call_bad = ToolCall(id="call_3", name="book_room", arguments_error="not JSON: {")
-    call_read = ToolCall(id="call_4", name="read_file", args={})
-    read_result = ToolResult(
-        call_id="call_4", name="read_file", status="success", content="hello", value={"k": [1.5]}
-    )
-    bad_result = ToolResult(
-        call_id="call_3", name="book_room", status="error", content="bad arguments"
-    )
-    send_action = Action(
-        id="a1",
-        call_id="call_1",
-        name="send_email",
-        args={"to": "a@example.com", "n": [1, 2]},
-        description="Tool `send_email` menunggu persetujuan",
-        status="approved",
-        decision=ApproveDecision(),
-        requested_at=T0,
-        decided_at=T0,
-    )
-    delete_action = Action(
-        id="a2",
-        call_id="call_2",
-        name="delete_file",
-        args={"path": "notes/x.txt"},
-        description="Tool `delete_file` menunggu persetujuan",
-        status="rejected",
-        decision=RejectDecision(message="no"),
-        result=ToolResult(call_id="call_2", name="delete_file", status="error", content="no"),
-        requested_at=T0,
-        decided_at=T0,
-        finished_at=T0,
-    )
-    old_action = Action(
-        id="a0",
-        call_id="call_0",
-        name="move_file",
-        args={"src": "a", "dst": "b"},
-        description="Tool `move_file` menunggu persetujuan",
-        status="executed",
-        decision=EditDecision(
-            edited_action=EditedAction(name="move_file", args={"src": "a", "dst": "c"})
-        ),
-        result=ToolResult(
-            call_id="call_0", name="move_file", status="success", content="moved", value=None
-        ),
-        requested_at=T0,
-        decided_at=T0,
-        finished_at=T0,
-    )
-    return ThreadState(
-        thread_id=thread_id,
-        version=7,
-        status="running",
-        messages=[
-            user_message("Mail Alice, delete x"),
-            {
-                "role": "assistant",
-                "content": None,
-                "tool_calls": [
-                    {
-                        "id": "call_1",
-                        "type": "function",
-                        "function": {"name": "send_email", "arguments": '{"to": "a@example.com"}'},
-                    }
-                ],
-            },
-        ],
-        pending=PendingTurn(
-            review_id="r1",
-            calls=[call_send, call_delete, call_bad, call_read],
-            results=[bad_result, read_result],
-            actions=[send_action, delete_action],
-            replaced_calls=[call_delete],
-        ),
-        decisions=[
-            ApproveDecision(),
-            RejectDecision(message="no"),
-            EditDecision(edited_action=EditedAction(name="x", args={"é": "ü", "n": None})),
-            RejectDecision(),
-        ],
-        actions=[old_action, send_action, delete_action],
-        created_at=T0,
-        updated_at=T0,
-    )
-
-
-def expected(state: ThreadState, stored: ThreadState, version: int) -> ThreadState:
-    """``state`` with the version and updated_at a save gives it."""
-    return state.model_copy(update={"version": version, "updated_at": stored.updated_at})
-
-
-# --- the contract, for both stores ------------------------------------------------------------
+# --- the contract, for every store ----------------------------------------------------------------
 
 
 async def test_store_satisfies_the_protocol(store: AnyStore) -> None:
-    """Both stores are instances of the runtime-checkable Store protocol."""
+    """Every store is an instance of the runtime-checkable Store protocol."""
     assert isinstance(store, Store)
 
 
 async def test_load_unknown_thread_is_none(store: AnyStore) -> None:
-    """Loading a thread that was never saved gives None."""
+    """Loading a thread that was never saved gives None; there are no thread ids."""
     assert await store.load("nope") is None
     assert await store.thread_ids() == []
 
@@ -203,6 +145,29 @@ async def test_full_state_round_trips_exactly(store: AnyStore) -> None:
         "RejectDecision",
     ]
     assert loaded.model_dump(mode="json") == stored.model_dump(mode="json")
+    assert loaded.model_dump_json() == stored.model_dump_json()
+
+
+async def test_state_text_is_kept_exactly(store: AnyStore) -> None:
+    """Key order of tool args, float spelling and NUL characters survive (PostgreSQL: JSON,
+    not JSONB)."""
+    call = ToolCall(id="call_1", name="send_email", args=ALICE)
+    state = ThreadState(
+        thread_id="t",
+        messages=[user_message("nul \x00 here"), {"role": "tool", "content": "x", "n": 1e20}],
+        pending=PendingTurn(review_id="r1", calls=[call], actions=[]),
+    )
+    stored = await store.save(state, expected_version=None)
+    loaded = await store.load("t")
+    assert loaded is not None
+    assert loaded.model_dump_json() == stored.model_dump_json()
+    assert loaded.pending is not None
+    assert list(loaded.pending.calls[0].args) == ["to", "subject", "body"]
+    assert loaded.messages == [
+        {"role": "user", "content": "nul \x00 here"},
+        {"role": "tool", "content": "x", "n": 1e20},
+    ]
+    assert type(loaded.messages[1]["n"]) is float
 
 
 async def test_create_twice_conflicts(store: AnyStore) -> None:
@@ -245,11 +210,14 @@ async def test_update_of_missing_thread_conflicts(store: AnyStore) -> None:
 
 
 async def test_thread_ids_in_creation_order(store: AnyStore) -> None:
-    """thread_ids lists every thread once, oldest first, whatever was updated since."""
+    """thread_ids lists every thread once, oldest first, whatever was updated (or refused) since."""
     for thread_id in ["b", "a", "c"]:
         await store.save(ThreadState(thread_id=thread_id), expected_version=None)
     await store.save(ThreadState(thread_id="b"), expected_version=1)
-    assert await store.thread_ids() == ["b", "a", "c"]
+    with pytest.raises(ConcurrentUpdateError):
+        await store.save(ThreadState(thread_id="a"), expected_version=None)
+    await store.save(ThreadState(thread_id="d"), expected_version=None)
+    assert await store.thread_ids() == ["b", "a", "c", "d"]
 
 
 async def test_threads_are_independent(store: AnyStore) -> None:
@@ -263,7 +231,9 @@ async def test_threads_are_independent(store: AnyStore) -> None:
     assert loaded_b.version == 2
 
 
-async def race(stores: list[AnyStore], thread_id: str, expected_version: int, n: int) -> list[str]:
+async def race(
+    stores: list[AnyStore], thread_id: str, expected_version: int | None, n: int
+) -> list[str]:
     """Run ``n`` concurrent saves expecting the same version; 'WIN i' or 'LOST <error>' per task."""
     outcomes: list[str] = []
 
@@ -276,9 +246,10 @@ async def race(stores: list[AnyStore], thread_id: str, expected_version: int, n:
         else:
             outcomes.append(f"WIN {i}")
 
-    async with anyio.create_task_group() as tg:
-        for i in range(n):
-            tg.start_soon(attempt, i)
+    with anyio.fail_after(TIMEOUT):
+        async with anyio.create_task_group() as tg:
+            for i in range(n):
+                tg.start_soon(attempt, i)
     return outcomes
 
 
@@ -294,30 +265,70 @@ async def test_concurrent_saves_exactly_one_wins(store: AnyStore) -> None:
     assert (loaded.version, loaded.messages) == (2, [user_message(f"task {winners[0][4:]}")])
 
 
-# --- SQLite only -------------------------------------------------------------------------------
+# --- the chat use case over every store -----------------------------------------------------------
 
 
-async def test_sqlite_data_survives_reopening(tmp_path: Path) -> None:
-    """A state saved, closed and read by a new store on the same file is unchanged."""
-    path = tmp_path / "t.db"
-    async with SQLiteStore(path) as first:
+def slow_send_email(log: list[dict[str, Any]]) -> Callable[..., Any]:
+    """An async send_email that sleeps a little before it logs, to widen race windows."""
+
+    async def send_email(to: str, subject: str, body: str) -> str:
+        """Send an email."""
+        await anyio.sleep(0.05)
+        log.append({"to": to, "subject": subject, "body": body})
+        return f"Email sent to {to}"
+
+    return send_email
+
+
+def propose_alice() -> ModelResponse:
+    """A model turn proposing send_email to Alice."""
+    return ModelResponse(tool_calls=[ToolCall(id="call_1", name="send_email", args=ALICE)])
+
+
+async def test_double_submit_runs_the_tool_once(store: AnyStore) -> None:
+    """Submitting the same approval twice: the second raises NoPendingReviewError, one run."""
+    log: list[dict[str, Any]] = []
+    chat = ReviewedChat(
+        ScriptedModel([propose_alice(), "Sent."]), [slow_send_email(log)], store=store
+    )
+    paused = await chat.send_message("Tell Alice the meeting is at 10.")
+    assert paused.pending_review is not None
+    assert paused.pending_review.model_dump()["action_requests"][0]["args"] == ALICE
+    assert list(paused.pending_review.action_requests[0].args) == ["to", "subject", "body"]
+
+    first = await chat.submit_review([{"type": "approve"}], paused.thread_id)
+    after_first = await chat.get_thread(paused.thread_id)
+    with pytest.raises(NoPendingReviewError) as info:
+        await chat.submit_review([{"type": "approve"}], paused.thread_id)
+
+    assert first.reply == "Sent."
+    assert str(info.value) == NO_PENDING
+    assert log == [ALICE]
+    assert await chat.get_thread(paused.thread_id) == after_first
+    assert [a.status for a in after_first.actions] == ["executed"]
+
+
+# --- several stores, and several processes, on one database (SQLite and PostgreSQL) --------------
+
+
+async def test_data_survives_reopening(database: SharedDatabase) -> None:
+    """A state saved, closed and read by a new store on the same database is unchanged."""
+    async with database.open() as first:
         stored = await first.save(full_state(), expected_version=None)
-    async with SQLiteStore(str(path)) as second:
+    async with database.open() as second:
         assert await second.load("full") == stored
         again = await second.save(stored, expected_version=1)
         assert again.version == 2
-    async with SQLiteStore(path) as third:
+    async with database.open() as third:
         assert await third.load("full") == again
         assert await third.thread_ids() == ["full"]
 
 
-async def test_sqlite_two_stores_on_one_file_act_like_two_processes(tmp_path: Path) -> None:
-    """Two SQLiteStore objects on one file see each other's saves and conflict on stale versions."""
-    path = tmp_path / "t.db"
-    async with SQLiteStore(path) as a, SQLiteStore(path) as b:
+async def test_two_stores_on_one_database_act_like_two_processes(database: SharedDatabase) -> None:
+    """Two stores on one database see each other's saves and conflict on stale versions."""
+    async with database.open() as a, database.open() as b:
         created = await a.save(ThreadState(thread_id="t"), expected_version=None)
-        read_by_b = await b.load("t")
-        assert read_by_b == created
+        assert await b.load("t") == created
         with pytest.raises(ConcurrentUpdateError) as create_again:
             await b.save(ThreadState(thread_id="t"), expected_version=None)
         assert str(create_again.value) == conflict_text("t", None, 1)
@@ -332,15 +343,20 @@ async def test_sqlite_two_stores_on_one_file_act_like_two_processes(tmp_path: Pa
         assert await a.load("t") == by_a
 
 
-async def test_sqlite_concurrent_saves_across_two_stores(tmp_path: Path) -> None:
-    """Twenty tasks split over two stores on one file: exactly one save wins."""
-    path = tmp_path / "t.db"
-    async with SQLiteStore(path) as a, SQLiteStore(path) as b:
-        await a.save(ThreadState(thread_id="t"), expected_version=None)
-        outcomes = await race([a, b], "t", 1, 20)
-        winners = [o for o in outcomes if o.startswith("WIN")]
-        assert sorted(outcomes) == ["LOST " + conflict_text("t", 1, 2)] * 19 + winners
-        loaded = await b.load("t")
+async def test_concurrent_saves_and_creates_across_four_stores(database: SharedDatabase) -> None:
+    """Twenty tasks over four stores on one database: one create wins, then one update wins."""
+    async with contextlib.AsyncExitStack() as stack:
+        stores: list[AnyStore] = [
+            await stack.enter_async_context(database.open()) for _ in range(4)
+        ]
+        created = await race(stores, "t", None, 20)
+        create_winners = [o for o in created if o.startswith("WIN")]
+        assert sorted(created) == ["LOST " + conflict_text("t", None, 1)] * 19 + create_winners
+
+        updated = await race(stores, "t", 1, 20)
+        winners = [o for o in updated if o.startswith("WIN")]
+        assert sorted(updated) == ["LOST " + conflict_text("t", 1, 2)] * 19 + winners
+        loaded = await stores[3].load("t")
         assert loaded is not None
         assert (loaded.version, loaded.messages) == (2, [user_message(f"task {winners[0][4:]}")])
 
@@ -351,13 +367,20 @@ _RACER = textwrap.dedent(
 
     import anyio
 
-    from toolguard._stores.sqlite import SQLiteStore
-    from toolguard._stores.memory import ConcurrentUpdateError
+    from toolguard import ConcurrentUpdateError, SQLiteStore
+
+
+    def open_store(args):
+        if args[0] == "sqlite":
+            return SQLiteStore(args[1])
+        from toolguard.postgres import PostgresStore
+
+        return PostgresStore(args[1], table=args[2])
 
 
     async def main() -> None:
-        path, name = sys.argv[1], sys.argv[2]
-        async with SQLiteStore(path) as store:
+        name = sys.argv[1]
+        async with open_store(sys.argv[2:]) as store:
             state = await store.load("race")
             print("READY", state.version, flush=True)
             sys.stdin.readline()  # wait until every racer has read version 1
@@ -375,16 +398,22 @@ _RACER = textwrap.dedent(
 )
 
 
-async def test_sqlite_cross_process_race_has_one_winner(tmp_path: Path) -> None:
-    """Four processes that all read version 1 and then save: exactly one wins, three lose."""
-    path = tmp_path / "t.db"
-    async with SQLiteStore(path) as store:
+def read_line(proc: subprocess.Popen[str], deadline: float) -> str:
+    """One line of ``proc``'s stdout, waiting at most until ``deadline`` (time.monotonic)."""
+    assert proc.stdout is not None
+    ready, _, _ = select.select([proc.stdout], [], [], max(0.0, deadline - time.monotonic()))
+    return proc.stdout.readline() if ready else "(no line in time)\n"
+
+
+async def test_cross_process_race_has_one_winner(database: SharedDatabase) -> None:
+    """Four processes, each with its own store, all read version 1 and then save: one wins."""
+    async with database.open() as store:
         await store.save(ThreadState(thread_id="race"), expected_version=None)
 
     def run_racers() -> list[str]:
         procs = [
             subprocess.Popen(
-                [sys.executable, "-c", _RACER, str(path), f"p{i}"],
+                [sys.executable, "-c", _RACER, f"p{i}", *database.racer_args],
                 stdin=subprocess.PIPE,
                 stdout=subprocess.PIPE,
                 stderr=subprocess.PIPE,
@@ -393,13 +422,17 @@ async def test_sqlite_cross_process_race_has_one_winner(tmp_path: Path) -> None:
             for i in range(4)
         ]
         try:
-            ready = [p.stdout.readline() if p.stdout else "" for p in procs]
-            assert ready == ["READY 1\n"] * 4, [p.communicate(timeout=60) for p in procs]
+            deadline = time.monotonic() + TIMEOUT
+            ready = [read_line(p, deadline) for p in procs]
+            if ready != ["READY 1\n"] * 4:
+                for p in procs:
+                    p.kill()
+                pytest.fail(f"racers not ready: {ready} {[p.communicate() for p in procs]}")
             for p in procs:
                 assert p.stdin is not None
                 p.stdin.write("go\n")
                 p.stdin.flush()
-            results = [p.communicate(timeout=60) for p in procs]
+            results = [p.communicate(timeout=TIMEOUT) for p in procs]
         finally:
             for p in procs:
                 if p.poll() is None:
@@ -411,14 +444,52 @@ async def test_sqlite_cross_process_race_has_one_winner(tmp_path: Path) -> None:
 
     lines = await anyio.to_thread.run_sync(run_racers)
     winners = [line for line in lines if line.startswith("WIN")]
-    lost = "LOST " + conflict_text("race", 1, 2)
     assert len(winners) == 1
-    assert sorted(lines) == [lost] * 3 + winners
-
-    async with SQLiteStore(path) as store:
+    assert sorted(lines) == ["LOST " + conflict_text("race", 1, 2)] * 3 + winners
+    async with database.open() as store:
         loaded = await store.load("race")
     assert loaded is not None
     assert (loaded.version, loaded.messages) == (2, [user_message(winners[0][4:])])
+
+
+async def test_racing_submissions_through_two_stores_run_the_tool_once(
+    database: SharedDatabase,
+) -> None:
+    """Two chats with two stores on one database race submit_review: one wins, one run."""
+    log: list[dict[str, Any]] = []
+    async with database.open() as store_a, database.open() as store_b:
+        chat_a = ReviewedChat(
+            ScriptedModel([propose_alice(), "Sent by A."]), [slow_send_email(log)], store=store_a
+        )
+        chat_b = ReviewedChat(ScriptedModel(["Sent by B."]), [slow_send_email(log)], store=store_b)
+        paused = await chat_a.send_message("Tell Alice the meeting is at 10.")
+        assert paused.pending_review is not None
+        outcomes: list[str] = []
+
+        async def submit(chat: ReviewedChat) -> None:
+            try:
+                turn = await chat.submit_review([{"type": "approve"}], paused.thread_id)
+            except NoPendingReviewError as exc:
+                outcomes.append(f"NoPendingReviewError: {exc}")
+            else:
+                outcomes.append(f"OK: {turn.reply}")
+
+        with anyio.fail_after(TIMEOUT):
+            async with anyio.create_task_group() as tg:
+                for i in range(6):
+                    tg.start_soon(submit, [chat_a, chat_b][i % 2])
+
+        outcomes.sort()
+        assert outcomes[:5] == [f"NoPendingReviewError: {NO_PENDING}"] * 5
+        assert outcomes[5] in ("OK: Sent by A.", "OK: Sent by B.")
+        assert log == [ALICE]
+        state_a = await store_a.load(paused.thread_id)
+        assert state_a == await store_b.load(paused.thread_id)
+        assert state_a is not None
+        assert (state_a.status, [a.status for a in state_a.actions]) == ("idle", ["executed"])
+
+
+# --- SQLite only ----------------------------------------------------------------------------------
 
 
 async def test_sqlite_schema_and_pragmas(tmp_path: Path) -> None:

@@ -1,7 +1,7 @@
 """The ``toolguard`` command line: ``demo``, ``serve`` and ``tools``.
 
 ``toolguard demo`` is a terminal assistant over the demo workspace (see
-:mod:`toolguard.demo.workspace`): every guarded call stops at an approval card where
+:mod:`toolguard.demo`): every guarded call stops at an approval card where
 you approve, edit or reject it, with a reason the model reads. It works
 offline with a scripted model, or with a real one when ``OPENAI_API_KEY``
 (or ``OPENAI_BASE_URL``) is set. ``--non-interactive`` reads the same
@@ -44,7 +44,8 @@ from toolguard._stores.memory import Store
 from toolguard._tools.tool import Tool, ToolArgumentsError
 from toolguard._tools.toolset import Toolset, guard
 from toolguard._version import __version__
-from toolguard.demo.workspace import DemoModel, DemoWorkspace, build_demo_chat, weekday
+from toolguard.demo import DemoModel, DemoWorkspace, build_demo_chat
+from toolguard.demo.workspace import weekday
 
 __all__ = ["describe_model", "main", "render_card", "render_outcome"]
 

@@ -3,7 +3,7 @@
 :func:`build_app` assembles the pieces — a tool registry (``--tools
 MODULE:ATTR``, else the demo workspace), a model (an OpenAI-compatible one
 when ``--model``, ``--base-url``, ``OPENAI_API_KEY`` or ``OPENAI_BASE_URL``
-is given, else the offline scripted :class:`~toolguard.demo.workspace.DemoModel`) and
+is given, else the offline scripted :class:`~toolguard.demo.DemoModel`) and
 a :class:`~toolguard.SQLiteStore` (or a PostgreSQL store for ``--db
 postgresql://...``) — into an app of toolguard's one app factory (the one
 behind :func:`toolguard.http.create_app`); :func:`serve` runs it with
@@ -37,7 +37,7 @@ from toolguard._stores.memory import Store
 from toolguard._stores.outbox import Webhook
 from toolguard._stores.sqlite import SQLiteStore
 from toolguard._tools.toolset import Tools, Toolset, guard
-from toolguard.demo.workspace import DemoModel, build_demo_chat
+from toolguard.demo import DemoModel, build_demo_chat
 
 if TYPE_CHECKING:
     from fastapi import FastAPI
