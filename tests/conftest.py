@@ -6,16 +6,16 @@ from collections.abc import Iterator
 
 import pytest
 
-import toolguard
 from toolguard._policy import stand_in as _override
+from toolguard.text import set_language
 
 
 @pytest.fixture(autouse=True)
 def _reset_toolguard_state(monkeypatch: pytest.MonkeyPatch) -> Iterator[None]:
     """Reset the message language, TOOLGUARD_LANG and the stand-in reviewer around each test."""
     monkeypatch.delenv("TOOLGUARD_LANG", raising=False)
-    toolguard.set_language(None)
+    set_language(None)
     _override.set_stand_in(None)
     yield
-    toolguard.set_language(None)
+    set_language(None)
     _override.set_stand_in(None)

@@ -1,6 +1,6 @@
 """``toolguard serve``'s app and ``toolguard mcp-proxy``'s app get the same defences.
 
-Both are built by toolguard's one app factory (``toolguard.http._protected_app``).
+Both are built by toolguard's one app factory (``toolguard._http.app.protected_app``).
 Each test runs against both apps, in process (``httpx.ASGITransport``), with
 a review waiting in them: a DNS-rebinding ``Host`` gets a 421 on every route
 of the app and changes nothing, a cross-site write a 403, a body over the
@@ -349,4 +349,4 @@ def test_only_the_factory_builds_a_fastapi_app() -> None:
                     and isinstance(node.func, ast.Name)
                     and node.func.id in ("FastAPI", "Starlette")
                 ]
-    assert sorted(set(calls)) == [("toolguard/http.py", "_protected_app")]
+    assert sorted(set(calls)) == [("toolguard/_http/app.py", "protected_app")]

@@ -1,4 +1,4 @@
-"""What a save writes: ``_changes`` finds the changed items by identity, on short and long lists."""
+"""What a save writes: ``changes_of`` finds changed items by identity, in short and long lists."""
 
 from __future__ import annotations
 
@@ -8,16 +8,16 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from toolguard import ThreadState
-from toolguard._chat.chat import _TAIL, _changes, _first_changed
+from toolguard._chat.threads import TAIL, changes_of, first_changed
 from toolguard._core.records import Action
 from toolguard._stores.memory import Changes, mark_stored
 
 
 def reference_first(old: list[Any], new: list[Any], stored: int) -> int:
-    """The rule, written plainly: the first difference in the last _TAIL shared items; all of
+    """The rule, written plainly: the first difference in the last TAIL shared items; all of
     them differing (a list rebuilt whole) means the first difference anywhere."""
     shared = min(stored, len(old), len(new))
-    start = max(0, shared - _TAIL)
+    start = max(0, shared - TAIL)
     first = next((i for i in range(start, shared) if old[i] is not new[i]), shared)
     if first == start and start > 0:
         first = next((i for i in range(shared) if old[i] is not new[i]), shared)
@@ -48,7 +48,7 @@ def test_first_changed_follows_the_rule(
 ) -> None:
     old, new = edited(spec)
     stored = max(0, len(old) + stored_offset)
-    assert _first_changed(old, new, stored) == reference_first(old, new, stored)
+    assert first_changed(old, new, stored) == reference_first(old, new, stored)
 
 
 def action(index: int) -> Action:
@@ -69,7 +69,7 @@ def test_changed_and_new_actions_are_written_by_position(
     ]
     base = ThreadState(thread_id="t", actions=old)
     mark_stored(base)
-    found = _changes(base, {"actions": new})
+    found = changes_of(base, {"actions": new})
     first = reference_first(old, new, len(old))
     expected = [(i, new[i]) for i in range(first, len(old)) if new[i] is not old[i]]
     expected += [(i, new[i]) for i in range(len(old), len(new))]
@@ -78,6 +78,6 @@ def test_changed_and_new_actions_are_written_by_position(
 
 def test_a_shorter_action_list_or_the_same_list_cannot_be_expressed() -> None:
     base = ThreadState(thread_id="t", actions=[action(0), action(1)])
-    assert _changes(base, {"actions": base.actions[:1]}) is None
-    assert _changes(base, {"actions": base.actions}) is None  # changed in place: unknown what
-    assert _changes(base, {"audit": base.audit}) is None
+    assert changes_of(base, {"actions": base.actions[:1]}) is None
+    assert changes_of(base, {"actions": base.actions}) is None  # changed in place: unknown what
+    assert changes_of(base, {"audit": base.audit}) is None

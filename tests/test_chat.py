@@ -12,7 +12,6 @@ import pytest
 
 from toolguard import (
     REJECTED_BY_USER_MESSAGE,
-    Action,
     ApprovalRequiredError,
     ChatTurn,
     InvalidReviewDecisionError,
@@ -28,10 +27,11 @@ from toolguard import (
     ToolCall,
     UnknownThreadError,
     requires_approval,
-    set_language,
 )
 from toolguard._stores.memory import MemoryStore
 from toolguard._stores.sqlite import SQLiteStore
+from toolguard.records import Action
+from toolguard.text import set_language
 
 AnyStore = MemoryStore | SQLiteStore
 Log = list[tuple[str, dict[str, Any]]]

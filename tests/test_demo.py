@@ -17,17 +17,10 @@ import anyio
 import pytest
 
 import toolguard
-from toolguard import (
-    Action,
-    ActionRequest,
-    Classifier,
-    ModelResponse,
-    ReviewedChat,
-    ToolCall,
-    ToolResult,
-)
+from toolguard import Classifier, ModelResponse, ReviewedChat, ToolCall, ToolResult
 from toolguard._cli.main import describe_model, main, render_card, render_outcome
 from toolguard.demo import DemoModel, DemoWorkspace, build_demo_chat, demo_toolset
+from toolguard.records import Action, ActionRequest
 
 ROOT = Path(__file__).resolve().parent.parent
 

@@ -16,10 +16,8 @@ import anyio.to_thread
 import pytest
 from pydantic import BaseModel
 
-import toolguard
 from toolguard import (
     ApprovalRequiredError,
-    Classification,
     Classifier,
     EditDecision,
     EditedAction,
@@ -32,6 +30,8 @@ from toolguard import (
     tool,
 )
 from toolguard._policy.stand_in import set_stand_in
+from toolguard.classify import Classification
+from toolguard.text import set_language
 
 SPEC_ARGS = {"to": "alice@example.com", "subject": "Meeting", "body": "The meeting is at 10."}
 
@@ -135,7 +135,7 @@ def test_call_records_name_and_args() -> None:
 
 def test_description_in_indonesian_with_set_language() -> None:
     """After set_language("id") the payload description is the seed's Indonesian text."""
-    toolguard.set_language("id")
+    set_language("id")
     exc = catch(make_send_email([]), **SPEC_ARGS)
     assert exc.pending_review.model_dump() == spec_payload("Tool `send_email` menunggu persetujuan")
     assert str(exc) == "Tool `send_email` menunggu persetujuan"

@@ -9,13 +9,15 @@ from typing import Any
 import pytest
 
 from toolguard import (
-    Action,
     ApproveDecision,
     EditDecision,
     EditedAction,
     RejectDecision,
     Runner,
     ToolResult,
+)
+from toolguard.records import Action
+from toolguard.text import (
     describe_decision,
     describe_request,
     describe_result,

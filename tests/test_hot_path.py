@@ -13,9 +13,10 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from toolguard import Action, ModelResponse, ReviewedChat, ScriptedModel, ToolCall
+from toolguard import ModelResponse, ReviewedChat, ScriptedModel, ToolCall
 from toolguard._chat.chat import _merge, assistant_message
 from toolguard._core.records import args_json, call_digest
+from toolguard.records import Action
 
 ARGS = {"to": "zoë@example.com", "n": [1, 2.5, None, True], "z": {"b": 1, "a": "é\u2028"}}
 

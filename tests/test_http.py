@@ -27,6 +27,7 @@ from toolguard import (
     ToolCall,
 )
 from toolguard import http as toolguard_http
+from toolguard._http import app as http_app
 from toolguard.http import create_app, create_router
 
 Log = list[tuple[str, dict[str, Any]]]
@@ -1002,7 +1003,7 @@ async def test_page_false_and_missing_page_folder_give_404(
     """Without the page (page=False, or no static folder in the package) / answers 404."""
     async with client_for(create_app(make_chat([], []), page=False)) as client:
         disabled = await client.get("/")
-    monkeypatch.setattr(toolguard_http, "_page_dir", lambda: None)
+    monkeypatch.setattr(http_app, "_page_dir", lambda: None)
     async with client_for(create_app(make_chat([], []))) as client:
         missing = await client.get("/")
         missing_asset = await client.get("/static/app.js")

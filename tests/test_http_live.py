@@ -20,9 +20,9 @@ import anyio  # noqa: E402
 import httpx  # noqa: E402
 from fastapi import FastAPI, Header  # noqa: E402
 
-import toolguard.http  # noqa: E402
 from toolguard import MemoryStore, ReviewedChat, ScriptedModel, ThreadState  # noqa: E402
 from toolguard._gateway.proxy import build_app, reviews_router  # noqa: E402
+from toolguard._http import live  # noqa: E402
 from toolguard.http import CONTENT_SECURITY_POLICY, create_app, pending_reviews  # noqa: E402
 
 from .test_page import Outbox, make_tools, react, serve  # noqa: E402
@@ -273,7 +273,7 @@ def test_events_stream_the_list_and_follow_changes_made_by_another_client(
 def test_streams_over_the_limit_get_a_503(monkeypatch: pytest.MonkeyPatch) -> None:
     """Each stream reads the store every second: past the limit, a clear 503 (the page then
     polls GET /hitl/reviews)."""
-    monkeypatch.setattr(toolguard.http, "_EVENTS_MAX_STREAMS", 1)
+    monkeypatch.setattr(live, "_EVENTS_MAX_STREAMS", 1)
     with (
         serve(create_app(make_chat())) as url,
         httpx.Client(base_url=url, timeout=LIMIT) as client,

@@ -692,7 +692,7 @@ async def test_the_stored_message_count_is_not_part_of_equality() -> None:
     store = MemoryStore()
     chat = make_chat(store, [])
     thread_id = await cycle(chat, None)
-    saved = chat._states[thread_id]
+    saved = chat._threads.states[thread_id]
     assert saved == await store.load(thread_id)
     assert saved != (await store.load(thread_id) or saved).model_copy(update={"status": "running"})
 

@@ -10,10 +10,8 @@ import httpx
 import pytest
 from pydantic import TypeAdapter
 
-import toolguard
 from toolguard import (
     ALLOWED_DECISIONS,
-    DECISION_TYPES,
     ApprovalPolicy,
     ApprovalRequiredError,
     InvalidReviewDecisionError,
@@ -28,9 +26,10 @@ from toolguard import (
     ToolCall,
     ToolResult,
     requires_approval,
-    set_language,
     validate_decisions,
 )
+from toolguard.records import DECISION_TYPES
+from toolguard.text import render_history, set_language
 
 try:
     from langchain.agents.middleware import human_in_the_loop as hitl
@@ -363,7 +362,7 @@ async def test_chat_respond_audit_and_model_message(tmp_path: Any) -> None:
     ]
     assert [a.status for a in state.actions] == ["responded"]
     assert log == []
-    assert toolguard.render_history(state.actions).splitlines()[-1] == (
+    assert render_history(state.actions).splitlines()[-1] == (
         "The user answered in place of the tool: Alice Doe, from accounting."
     )
 

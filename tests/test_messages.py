@@ -7,7 +7,8 @@ import re
 import pytest
 
 import toolguard
-from toolguard import NoPendingReviewError, ReviewPendingError, get_language, set_language
+from toolguard import NoPendingReviewError, ReviewPendingError
+from toolguard.text import get_language, set_language
 
 NO_PENDING_EN = "There is no action awaiting approval in this conversation"
 NO_PENDING_ID = "Tidak ada aksi yang menunggu persetujuan di percakapan ini"

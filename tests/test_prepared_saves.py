@@ -128,7 +128,7 @@ async def test_the_chats_last_head_stays_a_state_until_the_thread_is_read() -> N
     chat = make_chat(store)
     thread_id = await paused_then_done(chat)
     version, head = store._threads[thread_id]
-    cached = chat._states[thread_id]
+    cached = chat._threads.states[thread_id]
     assert head is cached  # the saved state itself, shared with the chat's read-only cache
     assert (version, list(store._live)) == (4, [thread_id])
 
@@ -158,8 +158,8 @@ async def test_heads_leaving_the_window_become_json_oldest_first(
     second = await paused_then_done(chat)
     third = await paused_then_done(chat)
     assert list(store._live) == [second, third]
-    assert store._threads[first] == (4, head_json(chat._states[first]).encode())
-    assert store._threads[second][1] is chat._states[second]
+    assert store._threads[first] == (4, head_json(chat._threads.states[first]).encode())
+    assert store._threads[second][1] is chat._threads.states[second]
     # A save of a thread in the window moves it to the end; the oldest leaves.
     await chat.send_message("Mail Alice", second)
     fourth = await paused_then_done(chat)
@@ -215,7 +215,7 @@ async def test_a_refused_prepared_save_changes_nothing() -> None:
     chat = make_chat(store)
     thread_id = await paused_then_done(chat)
     before = dict(store._threads), dict(store._live)
-    cached = chat._states[thread_id]
+    cached = chat._threads.states[thread_id]
     stale = _store.prepared_state(cached, {"status": "running"}, 3)  # stored version is 4
 
     with pytest.raises(ConcurrentUpdateError) as caught:
@@ -329,7 +329,7 @@ async def test_a_public_save_of_a_window_thread_turns_its_items_into_json_first(
     store = MemoryStore()
     chat = make_chat(store)
     thread_id = await paused_then_done(chat)
-    cached = chat._states[thread_id]
+    cached = chat._threads.states[thread_id]
     assert store._lists[thread_id].unsettled == 8
 
     saved = await store.save_changes(

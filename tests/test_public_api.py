@@ -2,12 +2,123 @@
 
 from __future__ import annotations
 
+import importlib
+import inspect
 import re
 import subprocess
 import sys
 import types
 
+import pytest
+
 import toolguard
+from toolguard._core import errors as _errors
+
+PUBLIC_MODULES = ("toolguard.classify", "toolguard.hooks", "toolguard.records", "toolguard.text")
+"""The small public modules that hold what is not at the top level."""
+
+TOP_LEVEL = [
+    "ALLOWED_DECISIONS",
+    "DEFAULT_VERBS",
+    "NO_DECISION",
+    "REDACTED",
+    "REJECTED_BY_USER_MESSAGE",
+    "SEED_VERBS",
+    "AccessDeniedError",
+    "ActionRejectedError",
+    "AlreadyResumedError",
+    "ApprovalPolicy",
+    "ApprovalRequiredError",
+    "ApproveDecision",
+    "BlockingChat",
+    "CallDeniedError",
+    "ChatModel",
+    "ChatTurn",
+    "Classifier",
+    "ConcurrentUpdateError",
+    "CorruptThreadError",
+    "Decision",
+    "EditDecision",
+    "EditedAction",
+    "InvalidReviewDecisionError",
+    "Limits",
+    "MemoryStore",
+    "Message",
+    "ModelError",
+    "ModelResponse",
+    "NoPendingReviewError",
+    "PendingReview",
+    "PendingTurn",
+    "QuorumReviewerError",
+    "RejectDecision",
+    "RespondDecision",
+    "ReviewExpiredError",
+    "ReviewPendingError",
+    "ReviewStateError",
+    "ReviewedChat",
+    "ReviewedChatUseCase",
+    "ReviewerNotAllowedError",
+    "RuleSyntaxError",
+    "Rules",
+    "Runner",
+    "SQLiteStore",
+    "SchemaVersionError",
+    "ScriptedModel",
+    "StaleReviewError",
+    "Step",
+    "StepLimitError",
+    "Store",
+    "ThreadBusyError",
+    "ThreadState",
+    "Tool",
+    "ToolCall",
+    "ToolResult",
+    "ToolguardError",
+    "Toolset",
+    "UnknownGrantError",
+    "UnknownReviewError",
+    "UnknownThreadError",
+    "Webhook",
+    "__version__",
+    "allow_once",
+    "guard",
+    "requires_approval",
+    "tool",
+    "validate_decisions",
+]
+
+MODULE_NAMES = {
+    "toolguard.classify": ["READ_VERBS", "Classification", "split_words"],
+    "toolguard.hooks": ["AccessHook", "AccessOperation", "Authorizer", "Claims", "EditPolicy"],
+    "toolguard.records": [
+        "DECISION_TYPES",
+        "Action",
+        "ActionRequest",
+        "ActionStatus",
+        "AuditEvent",
+        "AuditKind",
+        "DecisionType",
+        "GrantTerms",
+        "QuorumProgress",
+        "ResultOutcome",
+        "ReviewConfig",
+        "Rule",
+        "RuleDecision",
+        "StandingGrant",
+        "ThreadStatus",
+        "parse_tool_call",
+    ],
+    "toolguard.text": [
+        "ResultTemplates",
+        "describe_decision",
+        "describe_request",
+        "describe_result",
+        "get_language",
+        "render_action",
+        "render_history",
+        "set_language",
+    ],
+}
 
 
 def _isort_key(name: str) -> tuple[int, list[int | str]]:
@@ -22,6 +133,74 @@ def _isort_key(name: str) -> tuple[int, list[int | str]]:
 def test_all_is_sorted() -> None:
     """toolguard.__all__ is sorted the way ruff's RUF022 sorts it (constants, classes, rest)."""
     assert toolguard.__all__ == sorted(toolguard.__all__, key=_isort_key)
+
+
+def test_the_top_level_names_are_pinned() -> None:
+    """toolguard.__all__ is exactly the documented surface: a change to it is deliberate."""
+    assert toolguard.__all__ == TOP_LEVEL
+
+
+def test_the_top_level_holds_at_most_seventy_names() -> None:
+    """The top level stays small: the essential API and the errors, nothing else."""
+    assert len(toolguard.__all__) <= 70
+
+
+def test_every_error_is_importable_from_the_top_level() -> None:
+    """Every ToolguardError subclass defined in the errors module is in toolguard.__all__."""
+    defined = {
+        name
+        for name, value in vars(_errors).items()
+        if isinstance(value, type) and issubclass(value, toolguard.ToolguardError)
+    }
+    assert len(defined) == 24
+    assert sorted(defined - set(toolguard.__all__)) == []
+
+
+@pytest.mark.parametrize("module_name", PUBLIC_MODULES)
+def test_each_public_module_pins_its_names(module_name: str) -> None:
+    """Each public module's __all__ is its pinned list, sorted as ruff sorts it."""
+    module = importlib.import_module(module_name)
+    assert module.__all__ == MODULE_NAMES[module_name]
+    assert module.__all__ == sorted(module.__all__, key=_isort_key)
+
+
+@pytest.mark.parametrize("module_name", PUBLIC_MODULES)
+def test_every_name_of_a_public_module_resolves(module_name: str) -> None:
+    """Every name in a public module's __all__ is an attribute defined inside toolguard."""
+    module = importlib.import_module(module_name)
+    missing = [name for name in module.__all__ if not hasattr(module, name)]
+    assert missing == []
+    foreign = [
+        name
+        for name in module.__all__
+        if (inspect.isclass(value := getattr(module, name)) or inspect.isfunction(value))
+        and not value.__module__.startswith("toolguard.")
+    ]
+    assert foreign == []
+
+
+@pytest.mark.parametrize("module_name", PUBLIC_MODULES)
+def test_a_public_module_exports_every_public_name_it_holds(module_name: str) -> None:
+    """A public module holds no public name outside its __all__, and has a docstring."""
+    module = importlib.import_module(module_name)
+    public = {
+        name
+        for name, value in vars(module).items()
+        if not name.startswith("_")
+        and not isinstance(value, types.ModuleType)
+        and type(value).__module__ != "__future__"
+    }
+    assert sorted(public - set(module.__all__)) == []
+    assert (module.__doc__ or "").strip() != ""
+
+
+def test_each_name_has_one_public_home() -> None:
+    """No name is both at the top level and in a public module, nor in two modules."""
+    homes: dict[str, list[str]] = {name: ["toolguard"] for name in toolguard.__all__}
+    for module_name in PUBLIC_MODULES:
+        for name in importlib.import_module(module_name).__all__:
+            homes.setdefault(name, []).append(module_name)
+    assert {name: where for name, where in homes.items() if len(where) > 1} == {}
 
 
 def test_all_has_no_duplicates() -> None:
@@ -67,9 +246,9 @@ def test_version_is_a_string() -> None:
 
 
 def test_import_does_not_pull_in_optional_dependencies() -> None:
-    """`import toolguard` imports none of openai, fastapi, uvicorn, httpx or psycopg."""
+    """`import toolguard` and its small public modules import no optional dependency."""
     code = (
-        "import toolguard, sys; print(sorted(m for m in"
+        f"import toolguard, sys, {', '.join(PUBLIC_MODULES)}; print(sorted(m for m in"
         " ('openai','fastapi','uvicorn','httpx','psycopg') if m in sys.modules))"
     )
     result = subprocess.run(

@@ -254,6 +254,7 @@ def _registry(ran: list[tuple[str, dict[str, Any]]]) -> list[Any]:
 
 async def test_the_runner_applies_rules_before_each_tools_policy() -> None:
     import toolguard
+    from toolguard.text import ResultTemplates
 
     ran: list[tuple[str, dict[str, Any]]] = []
     rules = Rules(
@@ -280,7 +281,7 @@ async def test_the_runner_applies_rules_before_each_tools_policy() -> None:
         "denied",
         "The call to `delete_file` is denied by the rule `deny delete_*`. It was not executed.",
     )
-    assert toolguard.ResultTemplates().render(denied) == (
+    assert ResultTemplates().render(denied) == (
         "Denied by a rule, not executed: The call to `delete_file` is denied by the rule"
         " `deny delete_*`. It was not executed."
     )

@@ -25,15 +25,15 @@ from toolguard import (
     NoPendingReviewError,
     PendingTurn,
     RejectDecision,
-    ResultOutcome,
     Runner,
     Step,
     ToolCall,
     ToolResult,
     requires_approval,
-    set_language,
     validate_decisions,
 )
+from toolguard.records import ResultOutcome
+from toolguard.text import set_language
 
 AVAILABLE = "search_events, send_email, delete_event, explode, transfer, get_weather"
 

@@ -13,10 +13,8 @@ import pytest
 import toolguard
 from toolguard import (
     ApproveDecision,
-    AuditEvent,
     Classifier,
     ConcurrentUpdateError,
-    GrantTerms,
     InvalidReviewDecisionError,
     MemoryStore,
     ModelResponse,
@@ -25,14 +23,14 @@ from toolguard import (
     Rules,
     ScriptedModel,
     StaleReviewError,
-    StandingGrant,
     ThreadState,
     ToolCall,
     UnknownGrantError,
     guard,
-    set_language,
     validate_decisions,
 )
+from toolguard.records import AuditEvent, GrantTerms, StandingGrant
+from toolguard.text import set_language
 
 T0 = datetime(2026, 12, 1, 9, 0, tzinfo=timezone.utc)
 ALICE = {"to": "alice@example.com", "subject": "Hi", "body": "."}

@@ -13,8 +13,6 @@ from typing import Any
 import pytest
 
 from toolguard import (
-    Action,
-    AuditEvent,
     InvalidReviewDecisionError,
     Message,
     ModelResponse,
@@ -29,11 +27,12 @@ from toolguard import (
     ThreadState,
     ToolCall,
     requires_approval,
-    set_language,
 )
 from toolguard._core.records import call_digest
 from toolguard._stores.memory import MemoryStore
 from toolguard._stores.sqlite import SQLiteStore
+from toolguard.records import Action, AuditEvent
+from toolguard.text import set_language
 
 AnyStore = MemoryStore | SQLiteStore
 Log = list[tuple[str, dict[str, Any]]]

@@ -11,16 +11,9 @@ from typing import Any
 import pydantic
 
 import toolguard
-from toolguard import (
-    ActionRequest,
-    MemoryStore,
-    ModelResponse,
-    ReviewConfig,
-    ReviewedChat,
-    ToolCall,
-    parse_tool_call,
-)
+from toolguard import MemoryStore, ModelResponse, ReviewedChat, ToolCall
 from toolguard._core.records import trusted
+from toolguard.records import ActionRequest, ReviewConfig, parse_tool_call
 
 EMAIL = {"to": "alice@example.com", "body": "Hi", "cc": {"who": ["bob@example.com"]}}
 

@@ -23,10 +23,10 @@ from toolguard import (
     RejectDecision,
     ToolCall,
     ToolguardError,
-    set_language,
     validate_decisions,
 )
 from toolguard._core.records import Action
+from toolguard.text import set_language
 
 
 def review(count: int) -> PendingReview:

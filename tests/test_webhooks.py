@@ -314,7 +314,7 @@ async def test_a_delivery_between_reads_does_not_fail_the_chat(receiver: Receive
     stale = await chat.get_thread(turn.thread_id)
     assert await chat.deliver_notifications() == 1
     # _save with a state read before the delivery: only the outbox changed since.
-    saved = await chat._save(stale, stale.version, messages=[*stale.messages])
+    saved = await chat._threads.save(stale, stale.version, messages=[*stale.messages])
     assert saved.version == stale.version + 3  # lease, removal, this save
     assert saved.outbox == []
 

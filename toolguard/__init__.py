@@ -7,21 +7,28 @@ LangChain's human-in-the-loop format. A person answers with decisions
 (approve / edit / reject), :func:`validate_decisions` checks them and
 :class:`Runner` resumes the turn, giving the model one honest result per
 tool call.
+
+:class:`ReviewedChat` runs whole conversations over a store; the
+specification calls it the chat use case, and ``ReviewedChatUseCase`` is
+that name for the same class.
+
+Every error toolguard raises derives from :class:`ToolguardError` and is
+importable from here. The less common parts live in public modules:
+
+- :mod:`toolguard.records`: the parts of a review payload and of a thread's
+  state (``Action``, ``AuditEvent``, ``StandingGrant``...), their literal
+  types, and ``parse_tool_call``;
+- :mod:`toolguard.text`: the language of toolguard's texts, the result texts
+  a model reads, and reviews rendered as plain text;
+- :mod:`toolguard.classify`: the classifier's ``Classification``,
+  ``READ_VERBS`` and ``split_words``;
+- :mod:`toolguard.hooks`: the types of the hooks you pass to a ``Runner`` or
+  a ``ReviewedChat``.
 """
 
 from __future__ import annotations
 
-from toolguard._chat.chat import (
-    AccessHook,
-    AccessOperation,
-    Authorizer,
-    BlockingChat,
-    ChatTurn,
-    ReviewedChat,
-    ReviewedChatUseCase,
-)
-from toolguard._core.audit import AuditEvent, AuditKind
-from toolguard._core.catalog import get_language, set_language
+from toolguard._chat.chat import BlockingChat, ChatTurn, ReviewedChat, ReviewedChatUseCase
 from toolguard._core.errors import (
     AccessDeniedError,
     ActionRejectedError,
@@ -52,94 +59,55 @@ from toolguard._core.limits import Limits
 from toolguard._core.llm import ChatModel, Message, ModelResponse, ScriptedModel
 from toolguard._core.records import (
     ALLOWED_DECISIONS,
-    DECISION_TYPES,
     NO_DECISION,
     REJECTED_BY_USER_MESSAGE,
-    Action,
-    ActionRequest,
-    ActionStatus,
     ApproveDecision,
     Decision,
-    DecisionType,
     EditDecision,
     EditedAction,
     PendingReview,
     PendingTurn,
-    QuorumProgress,
     RejectDecision,
     RespondDecision,
-    ResultOutcome,
-    ReviewConfig,
     ToolCall,
     ToolResult,
 )
-from toolguard._core.results import ResultTemplates
-from toolguard._core.standing import GrantTerms, StandingGrant
-from toolguard._core.transcript import (
-    describe_decision,
-    describe_request,
-    describe_result,
-    render_action,
-    render_history,
-)
-from toolguard._enforce.runner import Claims, EditPolicy, Runner, Step, parse_tool_call
+from toolguard._enforce.runner import Runner, Step
 from toolguard._policy.allow_once import allow_once
 from toolguard._policy.decisions import validate_decisions
 from toolguard._policy.redact import REDACTED
-from toolguard._policy.rules import Rule, RuleDecision, Rules
-from toolguard._stores.memory import MemoryStore, Store, ThreadState, ThreadStatus
+from toolguard._policy.rules import Rules
+from toolguard._stores.memory import MemoryStore, Store, ThreadState
 from toolguard._stores.outbox import Webhook
 from toolguard._stores.sqlite import SQLiteStore
-from toolguard._tools.classify import (
-    DEFAULT_VERBS,
-    READ_VERBS,
-    SEED_VERBS,
-    Classification,
-    Classifier,
-    split_words,
-)
+from toolguard._tools.classify import DEFAULT_VERBS, SEED_VERBS, Classifier
 from toolguard._tools.tool import ApprovalPolicy, Tool, requires_approval, tool
 from toolguard._tools.toolset import Toolset, guard
 from toolguard._version import __version__
 
 __all__ = [
     "ALLOWED_DECISIONS",
-    "DECISION_TYPES",
     "DEFAULT_VERBS",
     "NO_DECISION",
-    "READ_VERBS",
     "REDACTED",
     "REJECTED_BY_USER_MESSAGE",
     "SEED_VERBS",
     "AccessDeniedError",
-    "AccessHook",
-    "AccessOperation",
-    "Action",
     "ActionRejectedError",
-    "ActionRequest",
-    "ActionStatus",
     "AlreadyResumedError",
     "ApprovalPolicy",
     "ApprovalRequiredError",
     "ApproveDecision",
-    "AuditEvent",
-    "AuditKind",
-    "Authorizer",
     "BlockingChat",
     "CallDeniedError",
     "ChatModel",
     "ChatTurn",
-    "Claims",
-    "Classification",
     "Classifier",
     "ConcurrentUpdateError",
     "CorruptThreadError",
     "Decision",
-    "DecisionType",
     "EditDecision",
-    "EditPolicy",
     "EditedAction",
-    "GrantTerms",
     "InvalidReviewDecisionError",
     "Limits",
     "MemoryStore",
@@ -149,21 +117,15 @@ __all__ = [
     "NoPendingReviewError",
     "PendingReview",
     "PendingTurn",
-    "QuorumProgress",
     "QuorumReviewerError",
     "RejectDecision",
     "RespondDecision",
-    "ResultOutcome",
-    "ResultTemplates",
-    "ReviewConfig",
     "ReviewExpiredError",
     "ReviewPendingError",
     "ReviewStateError",
     "ReviewedChat",
     "ReviewedChatUseCase",
     "ReviewerNotAllowedError",
-    "Rule",
-    "RuleDecision",
     "RuleSyntaxError",
     "Rules",
     "Runner",
@@ -171,13 +133,11 @@ __all__ = [
     "SchemaVersionError",
     "ScriptedModel",
     "StaleReviewError",
-    "StandingGrant",
     "Step",
     "StepLimitError",
     "Store",
     "ThreadBusyError",
     "ThreadState",
-    "ThreadStatus",
     "Tool",
     "ToolCall",
     "ToolResult",
@@ -189,17 +149,8 @@ __all__ = [
     "Webhook",
     "__version__",
     "allow_once",
-    "describe_decision",
-    "describe_request",
-    "describe_result",
-    "get_language",
     "guard",
-    "parse_tool_call",
-    "render_action",
-    "render_history",
     "requires_approval",
-    "set_language",
-    "split_words",
     "tool",
     "validate_decisions",
 ]

@@ -120,7 +120,9 @@ from pydantic import (
 from pydantic_core import PydanticCustomError
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
-from toolguard._chat.chat import ChatTurn, ReviewedChat, reviewer_id
+from toolguard._chat.access import reviewer_id
+from toolguard._chat.chat import ReviewedChat
+from toolguard._chat.turns import ChatTurn
 from toolguard._core.audit import to_jsonl
 from toolguard._core.catalog import message
 from toolguard._core.errors import (

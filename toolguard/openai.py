@@ -36,7 +36,7 @@ Only the standard message keys (``role``, ``content``, ``name``,
 keeps in its history (such as a tool message's ``status``) never reaches the
 server. Neither API has a status on a tool result, so the chat marks results
 that are not a plain success in their text (see
-:class:`~toolguard.ResultTemplates`); :meth:`~toolguard.Step.openai_messages`
+:class:`~toolguard.text.ResultTemplates`); :meth:`~toolguard.Step.openai_messages`
 does the same for hand-written loops. Every failure of the call — timeout, connection, an HTTP error
 status, a response without choices — becomes a :class:`~toolguard.ModelError`
 whose text names what failed, with the ``openai`` exception as its cause.

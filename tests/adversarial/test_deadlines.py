@@ -25,7 +25,6 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from toolguard import (
-    Action,
     Message,
     ModelResponse,
     ReviewedChat,
@@ -38,6 +37,7 @@ from toolguard import (
     requires_approval,
 )
 from toolguard._stores.memory import MemoryStore
+from toolguard.records import Action
 
 T0 = datetime(2025, 1, 1, 9, 0, tzinfo=timezone.utc)
 TTL = 60

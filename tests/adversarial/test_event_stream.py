@@ -20,7 +20,8 @@ import httpx
 
 from tests.test_page import Outbox, make_tools, serve
 from toolguard import Message, ModelResponse, ReviewedChat, ScriptedModel, ToolCall
-from toolguard.http import _sse, create_app
+from toolguard._http.live import sse
+from toolguard.http import create_app
 
 from .strategies import deceptive_text, plain_json, surrogate_text
 
@@ -44,7 +45,7 @@ def frames(raw: bytes) -> list[bytes]:
 @given(st.one_of(plain_json, st.dictionaries(framing_text, framing_text, max_size=4)))
 def test_one_event_whatever_the_data(value: Any) -> None:
     """Any JSON data is one event of exactly two ASCII lines whose data parses back."""
-    frame = _sse("reviews", value)
+    frame = sse("reviews", value)
     assert frame.isascii()
     assert frame.endswith(b"\n\n")
     lines = frame[:-2].split(b"\n")

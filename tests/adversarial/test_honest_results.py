@@ -29,8 +29,6 @@ from toolguard import (
     Classifier,
     ModelResponse,
     PendingTurn,
-    ResultOutcome,
-    ResultTemplates,
     ReviewedChat,
     Runner,
     ScriptedModel,
@@ -40,6 +38,8 @@ from toolguard import (
 from toolguard._core.jsonable import clean_text
 from toolguard._core.results import DEFAULT_TEMPLATES, unmark
 from toolguard._enforce.runner import CANCELLED, EXPIRED, INTERRUPTED, TAMPERED
+from toolguard.records import ResultOutcome
+from toolguard.text import ResultTemplates
 
 scripted_openai = openai_server.scripted_openai  # the fixture, for the test below
 

@@ -59,9 +59,9 @@ from toolguard import (
     Store,
     ThreadState,
     ToolCall,
-    parse_tool_call,
     requires_approval,
 )
+from toolguard.records import parse_tool_call
 
 DSN = os.environ.get("TOOLGUARD_POSTGRES_DSN", "")
 KIB = 1024

@@ -30,7 +30,6 @@ from hypothesis import given, settings
 from tests.adversarial.strategies import odd_ids
 from toolguard import (
     AlreadyResumedError,
-    Claims,
     InvalidReviewDecisionError,
     MemoryStore,
     PendingTurn,
@@ -38,9 +37,10 @@ from toolguard import (
     SQLiteStore,
     ToolCall,
     requires_approval,
-    set_language,
 )
 from toolguard._enforce.runner import REMEMBERED_TURNS, _FinishedTurns
+from toolguard.hooks import Claims
+from toolguard.text import set_language
 
 TIMEOUT = 60  # seconds: the bound of every wait
 DSN = os.environ.get("TOOLGUARD_POSTGRES_DSN", "")

@@ -32,19 +32,21 @@ from toolguard import (
     SQLiteStore,
     Tool,
     allow_once,
-    describe_decision,
-    describe_request,
-    describe_result,
     guard,
-    render_action,
-    render_history,
     requires_approval,
-    split_words,
     tool,
 )
+from toolguard.classify import split_words
 from toolguard.http import create_app, create_router
 from toolguard.openai import OpenAIChatModel
 from toolguard.postgres import PostgresStore
+from toolguard.text import (
+    describe_decision,
+    describe_request,
+    describe_result,
+    render_action,
+    render_history,
+)
 
 
 def pay(amount: float) -> str:

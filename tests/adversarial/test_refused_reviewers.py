@@ -23,8 +23,6 @@ from hypothesis import given, settings
 
 from tests.adversarial.strategies import odd_ids
 from toolguard import (
-    Action,
-    AuditEvent,
     Message,
     ModelResponse,
     NoPendingReviewError,
@@ -37,6 +35,7 @@ from toolguard import (
 )
 from toolguard._chat.chat import REFUSED_DETAIL
 from toolguard._stores.memory import MemoryStore
+from toolguard.records import Action, AuditEvent
 
 DSN = os.environ.get("TOOLGUARD_POSTGRES_DSN", "")
 ALICE = {"to": "alice@example.com", "body": "At 10."}

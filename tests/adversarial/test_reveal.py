@@ -31,7 +31,6 @@ from tests.adversarial.strategies import (
     terminal_text,
 )
 from toolguard import (
-    ActionRequest,
     ModelResponse,
     PendingReview,
     ReviewedChat,
@@ -42,6 +41,7 @@ from toolguard import (
 from toolguard._cli.main import Terminal, ask_decisions, render_card, render_outcome, run_demo
 from toolguard._core.records import Action, ReviewConfig, ToolResult
 from toolguard._core.reveal import WARNING_HEADER, reveal_json, reveal_text, scan
+from toolguard.records import ActionRequest
 
 HIDDEN = set(BIDI_CONTROLS + ZERO_WIDTH + tuple(CONFUSABLES.values()))
 ANSI = "\x1b[2J\x1b[H\x1b]0;owned\x07\x1b[31m"

@@ -24,7 +24,6 @@ from hypothesis import strategies as st
 
 from tests.adversarial.strategies import odd_ids
 from toolguard import (
-    Action,
     Message,
     ModelResponse,
     QuorumReviewerError,
@@ -38,6 +37,7 @@ from toolguard import (
     requires_approval,
 )
 from toolguard._stores.memory import MemoryStore
+from toolguard.records import Action
 
 ALICE = {"to": "alice@example.com", "body": "At 10."}
 APPROVE = {"type": "approve"}

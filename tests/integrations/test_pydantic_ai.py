@@ -40,11 +40,11 @@ from toolguard import (
     Tool,
     guard,
     requires_approval,
-    set_language,
 )
 from toolguard._core.records import call_digest
 from toolguard._enforce.runner import EXPIRED_BEFORE_START, TAMPERED
 from toolguard.integrations import pydantic_ai as tg
+from toolguard.text import set_language
 
 SEND_ARGS = {"to": "alice@example.com", "subject": "Meeting", "body": "The meeting is at 10."}
 

@@ -29,7 +29,8 @@ import sys
 from collections.abc import Callable, Mapping, Sequence
 from typing import Any, Literal, TextIO
 
-from toolguard._chat.chat import BlockingChat, ChatTurn, ReviewedChat
+from toolguard._chat.chat import BlockingChat, ReviewedChat
+from toolguard._chat.turns import ChatTurn
 from toolguard._core.errors import ToolguardError
 from toolguard._core.records import Action, ActionRequest, PendingReview
 from toolguard._core.reveal import (

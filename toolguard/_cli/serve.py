@@ -318,7 +318,7 @@ def build_app(
     Raises:
         ServeError: a setting cannot be used.
     """
-    from toolguard.http import _protected_app  # noqa: PLC0415 - the http extra is optional
+    from toolguard._http.app import protected_app  # noqa: PLC0415 - the http extra is optional
 
     chat = build_chat(
         tools=tools,
@@ -330,7 +330,7 @@ def build_app(
         notify_secret=notify_secret,
     )
     try:
-        app = _protected_app(
+        app = protected_app(
             chat,
             max_body_bytes=max_body_bytes,
             allowed_origins=allowed_origins,

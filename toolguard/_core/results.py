@@ -2,8 +2,9 @@
 
 OpenAI Chat Completions and Responses have no ``status`` on a tool result,
 so an error result would read exactly like a tool's return value. When a
-result becomes a model message, a template per :data:`~toolguard.ResultOutcome`
-marks it (``Rejected by the reviewer, not executed: <reason>``); the
+result becomes a model message, a template per
+:data:`~toolguard.records.ResultOutcome` marks it (``Rejected by the
+reviewer, not executed: <reason>``); the
 result's own ``content`` (the specification's exact text) is kept verbatim
 inside, and ``ToolResult.content`` itself never changes.
 """

@@ -902,9 +902,9 @@ def build_app(
         TypeError, ValueError: an option is invalid (the text says which).
     """
     from toolguard._cli.serve import default_hosts  # noqa: PLC0415
-    from toolguard.http import _protected_app  # noqa: PLC0415
+    from toolguard._http.app import protected_app  # noqa: PLC0415
 
-    return _protected_app(
+    return protected_app(
         chat,
         title="toolguard mcp-proxy",
         allowed_hosts=[*default_hosts(host, port), *allow_hosts],

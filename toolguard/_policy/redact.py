@@ -334,7 +334,7 @@ def scrub_notes(
 ) -> list[Any]:
     """The decisions with each reject or respond message not quoting its call's secrets.
 
-    ``decisions[i]`` answers ``actions[i]`` (an :class:`~toolguard.Action`),
+    ``decisions[i]`` answers ``actions[i]`` (an :class:`~toolguard.records.Action`),
     whose call (by ``call_id``) is in ``calls`` with its real arguments. A
     reviewer's note is written to the model, the audit trail and webhooks,
     so a secret of the call it answers is replaced there like anywhere else.

@@ -75,7 +75,7 @@ def as_toolset(tools: Tools) -> Toolset:
 def propose(toolset: Toolset, call_id: str, name: str, arguments: Any) -> tuple[ToolCall, Verdict]:
     """Read one proposed call (a dict or JSON text) and ask the policy about it.
 
-    The call is read as the runner reads it (:func:`toolguard.parse_tool_call`
+    The call is read as the runner reads it (:func:`toolguard.records.parse_tool_call`
     with the default :class:`~toolguard.Limits`), and :func:`toolguard._enforce.decide.decide`
     answers: run now, ask a person, or refuse with the text the model reads.
     """

@@ -1,0 +1,295 @@
+"""The turn loop of a ReviewedChat: model → tool calls → run or pause → … → a reply.
+
+:class:`TurnLoop` asks the model, lets the runner decide and run its calls
+(spending standing grants in one compare-and-set save first, see
+:class:`GrantSpender`), and saves the thread after every step: a pause
+stores the pending review and returns it, a reply ends the turn.
+"""
+
+from __future__ import annotations
+
+import inspect
+from dataclasses import dataclass, field
+from typing import Any, Protocol
+
+from toolguard._chat.history import (
+    assistant_message,
+    merge_actions,
+    rewrite_last_assistant,
+    step_events,
+    tool_message,
+)
+from toolguard._chat.threads import Save, Threads, ThreadSettings, retry_on_conflict
+from toolguard._core import checks as check
+from toolguard._core.errors import ConcurrentUpdateError, ModelError, StepLimitError
+from toolguard._core.jsonable import clean_text
+from toolguard._core.llm import ChatModel, Message, ModelResponse
+from toolguard._core.records import Action, PendingReview, ToolCall
+from toolguard._core.results import ResultTemplates
+from toolguard._enforce import grant_use
+from toolguard._enforce.runner import Runner, Step
+from toolguard._policy.redact import SecretVault
+from toolguard._stores.memory import ThreadState
+from toolguard._tools.toolset import Toolset
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class ChatTurn:
+    """What one ``send_message`` or ``submit_review`` produced.
+
+    Attributes:
+        thread_id: the conversation's id (new when ``send_message`` started one).
+        reply: the model's final text, or ``None`` while a review is pending.
+        pending_review: the review payload to show a person, or ``None``.
+        review_id: the id of that review; pass it back to bind decisions to it.
+        actions: the approval requests this call created or finished, with
+            their statuses.
+    """
+
+    thread_id: str
+    reply: str | None = None
+    pending_review: PendingReview | None = None
+    review_id: str | None = None
+    actions: list[Action] = field(default_factory=list)
+
+    def to_dict(self) -> dict[str, Any]:
+        """JSON data: ``{thread_id, reply, pending_review, review_id}``."""
+        return {
+            "thread_id": self.thread_id,
+            "reply": self.reply,
+            "pending_review": (
+                self.pending_review.model_dump() if self.pending_review is not None else None
+            ),
+            "review_id": self.review_id,
+        }
+
+
+def check_model(model: object) -> None:
+    """Refuse a ``model`` that is not a :class:`~toolguard.ChatModel`."""
+    if not callable(getattr(model, "complete", None)):
+        msg = (
+            "model must be a ChatModel: an object with an async complete(messages, tools)"
+            f" method, such as toolguard.openai.OpenAIChatModel; got {check.kind(model)}"
+        )
+        raise TypeError(msg)
+
+
+def checked_response(model: object, answer: object) -> ModelResponse:
+    """The model's answer, or ModelError (the thread unchanged) when it is not a ModelResponse."""
+    problem = None
+    if not isinstance(answer, ModelResponse):
+        problem = f"returned {check.kind(answer)} instead of a toolguard.ModelResponse"
+    elif (text := getattr(answer, "text", None)) is not None and not isinstance(text, str):
+        problem = f"returned a ModelResponse whose text is {check.kind(text)}, not a str"
+    elif not isinstance(calls := getattr(answer, "tool_calls", None), list | tuple):
+        problem = f"returned a ModelResponse whose tool_calls is {check.kind(calls)}, not a list"
+    if problem is None:
+        return answer  # type: ignore[return-value]  # checked just above
+    msg = (
+        f"{type(model).__name__}.complete {problem}: it must return"
+        " ModelResponse(text=..., tool_calls=[...]). The thread is unchanged."
+    )
+    raise ModelError(msg)
+
+
+class TurnSettings(ThreadSettings, Protocol):
+    """What the turn loop and the review steps read from their chat, at each use."""
+
+    @property
+    def model(self) -> ChatModel: ...
+
+    @property
+    def runner(self) -> Runner: ...
+
+    @property
+    def toolset(self) -> Toolset: ...
+
+    @property
+    def max_steps(self) -> int: ...
+
+    @property
+    def result_templates(self) -> ResultTemplates | None: ...
+
+
+class GrantSpender:
+    """Spends standing grants on a turn's calls, in one compare-and-set save, before they run.
+
+    The runner awaits :meth:`spend` before it runs anything. The uses and the
+    ``granted`` events are saved at ``expected``; when the thread changed
+    meanwhile only in its grants or audit trail (a revocation, a refusal),
+    the spending is worked out again on the fresh state, so a use is never
+    spent twice and a revoked grant is never used. Any other change raises
+    ``ConcurrentUpdateError`` and nothing of the turn runs.
+    """
+
+    def __init__(
+        self,
+        settings: TurnSettings,
+        threads: Threads,
+        state: ThreadState,
+        expected: int | None,
+    ) -> None:
+        self.settings = settings
+        self.threads = threads
+        self.state = state
+        self.expected = expected
+
+    async def spend(self, calls: list[ToolCall]) -> set[str]:
+        """Spend grant uses on ``calls``; returns the ids of the calls they cover."""
+        settings = self.settings
+
+        async def attempt(_: None) -> Save[set[str]]:
+            state = self.state
+            grants, events, covered = grant_use.spend(
+                state.thread_id,
+                state.grants,
+                calls,
+                settings.toolset,
+                settings.clock(),
+                key=settings.runner.signing_key,
+            )
+
+            async def save() -> set[str]:
+                if events:
+                    saved = await self.threads.write(
+                        state, self.expected, {"grants": grants, "audit": [*state.audit, *events]}
+                    )
+                    self.state, self.expected = saved, saved.version
+                return covered
+
+            return save
+
+        async def again(_: None, conflict: ConcurrentUpdateError) -> None:
+            fresh = await self.threads.reread(self.state)
+            if (
+                self.expected is None
+                or fresh is None
+                or not grant_use.only_grants_changed(self.state, fresh)
+            ):
+                raise conflict
+            self.state, self.expected = fresh, fresh.version
+
+        return await retry_on_conflict(attempt, None, again)
+
+
+class TurnLoop:
+    """Runs a thread's turn until the model answers with text or a call waits for review."""
+
+    def __init__(self, settings: TurnSettings, threads: Threads, vault: SecretVault | None) -> None:
+        self.settings = settings
+        self.threads = threads
+        self.vault = vault
+        self.tool_schemas = settings.toolset.openai_tools()
+
+    def kept(self, calls: list[ToolCall]) -> list[ToolCall]:
+        """The calls as the history stores them (secrets replaced with ``store_secrets=False``)."""
+        return calls if self.vault is None else self.vault.shown_calls(calls)
+
+    async def complete(self, messages: list[Message]) -> ModelResponse:
+        """The model's checked answer to ``messages``."""
+        model = self.settings.model
+        answer: Any = model.complete(messages, self.tool_schemas)
+        if inspect.isawaitable(answer):
+            answer = await answer
+        return checked_response(model, answer)
+
+    async def run(
+        self,
+        state: ThreadState,
+        expected: int | None,
+        messages: list[Message],
+        step: Step | None = None,
+    ) -> ChatTurn:
+        """Go on from ``state`` (saved at ``expected``) with ``messages``.
+
+        ``step``: a resumed turn's step (its decided calls ran), recorded
+        before the model is asked again.
+        """
+        settings, save = self.settings, self.threads.save
+        touched: list[Action] = []
+        model_calls = 0
+        while True:
+            if step is None:
+                if model_calls >= settings.max_steps:
+                    msg = (
+                        f"The model called tools for {settings.max_steps} steps without answering;"
+                        " the thread is saved and can go on with a new message."
+                    )
+                    raise StepLimitError(msg)
+                response = await self.complete(messages)
+                model_calls += 1
+                if not response.tool_calls:
+                    reply: str = clean_text(response.text or "")
+                    messages.append({"role": "assistant", "content": reply})
+                    state = await save(
+                        state,
+                        expected,
+                        messages=messages,
+                        status="idle",
+                        pending=None,
+                        decisions=None,
+                    )
+                    return ChatTurn(thread_id=state.thread_id, reply=reply, actions=touched)
+                spender = (
+                    GrantSpender(settings, self.threads, state, expected) if state.grants else None
+                )
+                step = await settings.runner.run(
+                    response.tool_calls,
+                    thread_id=state.thread_id,
+                    grants=spender.spend if spender is not None else None,
+                )
+                if spender is not None:
+                    state, expected = spender.state, spender.expected
+                messages.append(assistant_message(clean_text(response.text), self.kept(step.calls)))
+                review_id = step.pending.review_id if step.pending else None
+                fresh = True
+            else:
+                # Resumed: the paused turn's assistant message now records the calls as
+                # they stand, edits included, so the history shows what really ran. Without
+                # edits they are the calls it was written with at the pause.
+                if step.replaced_calls:
+                    messages = rewrite_last_assistant(messages, self.kept(step.calls))
+                review_id = state.pending.review_id if state.pending else None
+                fresh = False
+            touched = merge_actions(touched, step.actions)
+            # A fresh step's actions are new: the runner just gave them their ids.
+            actions = (
+                [*state.actions, *step.actions]
+                if fresh
+                else merge_actions(state.actions, step.actions)
+            )
+            now = settings.clock()
+            toolset = settings.runner.toolset
+            events = step_events(state.thread_id, review_id, step, toolset, now, fresh=fresh)
+            audit = [*state.audit, *events]
+            if step.pending is not None:
+                state = await save(
+                    state,
+                    expected,
+                    messages=messages,
+                    status="awaiting_review",
+                    pending=step.pending if self.vault is None else self.vault.stash(step.pending),
+                    decisions=None,
+                    actions=actions,
+                    audit=audit,
+                )
+                return ChatTurn(
+                    thread_id=state.thread_id,
+                    pending_review=step.pending.pending_review,
+                    review_id=step.pending.review_id,
+                    actions=touched,
+                )
+            messages.extend(tool_message(r, settings.result_templates) for r in step.results)
+            state = await save(
+                state,
+                expected,
+                messages=messages,
+                status="idle",
+                pending=None,
+                decisions=None,
+                actions=actions,
+                audit=audit,
+            )
+            expected = state.version
+            messages = list(messages)  # the saved state keeps its own list (compared on retries)
+            step = None

@@ -1,0 +1,126 @@
+"""The one factory of toolguard's apps (:func:`protected_app`): :func:`create_app`,
+``toolguard serve`` and ``toolguard mcp-proxy`` all build theirs here, so every app has the
+same protections (:class:`~toolguard._http.guards.Protect`) and serves the approval page the
+same way.
+"""
+
+from collections.abc import Callable, Iterable
+from importlib import resources
+from pathlib import Path
+from typing import Any
+
+from fastapi import APIRouter, FastAPI, HTTPException, status
+from fastapi.responses import FileResponse
+from fastapi.staticfiles import StaticFiles
+
+from toolguard._chat.chat import ReviewedChat
+from toolguard._http.guards import Guard, Hosts, Protect
+from toolguard._http.parsing import DEFAULT_MAX_BODY_BYTES
+from toolguard._http.routes import check_chat, routes
+from toolguard._version import __version__
+
+
+def _page_dir() -> Path | None:
+    """The folder of the approval page shipped in the package, if it is on disk."""
+    folder = resources.files("toolguard").joinpath("static")
+    return folder if isinstance(folder, Path) and folder.is_dir() else None
+
+
+def create_app(
+    chat: ReviewedChat,
+    *,
+    page: bool = True,
+    title: str = "toolguard",
+    reviewer: Callable[..., Any] | None = None,
+    max_body_bytes: int = DEFAULT_MAX_BODY_BYTES,
+    allowed_origins: Iterable[str] = (),
+    allowed_hosts: Iterable[str] | None = None,
+) -> FastAPI:
+    """A FastAPI app serving ``chat`` under ``/hitl`` and, optionally, the approval page.
+
+    Every answer carries the security headers (a strict
+    Content-Security-Policy, ``X-Frame-Options: DENY``, ``nosniff``,
+    ``Referrer-Policy: no-referrer``, ``Cache-Control: no-store``). The
+    cross-site and body-size checks of :func:`create_router` hold for every
+    route of the app, also routes you add to it later.
+
+    Args:
+        chat: the chat to serve (also available as ``app.state.chat``).
+        page: serve the approval page: ``index.html`` at ``/`` and its files
+            under ``/static/``. Without the page files in the package, ``/``
+            answers 404.
+        title: the app's title in the OpenAPI docs (``/docs``).
+        reviewer: a dependency returning who asks (see :func:`create_router`).
+        max_body_bytes: the largest request body (see :func:`create_router`).
+        allowed_origins: other origins whose pages may send ``POST`` requests
+            (see :func:`create_router`).
+        allowed_hosts: the ``Host`` headers the app answers, against DNS
+            rebinding: ``"host:port"``, ``"host"`` (any port), ``"[::1]:8000"``,
+            or ``"*"`` (any); any other Host gets a 421. ``None`` (default):
+            no check (``toolguard serve`` and ``toolguard mcp-proxy`` pass
+            their own list).
+
+    Returns:
+        An ASGI app, e.g. for ``uvicorn``.
+
+    Raises:
+        TypeError, ValueError: an option is invalid (the text says which).
+    """
+    return protected_app(
+        chat,
+        page=page,
+        title=title,
+        reviewer=reviewer,
+        max_body_bytes=max_body_bytes,
+        allowed_origins=allowed_origins,
+        allowed_hosts=allowed_hosts,
+    )
+
+
+def protected_app(
+    chat: ReviewedChat,
+    *,
+    allowed_hosts: Iterable[str] | None,
+    page: bool = True,
+    title: str = "toolguard",
+    reviewer: Callable[..., Any] | None = None,
+    max_body_bytes: int = DEFAULT_MAX_BODY_BYTES,
+    allowed_origins: Iterable[str] = (),
+    routers: Iterable[APIRouter] = (),
+) -> FastAPI:
+    """The one factory of toolguard's apps: :func:`create_app`, ``serve`` and ``mcp-proxy``.
+
+    The chat's routes under ``/hitl``, ``routers`` (more routes, e.g. the
+    gateway's ``GET /hitl/audit``), the approval page unless ``page`` is
+    false, all behind :class:`~toolguard._http.guards.Protect`: the ``Host``
+    allow-list (421), the cross-site refusal of state-changing requests
+    (403), the body limit (413) and the security headers, for every route. ``allowed_hosts`` has
+    no default: each caller says which Hosts it answers (``None``: any).
+
+    Raises:
+        TypeError, ValueError: an option is invalid (the text says which).
+    """
+    check_chat(chat)
+    hosts = Hosts(allowed_hosts) if allowed_hosts is not None else None
+    guard = Guard(max_body_bytes, allowed_origins)
+    app = FastAPI(title=title, version=__version__)
+    app.state.chat = chat
+    app.include_router(routes(chat, guard, reviewer=reviewer))
+    for router in routers:
+        app.include_router(router)
+    docs = frozenset(
+        url for url in (app.docs_url, app.redoc_url, app.swagger_ui_oauth2_redirect_url) if url
+    )
+    app.add_middleware(Protect, hosts=hosts, guard=guard, docs=docs)
+    folder = _page_dir() if page else None
+    if folder is not None:
+        index = folder / "index.html"
+
+        @app.get("/", include_in_schema=False)
+        async def get_page() -> FileResponse:
+            if not index.is_file():
+                raise HTTPException(status_code=status.HTTP_404_NOT_FOUND, detail="Not Found")
+            return FileResponse(index, media_type="text/html")
+
+        app.mount("/static", StaticFiles(directory=folder), name="static")
+    return app
