@@ -9,7 +9,7 @@ import json
 import toolguard
 from toolguard import Runner, ToolCall
 from toolguard._core.records import call_digest
-from toolguard._enforce.runner import TAMPERED
+from toolguard._enforce.actions import TAMPERED
 
 ARGS = {"to": "alice@example.com", "body": "hi"}
 

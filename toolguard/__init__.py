@@ -72,7 +72,8 @@ from toolguard._core.records import (
     ToolCall,
     ToolResult,
 )
-from toolguard._enforce.runner import Runner, Step
+from toolguard._enforce.runner import Runner
+from toolguard._enforce.step import Step
 from toolguard._policy.allow_once import allow_once
 from toolguard._policy.decisions import validate_decisions
 from toolguard._policy.redact import REDACTED
@@ -80,8 +81,10 @@ from toolguard._policy.rules import Rules
 from toolguard._stores.memory import MemoryStore, Store, ThreadState
 from toolguard._stores.outbox import Webhook
 from toolguard._stores.sqlite import SQLiteStore
+from toolguard._tools.approval import ApprovalPolicy
 from toolguard._tools.classify import DEFAULT_VERBS, SEED_VERBS, Classifier
-from toolguard._tools.tool import ApprovalPolicy, Tool, requires_approval, tool
+from toolguard._tools.guard import requires_approval
+from toolguard._tools.tool import Tool, tool
 from toolguard._tools.toolset import Toolset, guard
 from toolguard._version import __version__
 

@@ -26,7 +26,8 @@ For example, a hook that lets only the thread's owner read it::
 from __future__ import annotations
 
 from toolguard._chat.chat import AccessHook, AccessOperation, Authorizer
-from toolguard._enforce.runner import Claims, EditPolicy
+from toolguard._enforce.once import Claims
+from toolguard._enforce.runner import EditPolicy
 
 __all__ = [
     "AccessHook",

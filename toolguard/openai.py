@@ -62,7 +62,7 @@ from toolguard._core.errors import ModelError
 from toolguard._core.jsonable import to_json_data
 from toolguard._core.llm import Message, ModelResponse
 from toolguard._core.records import ToolCall
-from toolguard._enforce.runner import parse_tool_call
+from toolguard._enforce.calls import parse_tool_call
 
 __all__ = [
     "DEFAULT_MODEL",

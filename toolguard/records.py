@@ -34,7 +34,7 @@ from toolguard._core.records import (
     ReviewConfig,
 )
 from toolguard._core.standing import GrantTerms, StandingGrant
-from toolguard._enforce.runner import parse_tool_call
+from toolguard._enforce.calls import parse_tool_call
 from toolguard._policy.rules import Rule, RuleDecision
 from toolguard._stores.memory import ThreadStatus
 

@@ -38,7 +38,7 @@ from toolguard import (
     requires_approval,
 )
 from toolguard._core.records import call_digest
-from toolguard._enforce.runner import TAMPERED
+from toolguard._enforce.actions import TAMPERED
 from toolguard._stores.memory import MemoryStore
 
 ALICE = {"to": "alice@example.com", "body": "At 10."}

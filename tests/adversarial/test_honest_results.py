@@ -37,7 +37,8 @@ from toolguard import (
 )
 from toolguard._core.jsonable import clean_text
 from toolguard._core.results import DEFAULT_TEMPLATES, unmark
-from toolguard._enforce.runner import CANCELLED, EXPIRED, INTERRUPTED, TAMPERED
+from toolguard._enforce.actions import TAMPERED
+from toolguard._enforce.close import CANCELLED, EXPIRED, INTERRUPTED
 from toolguard.records import ResultOutcome
 from toolguard.text import ResultTemplates
 

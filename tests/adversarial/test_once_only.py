@@ -38,7 +38,7 @@ from toolguard import (
     ToolCall,
     requires_approval,
 )
-from toolguard._enforce.runner import REMEMBERED_TURNS, _FinishedTurns
+from toolguard._enforce.once import REMEMBERED_TURNS, FinishedTurns
 from toolguard.hooks import Claims
 from toolguard.text import set_language
 
@@ -210,7 +210,7 @@ async def test_concurrent_resumes_in_one_process_run_once() -> None:
 def test_memory_of_finished_turns_is_bounded() -> None:
     """The process remembers the latest REMEMBERED_TURNS ids; older ones are forgotten."""
     assert REMEMBERED_TURNS == 10_000
-    turns = _FinishedTurns(3)
+    turns = FinishedTurns(3)
     for review_id in ["r1", "r2", "r3", "r4"]:
         turns.finish(review_id, "resumed")
 

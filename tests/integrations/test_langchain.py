@@ -29,7 +29,7 @@ from toolguard import (
     guard,
     requires_approval,
 )
-from toolguard._enforce.runner import EXPIRED_BEFORE_START
+from toolguard._enforce.actions import EXPIRED_BEFORE_START
 from toolguard.integrations import langchain as tg
 
 CONFIG: Any = {"configurable": {"thread_id": "t1"}}

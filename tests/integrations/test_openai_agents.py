@@ -44,7 +44,7 @@ from toolguard import (
     guard,
     requires_approval,
 )
-from toolguard._enforce.runner import EXPIRED_BEFORE_START
+from toolguard._enforce.actions import EXPIRED_BEFORE_START
 from toolguard.integrations import openai_agents as tg
 from toolguard.integrations._review import NO_ASKED_AT
 from toolguard.integrations.openai_agents import ReviewStateError

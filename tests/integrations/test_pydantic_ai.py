@@ -42,7 +42,7 @@ from toolguard import (
     requires_approval,
 )
 from toolguard._core.records import call_digest
-from toolguard._enforce.runner import EXPIRED_BEFORE_START, TAMPERED
+from toolguard._enforce.actions import EXPIRED_BEFORE_START, TAMPERED
 from toolguard.integrations import pydantic_ai as tg
 from toolguard.text import set_language
 

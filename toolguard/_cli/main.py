@@ -42,7 +42,8 @@ from toolguard._core.reveal import (
     warning_lines,
 )
 from toolguard._stores.memory import Store
-from toolguard._tools.tool import Tool, ToolArgumentsError
+from toolguard._tools.arguments import ToolArgumentsError
+from toolguard._tools.tool import Tool
 from toolguard._tools.toolset import Toolset, guard
 from toolguard._version import __version__
 from toolguard.demo import DemoModel, DemoWorkspace, build_demo_chat

@@ -27,7 +27,8 @@ from typing import Any, Literal
 from toolguard._core.records import ResultOutcome, ToolCall
 from toolguard._policy.redact import REDACTED, scrub
 from toolguard._policy.rules import Rule, denied_text
-from toolguard._tools.tool import Tool, ToolArgumentsError
+from toolguard._tools.arguments import ToolArgumentsError
+from toolguard._tools.tool import Tool
 from toolguard._tools.toolset import Toolset
 
 Outcome = Literal["run", "ask", "deny"]

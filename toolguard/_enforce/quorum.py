@@ -17,7 +17,7 @@ import re
 import unicodedata
 from dataclasses import dataclass, field
 from datetime import datetime
-from typing import TYPE_CHECKING, Any
+from typing import Any
 from uuid import UUID
 
 from toolguard._core.audit import AuditEvent
@@ -36,13 +36,12 @@ from toolguard._core.records import (
     with_fields,
 )
 from toolguard._core.reveal import without_invisible
+from toolguard._enforce.actions import RunnerSettings, review_action, unreviewed
+from toolguard._enforce.calls import parse_tool_call
 from toolguard._policy.decisions import AnyDecision
 from toolguard._policy.redact import keep_redacted, shown_decision
 from toolguard._policy.stand_in import get_stand_in
-from toolguard._tools.tool import ToolArgumentsError
-
-if TYPE_CHECKING:
-    from toolguard._enforce.runner import Runner
+from toolguard._tools.arguments import ToolArgumentsError
 
 _SPACES = re.compile(r"\s+")
 _KEY_ROUNDS = 4
@@ -125,7 +124,7 @@ class QuorumPlan:
     """The turn's calls as they stand (an edit that restarted a quorum replaces its call)."""
 
 
-def required_approvals(runner: Runner, action: Action) -> int:
+def required_approvals(runner: RunnerSettings, action: Action) -> int:
     """The approvals ``action`` needs: the stored count or the tool's policy, whichever is more.
 
     The tool's code wins over a lower stored value, so a rewritten store
@@ -142,7 +141,7 @@ def held_actions(pending: PendingTurn) -> list[Action]:
 
 
 def plan(  # noqa: PLR0915 - one flat pass over the decisions reads best
-    runner: Runner,
+    runner: RunnerSettings,
     pending: PendingTurn,
     parsed: list[AnyDecision],
     reviewer: str | None,
@@ -186,6 +185,7 @@ def plan(  # noqa: PLR0915 - one flat pass over the decisions reads best
             if any(reviewer_key(b) == key for b in action.approved_by):
                 raise QuorumReviewerError(reviewer, action.name, required, action.approved_by)
             by = [*action.approved_by, reviewer or ""]
+            update: dict[str, Any]
             if len(by) >= required:
                 update = {**settled, "status": "approved", "approved_by": by}
             else:
@@ -272,7 +272,7 @@ def plan(  # noqa: PLR0915 - one flat pass over the decisions reads best
     return out
 
 
-def shown_action(runner: Runner, action: Action) -> Action:
+def shown_action(runner: RunnerSettings, action: Action) -> Action:
     """``action`` as the thread's records keep it: an edit's secret arguments as ``REDACTED``."""
     decision = shown_decision(action.decision, runner.toolset)
     return action if decision is action.decision else with_fields(action, {"decision": decision})
@@ -294,7 +294,7 @@ def _status(decision: AnyDecision | None) -> str:
 
 
 def _restart(
-    runner: Runner,
+    runner: RunnerSettings,
     action: Action,
     call: ToolCall,
     decision: EditDecision,
@@ -308,8 +308,6 @@ def _restart(
     call's real value, once the call is proven to be the reviewed one (as a
     single reviewer's edit does, see :meth:`Runner.resume`).
     """
-    from toolguard._enforce.runner import parse_tool_call  # noqa: PLC0415 - the runner imports this module
-
     edited = decision.edited_action
     tool = runner.toolset.get(edited.name)
     if tool is None:
@@ -317,7 +315,11 @@ def _restart(
     args = dict(edited.args)
     if edited.name == action.name and tool.redacted:
         args, kept = keep_redacted(edited.args, call.args, tool.redacted)
-        if kept and runner._unreviewed(action, call, tool, thread_id, review_id) is not None:
+        if (
+            kept
+            and unreviewed(runner, action, call, tool, thread_id=thread_id, review_id=review_id)
+            is not None
+        ):
             return None  # the resume gives the model why (tampered, or the secret is gone)
     new_call = parse_tool_call(
         {"id": call.id, "name": edited.name, "args": args}, limits=runner.limits
@@ -332,14 +334,14 @@ def _restart(
         tool.validate_args(new_call.args)
     except ToolArgumentsError:
         return None
-    request = runner._action(new_call, tool, thread_id, "")  # one request shape
+    request = review_action(runner, new_call, tool, thread_id, "")  # one request shape
     if not request.allowed_decisions:
         request = request.model_copy(update={"allowed_decisions": list(action.allowed_decisions)})
     return new_call, request
 
 
 def _bind(
-    runner: Runner, action: Action, args: dict[str, Any], review_id: str, thread_id: str
+    runner: RunnerSettings, action: Action, args: dict[str, Any], review_id: str, thread_id: str
 ) -> Action:
     """``action`` bound to ``review_id``: the digest of its call's real ``args``."""
     digest = call_digest(
@@ -349,7 +351,7 @@ def _bind(
 
 
 def _rebound(
-    runner: Runner,
+    runner: RunnerSettings,
     action: Action,
     args: dict[str, Any],
     *,

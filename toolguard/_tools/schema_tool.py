@@ -19,7 +19,10 @@ from typing import Any
 
 from toolguard._core.jsonable import clean_text, to_json_data
 from toolguard._policy.redact import check_redact, redact_args, scrub, secret_names
-from toolguard._tools.tool import ApprovalPolicy, Tool, ToolArgumentsError, _is_async_callable
+from toolguard._tools.approval import ApprovalPolicy
+from toolguard._tools.arguments import ToolArgumentsError
+from toolguard._tools.binding import is_async_callable
+from toolguard._tools.tool import Tool
 
 INSTALL_HINT = 'Tool.from_schema needs the jsonschema package: pip install "toolguard-hitl[schema]"'
 
@@ -172,7 +175,7 @@ class SchemaTool(Tool[..., Any]):
         self.name = name
         self.description = description
         self.parameters = schema
-        self.is_async = _is_async_callable(func)
+        self.is_async = is_async_callable(func)
         self.approval = approval
         properties = schema.get("properties")
         self.redact = check_redact(redact)
@@ -265,10 +268,3 @@ class SchemaTool(Tool[..., Any]):
     def __repr__(self) -> str:
         guard = ", guarded" if self.approval else ""
         return f"<Tool {self.name!r} (JSON Schema){guard}>"
-
-
-def from_schema(
-    name: str, description: str, parameters: Mapping[str, Any], func: Callable[..., Any]
-) -> SchemaTool:
-    """Build a :class:`SchemaTool` (the body of :meth:`Tool.from_schema`)."""
-    return SchemaTool(name, description, parameters, func)

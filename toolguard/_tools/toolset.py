@@ -7,9 +7,10 @@ from typing import Any, Union, cast
 
 from toolguard._core.checks import kind
 from toolguard._policy.rules import Rules
+from toolguard._tools.approval import ApprovalPolicy
 from toolguard._tools.classify import Classification, Classifier, format_table
 from toolguard._tools.schema_tool import SchemaTool
-from toolguard._tools.tool import ApprovalPolicy, Tool, as_tool
+from toolguard._tools.tool import Tool, as_tool
 
 ToolLike = Callable[..., Any] | Tool[Any, Any]
 Tools = Union["Toolset", Mapping[str, ToolLike], Iterable[ToolLike]]

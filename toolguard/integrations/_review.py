@@ -32,9 +32,11 @@ from toolguard._core.records import (
     ToolCall,
     call_digest,
 )
+from toolguard._enforce.actions import EXPIRED_BEFORE_START, TAMPERED
+from toolguard._enforce.calls import parse_tool_call
 from toolguard._enforce.decide import Verdict, decide
+from toolguard._enforce.once import Claims
 from toolguard._enforce.quorum import reviewer_key, reviewer_text
-from toolguard._enforce.runner import EXPIRED_BEFORE_START, TAMPERED, Claims, parse_tool_call
 from toolguard._policy.decisions import AnyDecision, validate_decisions
 from toolguard._policy.redact import keep_redacted, scrub, scrub_data
 from toolguard._tools.tool import Tool

@@ -80,8 +80,8 @@ from toolguard._core.errors import ApprovalRequiredError, InvalidReviewDecisionE
 from toolguard._core.jsonable import to_json_data
 from toolguard._core.records import REJECTED_BY_USER_MESSAGE, PendingReview, ToolCall, new_id
 from toolguard._enforce.decide import failure_text
+from toolguard._enforce.once import Claims
 from toolguard._enforce.quorum import reviewer_text
-from toolguard._enforce.runner import Claims
 from toolguard._policy.decisions import validate_decisions
 from toolguard._tools.tool import Tool
 from toolguard._tools.toolset import Tools, Toolset

@@ -85,7 +85,7 @@ from toolguard._core.records import (
     new_id,
 )
 from toolguard._enforce.decide import Verdict, failure_text
-from toolguard._enforce.runner import Claims
+from toolguard._enforce.once import Claims
 from toolguard._policy.redact import keep_redacted, redact_args
 from toolguard._tools.tool import Tool
 from toolguard._tools.toolset import Tools, Toolset

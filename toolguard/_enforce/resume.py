@@ -1,0 +1,436 @@
+"""Resuming a paused turn: apply the reviewers' decisions and run what they allow.
+
+:func:`resume_turn` is :meth:`Runner.resume <toolguard.Runner.resume>`:
+it reads and checks the decisions, then :func:`apply_decisions` settles the
+turn. ``ReviewedChat``, which checks the decisions itself before it claims
+the review, calls :func:`apply_decisions` directly.
+
+Applying a settled submission goes in three steps: each decision is settled
+(:meth:`_Resumption.settle`: rejected and answered calls end now, approved
+and edited ones are proven to be the reviewed calls, asked the rules again
+and validated), the calls that may run run together
+(:meth:`_Resumption.run_jobs`), and the step is built, paused again when an
+edit must be reviewed in its turn (:meth:`_Resumption.step`).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Mapping, Sequence
+from datetime import datetime
+from typing import Any, Protocol, cast
+from uuid import UUID
+
+from toolguard._core.errors import AlreadyResumedError, NoPendingReviewError
+from toolguard._core.records import (
+    NO_DECISION,
+    REJECTED_BY_USER_MESSAGE,
+    Action,
+    ApproveDecision,
+    EditDecision,
+    PendingTurn,
+    RejectDecision,
+    RespondDecision,
+    ToolCall,
+    ToolResult,
+    new_id,
+    with_fields,
+)
+from toolguard._enforce import quorum
+from toolguard._enforce.actions import (
+    EXPIRED_BEFORE_START,
+    RunnerSettings,
+    check_decisions_allowed,
+    review_action,
+    rule_refusal,
+    unknown_tool_result,
+    unreviewed,
+)
+from toolguard._enforce.calls import check_thread_id, parse_tool_call
+from toolguard._enforce.execute import Executor
+from toolguard._enforce.once import FINISHED, Claims, claim_turn
+from toolguard._enforce.step import Step, error_result
+from toolguard._policy.decisions import AnyDecision, as_decision_list, parse_decision
+from toolguard._policy.redact import keep_redacted, scrub_notes, shown_edit
+from toolguard._policy.stand_in import get_stand_in
+from toolguard._tools.arguments import ToolArgumentsError
+from toolguard._tools.tool import Tool
+
+
+class ResumingRunner(RunnerSettings, Protocol):
+    """What resuming a turn reads from a :class:`~toolguard.Runner`."""
+
+    @property
+    def edit_policy(self) -> str:
+        """``"run"`` or ``"recheck"`` (see the ``Runner``)."""
+        ...
+
+    @property
+    def claims(self) -> Claims | None:
+        """The store claiming each resumed review once across processes (``None``: none)."""
+        ...
+
+    @property
+    def sync_in_thread(self) -> bool:
+        """Whether sync tools run in a worker thread."""
+        ...
+
+    @property
+    def executor(self) -> Executor:
+        """Runs the approved calls (its concurrency limit is shared by every turn)."""
+        ...
+
+
+async def resume_turn(
+    runner: ResumingRunner,
+    pending: PendingTurn,
+    decisions: Sequence[Any],
+    *,
+    thread_id: str = "",
+    reviewer: str | int | UUID | None = None,
+) -> Step:
+    """Apply decisions to a paused turn and run what they allow (see ``Runner.resume``).
+
+    Reads the decisions (malformed ones and those their action does not
+    allow are refused before anything runs), hides secrets quoted in reject
+    and respond notes, then :func:`apply_decisions`.
+    """
+    check_thread_id(thread_id)
+    waiting = [a for a in pending.actions if a.status == "requested"]
+    if not waiting:
+        raise NoPendingReviewError
+    parsed = [parse_decision(d) for d in as_decision_list(decisions)[: len(waiting)]]
+    check_decisions_allowed(runner.toolset, pending, parsed)
+    parsed = scrub_notes(parsed, waiting, pending.calls, runner.toolset)
+    return await apply_decisions(runner, pending, parsed, thread_id, reviewer)
+
+
+async def apply_decisions(
+    runner: ResumingRunner,
+    pending: PendingTurn,
+    parsed: Sequence[AnyDecision],
+    thread_id: str,
+    reviewer: str | int | UUID | None = None,
+    *,
+    plan: quorum.QuorumPlan | None = None,
+) -> Step:
+    """Apply decisions already parsed and checked: a quorum's progress, or the whole turn.
+
+    ``parsed``: at most one decision model per waiting action of ``pending``
+    (status ``requested``), in order, each one its action allows (see
+    :func:`~toolguard.validate_decisions` and ``Runner.check_allowed``).
+    While a quorum is incomplete nothing runs and nothing is claimed: the
+    step is paused with the progress. Otherwise the turn is claimed (once
+    only) and what the decisions allow runs, as ``Runner.resume`` describes.
+    ``plan``: the caller's :func:`quorum.plan` of this very submission, when
+    it settles every action without a quorum (it is not planned again).
+
+    Raises:
+        AlreadyResumedError: the turn was already resumed or closed (in this
+            process, or claimed by another one); nothing ran.
+        QuorumReviewerError: an anonymous or repeated reviewer approves a
+            quorum action; nothing changed.
+    """
+    if plan is None or plan.pending is not None or plan.votes:
+        plan = quorum.plan(runner, pending, list(parsed), quorum.reviewer_text(reviewer), thread_id)
+    if plan.pending is not None:
+        # A quorum is still incomplete: nothing runs, nothing is claimed.
+        if FINISHED.done(pending.review_id):
+            raise AlreadyResumedError(pending.review_id)
+        return Step(
+            calls=plan.calls,
+            results=list(plan.pending.results),
+            pending=plan.pending,
+            replaced_calls=list(plan.pending.replaced_calls),
+            actions=plan.touched,
+        )
+    await claim_turn(runner.claims, pending.review_id)
+    resumption = _Resumption(runner, pending, thread_id)
+    for action, decision in plan.pairs:
+        resumption.settle(action, decision)
+    await resumption.run_jobs()
+    step = resumption.step()
+    return await answer_with_stand_in(runner, step, thread_id)
+
+
+async def answer_with_stand_in(runner: ResumingRunner, step: Step, thread_id: str) -> Step:
+    """``step``, resumed with the stand-in reviewer's decisions while one is set and it pauses.
+
+    The stand-in is :mod:`toolguard.testing`'s reviewer; without one the
+    step is returned as it is.
+    """
+    stand_in = get_stand_in()
+    while stand_in is not None and step.pending is not None:
+        waiting = [a for a in step.pending.actions if a.status == "requested"]
+        decisions = [stand_in(ToolCall(id=a.call_id, name=a.name, args=a.args)) for a in waiting]
+        step = await resume_turn(runner, step.pending, decisions, thread_id=thread_id)
+    return step
+
+
+class _Deadline:
+    """Stands in for the tool of one approved job: it refuses to start past the deadline.
+
+    The check runs at the moment the job would call the tool (after any wait
+    for a ``max_concurrency`` slot), with the runner's clock.
+    """
+
+    __slots__ = ("_clock", "_deadline", "_tool", "missed")
+
+    def __init__(
+        self, tool: Tool[Any, Any], deadline: datetime | None, clock: Callable[[], datetime]
+    ) -> None:
+        self._tool = tool
+        self._deadline = deadline
+        self._clock = clock
+        self.missed = False
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self._tool, name)
+
+    async def execute(self, validated: Mapping[str, Any], *, in_thread: bool = True) -> Any:
+        if self._deadline is not None and self._clock() >= self._deadline:
+            self.missed = True
+            raise _DeadlineMissed
+        return await self._tool.execute(validated, in_thread=in_thread)
+
+
+class _DeadlineMissed(Exception):  # noqa: N818 - internal signal, never escapes the resume
+    """The review's deadline passed before the approved call started."""
+
+
+class _Resumption:
+    """One settled submission being applied to a claimed turn."""
+
+    def __init__(self, runner: ResumingRunner, pending: PendingTurn, thread_id: str) -> None:
+        self.runner = runner
+        self.review_id = pending.review_id
+        self.thread_id = thread_id
+        self.calls = list(pending.calls)
+        self.position = {c.id: i for i, c in enumerate(self.calls)}
+        self.results = {r.call_id: r for r in pending.results}
+        self.replaced = list(pending.replaced_calls)
+        self.now = runner.clock()
+        # Each decided action is copied once, at the end, with all its updates.
+        self.decided: list[tuple[Action, dict[str, Any]]] = []
+        self.again: list[Action] = []
+        self.again_id = ""  # the review id of the edits put up for review again, made when needed
+        self.jobs: list[tuple[int, ToolCall, _Deadline, dict[str, Any]]] = []
+
+    # ------------------------------------------------------------------ settling each decision
+
+    def settle(self, action: Action, decision: AnyDecision | None) -> None:
+        """Settle one action: end it now, or queue its call to run."""
+        call = self.calls[self.position[action.call_id]]
+        if decision is None:
+            self._finish(action, error_result(call, NO_DECISION, "no_decision"), "rejected", None)
+        elif isinstance(decision, RejectDecision):
+            reason = decision.message or REJECTED_BY_USER_MESSAGE
+            self._finish(action, error_result(call, reason, "rejected"), "rejected", decision)
+        elif isinstance(decision, RespondDecision):
+            # LangChain's respond: the reviewer's answer is the tool's result; it never runs.
+            answer = ToolResult(
+                call_id=call.id,
+                name=call.name,
+                status="success",
+                content=decision.message,
+                outcome="responded",
+            )
+            self._finish(action, answer, "responded", decision)
+        elif isinstance(decision, ApproveDecision):
+            self._approve(action, call, decision)
+        else:
+            self._edit(action, call, decision)
+
+    def _finish(
+        self, action: Action, result: ToolResult, status: str, decision: AnyDecision | None
+    ) -> None:
+        """End ``action`` now with ``result`` (nothing runs)."""
+        self.results[result.call_id] = result
+        self.decided.append(
+            (
+                action,
+                {
+                    "status": status,
+                    "decision": decision,
+                    "result": result,
+                    "decided_at": self.now,
+                    "finished_at": self.now,
+                },
+            )
+        )
+
+    def _approve(self, action: Action, call: ToolCall, decision: ApproveDecision) -> None:
+        """Queue the reviewed call to run, or end it failed (tampered, unknown, denied, invalid)."""
+        runner = self.runner
+        tool = runner.toolset.get(action.name)
+        # The call that runs is the turn's call (real values, secrets included); its digest and
+        # the shown arguments must both still be the reviewed ones.
+        problem = unreviewed(
+            runner, action, call, tool, thread_id=self.thread_id, review_id=self.review_id
+        )
+        if problem is not None:
+            self._finish(action, problem, "failed", decision)
+            return
+        if tool is None:
+            self._finish(
+                action, unknown_tool_result(runner.toolset, call, action.name), "failed", decision
+            )
+            return
+        # The rules of this process decide, not those of the one that paused: a deny rule
+        # added while the review waited stops the approved call.
+        validated = self._runnable(action, call, tool, decision)
+        if validated is None:
+            return
+        self._queue(action, call, tool, validated)
+        self.decided.append(
+            (action, {"status": "approved", "decision": decision, "decided_at": self.now})
+        )
+
+    def _edit(self, action: Action, call: ToolCall, decision: EditDecision) -> None:
+        """Replace the call (same id) by the edited one: queue it, review it again, or end it."""
+        runner = self.runner
+        edited = decision.edited_action
+        shown = self._shown_edit(action, call, decision)
+        if shown is None:
+            return
+        edited_args, decision = shown  # an edit of a redacted call is recorded as shown
+        new_call = parse_tool_call(
+            {"id": call.id, "name": edited.name, "args": edited_args}, limits=runner.limits
+        )
+        self.calls[self.position[call.id]] = new_call
+        self.replaced = [c for c in self.replaced if c.id != call.id] + [new_call]
+        tool = runner.toolset.get(edited.name)
+        if tool is None:
+            result = unknown_tool_result(runner.toolset, new_call, edited.name)
+            self._finish(action, result, "failed", decision)
+            return
+        if new_call.error is not None:
+            result = error_result(new_call, new_call.error, "invalid_arguments")
+            self._finish(action, result, "failed", decision)
+            return
+        # A deny rule holds for edited calls too: an edit cannot route around it.
+        validated = self._runnable(action, new_call, tool, decision)
+        if validated is None:
+            return
+        recheck = edited.name != action.name or runner.edit_policy == "recheck"
+        changes = {"status": "edited", "decision": decision, "decided_at": self.now}
+        if recheck and tool.needs_approval(validated):
+            self.decided.append((action, {**changes, "finished_at": self.now}))
+            self.again_id = self.again_id or new_id()
+            self.again.append(review_action(runner, new_call, tool, self.thread_id, self.again_id))
+            return
+        self._queue(action, new_call, tool, validated)
+        self.decided.append((action, changes))
+
+    def _shown_edit(
+        self, action: Action, call: ToolCall, decision: EditDecision
+    ) -> tuple[dict[str, Any], EditDecision] | None:
+        """The edit's real arguments and the decision as recorded; ``None``: it ended failed.
+
+        A redacted parameter left as ``REDACTED`` keeps this call's real
+        value, once the call is proven to be the reviewed one (never another
+        call's value); the recorded decision shows the secrets as ``REDACTED``.
+        """
+        toolset = self.runner.toolset
+        edited = decision.edited_action
+        same_tool = toolset.get(action.name) if edited.name == action.name else None
+        if same_tool is not None and same_tool.redacted:
+            edited_args, kept = keep_redacted(edited.args, call.args, same_tool.redacted)
+            problem = (
+                unreviewed(
+                    self.runner,
+                    action,
+                    call,
+                    same_tool,
+                    thread_id=self.thread_id,
+                    review_id=self.review_id,
+                )
+                if kept
+                else None
+            )
+            decision = shown_edit(decision, same_tool.shown_args(edited.args))
+            if problem is not None:
+                self._finish(action, problem, "failed", decision)
+                return None
+            return edited_args, decision
+        if (other := toolset.get(edited.name)) is not None and other.redacted:
+            decision = shown_edit(decision, other.shown_args(edited.args))
+        return dict(edited.args), decision
+
+    def _runnable(
+        self, action: Action, call: ToolCall, tool: Tool[Any, Any], decision: AnyDecision
+    ) -> dict[str, Any] | None:
+        """``call``'s validated arguments; ``None`` when a deny rule or the schema refused it."""
+        refusal = rule_refusal(self.runner.toolset, call)
+        if refusal is not None:
+            self._finish(action, refusal, "failed", decision)
+            return None
+        try:
+            return tool.validate_args(call.args)
+        except ToolArgumentsError as exc:
+            self._finish(
+                action, error_result(call, str(exc), "invalid_arguments"), "failed", decision
+            )
+            return None
+
+    def _queue(
+        self, action: Action, call: ToolCall, tool: Tool[Any, Any], validated: dict[str, Any]
+    ) -> None:
+        """Queue ``call`` to run; its record is the next one decided (see :class:`_Deadline`)."""
+        gate = _Deadline(tool, action.expires_at, self.runner.clock)
+        self.jobs.append((len(self.decided), call, gate, validated))
+
+    # ------------------------------------------------------------------ running, then the step
+
+    async def run_jobs(self) -> None:
+        """Run the queued calls together and record how each ended."""
+        if not self.jobs:
+            return
+        runner = self.runner
+        outcomes = await runner.executor.run_all(
+            [(call, cast("Tool[Any, Any]", gate), args) for _, call, gate, args in self.jobs],
+            in_thread=runner.sync_in_thread,
+            limits=runner.limits,
+        )
+        finished_at = runner.clock()
+        for (slot, call, gate, _), result in zip(self.jobs, outcomes, strict=True):
+            record = self.decided[slot][1]
+            if gate.missed:
+                late = error_result(call, EXPIRED_BEFORE_START, "expired", result.name)
+                self.results[late.call_id] = late
+                record.update(status="expired", result=late, finished_at=finished_at)
+                continue
+            self.results[result.call_id] = result
+            record.update(
+                status="executed" if result.status == "success" else "failed",
+                result=result,
+                finished_at=finished_at,
+            )
+
+    def step(self) -> Step:
+        """The turn's step: complete, or paused on the edits put up for review again."""
+        calls, results = self.calls, self.results
+        actions = [
+            with_fields(action, {**changes, "decided_at": action.decided_at or self.now})
+            for action, changes in self.decided
+        ]
+        if not self.again:
+            return Step(
+                calls=calls,
+                results=[results[c.id] for c in calls],
+                replaced_calls=self.replaced,
+                actions=actions,
+            )
+        paused = PendingTurn(
+            review_id=self.again_id,
+            calls=calls,
+            results=[results[c.id] for c in calls if c.id in results],
+            actions=self.again,
+            replaced_calls=self.replaced,
+        )
+        return Step(
+            calls=calls,
+            results=paused.results,
+            pending=paused,
+            replaced_calls=self.replaced,
+            actions=actions + self.again,
+        )
