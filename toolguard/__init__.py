@@ -28,7 +28,8 @@ importable from here. The less common parts live in public modules:
 
 from __future__ import annotations
 
-from toolguard._chat.chat import BlockingChat, ChatTurn, ReviewedChat, ReviewedChatUseCase
+from toolguard._chat.chat import BlockingChat, ReviewedChat, ReviewedChatUseCase
+from toolguard._chat.turns import ChatTurn
 from toolguard._core.errors import (
     AccessDeniedError,
     ActionRejectedError,

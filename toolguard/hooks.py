@@ -25,7 +25,7 @@ For example, a hook that lets only the thread's owner read it::
 
 from __future__ import annotations
 
-from toolguard._chat.chat import AccessHook, AccessOperation, Authorizer
+from toolguard._chat.access import AccessHook, AccessOperation, Authorizer
 from toolguard._enforce.once import Claims
 from toolguard._enforce.runner import EditPolicy
 
