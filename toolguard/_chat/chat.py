@@ -119,7 +119,7 @@ class ReviewedChat:
         signing_key: secret for the digests binding approvals to the shown
             calls (see :class:`~toolguard.Runner`); keep it out of the store.
         result_templates: how results that are not a plain success read to
-            the model (see :class:`~toolguard.ResultTemplates`; the default
+            the model (see :class:`~toolguard.text.ResultTemplates`; the default
             marks them, e.g. ``Rejected by the reviewer, not executed:
             <reason>``). The stored tool messages hold that text and keep
             ``status``.

@@ -58,7 +58,7 @@ def tool_message(result: ToolResult, templates: ResultTemplates | None = None) -
 
     The content is what the model reads: a result that is not a plain
     success is marked with ``templates`` (default
-    :class:`~toolguard.ResultTemplates`), so it stays recognisable once the
+    :class:`~toolguard.text.ResultTemplates`), so it stays recognisable once the
     ``status`` key is dropped (OpenAI's formats have none).
     """
     return {

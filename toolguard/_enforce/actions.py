@@ -1,4 +1,4 @@
-"""Review requests: the :class:`~toolguard.Action` shown for a call, and the checks before it runs.
+"""Review requests: the ``Action`` shown for a call, and the checks before it runs.
 
 An action binds a reviewer's decision to one call: its digest covers the
 tool's name, the real arguments, the thread and the review. Before an

@@ -88,7 +88,7 @@ def unknown_tool_text(toolset: Toolset, name: str) -> str:
 def decide(toolset: Toolset, call: ToolCall) -> Verdict:
     """What ``toolset``'s rules and the tool's policy say about ``call`` (see the module doc).
 
-    ``call`` is read with :func:`toolguard.parse_tool_call` first, so its
+    ``call`` is read with :func:`toolguard.records.parse_tool_call` first, so its
     ``error`` and ``arguments_error`` hold what reading it refused. Never
     raises for anything in the call.
     """

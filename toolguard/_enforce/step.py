@@ -53,7 +53,7 @@ class Step:
 
         Each is ``{"role": "tool", "tool_call_id", "content"}``; the content of
         a result that is not a plain success is marked with ``templates``
-        (default :class:`~toolguard.ResultTemplates`), since the format has no
+        (default :class:`~toolguard.text.ResultTemplates`), since the format has no
         status field.
 
         Raises:

@@ -341,7 +341,7 @@ def _add_listing_routes(router: APIRouter, get_chat: _Dependency, who_asks: _Dep
         before sending it (the server validates it again). ``approval`` says
         whether the tool needs approval and why:
         ``{"needs_approval": true, "rule": "verb", "reason": "the word 'send' is ..."}``
-        (see :class:`toolguard.Classification`).
+        (see :class:`toolguard.classify.Classification`).
         """
         toolset = reviewed_chat.toolset
         tools = []
