@@ -27,7 +27,7 @@ from tests.test_http_security import CROSS_SITE, MISDIRECTED, ONCE, security_hea
 from tests.test_serve import ASK, ENV_VARS
 from toolguard import ReviewedChat, SQLiteStore
 from toolguard._cli.serve import build_app as build_serve_app
-from toolguard._cli.serve import default_hosts
+from toolguard._core.hosts import default_hosts
 
 mcp = pytest.importorskip("mcp")
 
@@ -35,7 +35,7 @@ from mcp import Client  # noqa: E402
 
 from tests.integrations.mcp_proxy_upstream import TOOLS, build_server  # noqa: E402
 from toolguard._gateway.proxy import MCPProxy  # noqa: E402
-from toolguard._gateway.proxy import build_app as build_proxy_app  # noqa: E402
+from toolguard._gateway.routes import build_app as build_proxy_app  # noqa: E402
 
 ROOT = Path(__file__).resolve().parent.parent
 LIMIT = 2000  # the body limit both apps get here

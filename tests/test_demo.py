@@ -18,7 +18,9 @@ import pytest
 
 import toolguard
 from toolguard import Classifier, ModelResponse, ReviewedChat, ToolCall, ToolResult
-from toolguard._cli.main import describe_model, main, render_card, render_outcome
+from toolguard._cli.demo import describe_model
+from toolguard._cli.main import main
+from toolguard._cli.terminal import render_card, render_outcome
 from toolguard.demo import DemoModel, DemoWorkspace, build_demo_chat, demo_toolset
 from toolguard.records import Action, ActionRequest
 

@@ -16,15 +16,8 @@ from typing import Any, Literal
 import pytest
 
 from toolguard import Tool
-from toolguard._cli.main import (
-    FIELDS_HINT,
-    INTERRUPTED,
-    INTERRUPTED_IN_REVIEW,
-    LEFT_IN_REVIEW,
-    Terminal,
-    ask_decisions,
-    run_demo,
-)
+from toolguard._cli.demo import INTERRUPTED, INTERRUPTED_IN_REVIEW, LEFT_IN_REVIEW, run_demo
+from toolguard._cli.terminal import FIELDS_HINT, Terminal, ask_decisions
 from toolguard._core.records import ActionRequest, PendingReview, ReviewConfig
 from toolguard.demo import DemoWorkspace, build_demo_chat
 

@@ -21,7 +21,7 @@ import httpx  # noqa: E402
 from fastapi import FastAPI, Header  # noqa: E402
 
 from toolguard import MemoryStore, ReviewedChat, ScriptedModel, ThreadState  # noqa: E402
-from toolguard._gateway.proxy import build_app, reviews_router  # noqa: E402
+from toolguard._gateway.routes import build_app, reviews_router  # noqa: E402
 from toolguard._http import live  # noqa: E402
 from toolguard.http import CONTENT_SECURITY_POLICY, create_app, pending_reviews  # noqa: E402
 

@@ -27,7 +27,8 @@ from tests.test_http import running
 from tests.test_serve import command_env, free_port, wait_for_page
 from toolguard import ModelResponse, ReviewedChat, ScriptedModel, ToolCall
 from toolguard._cli import serve as serve_defaults
-from toolguard._cli.serve import default_hosts, serve
+from toolguard._cli.serve import serve
+from toolguard._core.hosts import default_hosts
 from toolguard.http import (
     CONTENT_SECURITY_POLICY,
     DEFAULT_MAX_BODY_BYTES,

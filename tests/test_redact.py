@@ -28,7 +28,7 @@ from toolguard import (
     requires_approval,
     tool,
 )
-from toolguard._cli.main import render_card
+from toolguard._cli.terminal import render_card
 from toolguard._core.records import call_digest
 from toolguard._policy.redact import SECRET_GONE
 from toolguard.http import create_app

@@ -20,7 +20,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from tests.adversarial import strategies as hs
-from toolguard._gateway.proxy import _HIDDEN, approval_message, visible
+from toolguard._gateway.question import _HIDDEN, approval_message, visible
 
 _ESCAPE = re.compile(r"\\u([0-9a-f]{4})|\\U([0-9a-f]{8})")
 

@@ -38,7 +38,8 @@ from toolguard import (
     ToolCall,
     requires_approval,
 )
-from toolguard._cli.main import Terminal, ask_decisions, render_card, render_outcome, run_demo
+from toolguard._cli.demo import run_demo
+from toolguard._cli.terminal import Terminal, ask_decisions, render_card, render_outcome
 from toolguard._core.records import Action, ReviewConfig, ToolResult
 from toolguard._core.reveal import WARNING_HEADER, reveal_json, reveal_text, scan
 from toolguard.records import ActionRequest

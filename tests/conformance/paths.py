@@ -1149,7 +1149,8 @@ class MCPProxyPath(Adapter):
     def _gateway(self, rules: Rules | None) -> tuple[Any, Any]:
         import httpx
 
-        from toolguard._gateway.proxy import DEFAULT_PORT, MCPProxy, build_app
+        from toolguard._gateway.proxy import MCPProxy
+        from toolguard._gateway.routes import DEFAULT_PORT, build_app
 
         async def hook(event: str, payload: dict[str, Any]) -> None:
             self.events.append((event, payload))

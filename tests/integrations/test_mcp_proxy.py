@@ -31,7 +31,7 @@ from mcp import Client, StdioServerParameters, types  # noqa: E402
 
 from tests.test_webhooks import SECRET, Receiver, receiver  # noqa: E402, F401
 from toolguard import REJECTED_BY_USER_MESSAGE  # noqa: E402
-from toolguard._gateway.proxy import APPROVAL_SCHEMA, visible  # noqa: E402
+from toolguard._gateway.question import APPROVAL_SCHEMA, visible  # noqa: E402
 
 from .mcp_proxy_upstream import TOOLS  # noqa: E402
 

@@ -24,13 +24,9 @@ from mcp.shared.exceptions import MCPError  # noqa: E402
 
 from toolguard import MemoryStore  # noqa: E402
 from toolguard._cli.main import main as cli_main  # noqa: E402
-from toolguard._gateway.proxy import (  # noqa: E402
-    CLIENT_REVIEWER,
-    DEFAULT_PORT,
-    MCPProxy,
-    approval_message,
-    build_app,
-)
+from toolguard._gateway.proxy import CLIENT_REVIEWER, MCPProxy  # noqa: E402
+from toolguard._gateway.question import approval_message  # noqa: E402
+from toolguard._gateway.routes import DEFAULT_PORT, build_app  # noqa: E402
 
 from .mcp_proxy_upstream import (  # noqa: E402
     PROMPTS,

@@ -31,6 +31,7 @@ import anyio
 
 from toolguard._chat.chat import ReviewedChat
 from toolguard._core.errors import RuleSyntaxError
+from toolguard._core.hosts import default_hosts
 from toolguard._core.llm import ChatModel
 from toolguard._policy.rules import Rules
 from toolguard._stores.memory import Store
@@ -52,7 +53,6 @@ __all__ = [
     "build_app",
     "build_chat",
     "choose_model",
-    "default_hosts",
     "load_tools",
     "open_store",
     "serve",
@@ -279,18 +279,6 @@ def shown_db(db: str | None) -> str:
     if not at or ":" not in userinfo:
         return db
     return f"{scheme}://{userinfo.partition(':')[0]}:***@{where}"
-
-
-def default_hosts(host: str, port: int) -> list[str]:
-    """The ``Host`` headers ``toolguard serve`` answers by default (against DNS rebinding).
-
-    The bound address and the loopback names, each with the port:
-    ``default_hosts("127.0.0.1", 8000)`` is ``["127.0.0.1:8000",
-    "localhost:8000", "[::1]:8000"]``.
-    """
-    bound = f"[{host}]" if ":" in host and not host.startswith("[") else host
-    names = dict.fromkeys([bound.lower(), "127.0.0.1", "localhost", "[::1]"])
-    return [f"{name}:{port}" for name in names]
 
 
 def build_app(

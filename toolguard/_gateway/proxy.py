@@ -26,7 +26,7 @@ compare-and-set claims and crash recovery are the chat's. Then:
   once: a later approval is refused and nothing runs.
 
 The page and the API are built by the same factory as ``toolguard serve``'s
-app (:func:`build_app`): foreign ``Host`` headers get a 421, cross-site
+app (:func:`~toolguard._gateway.routes.build_app`): foreign ``Host`` headers get a 421, cross-site
 writes a 403, large bodies a 413, every answer the security headers.
 
 With ``--rules``, a call a ``deny`` rule matches asks nobody and runs
@@ -48,12 +48,9 @@ import dataclasses
 import functools
 import inspect
 import json
-import os
 import secrets
 import sys
-import unicodedata
 from collections.abc import Awaitable, Callable, Iterable, Mapping, Sequence
-from pathlib import Path
 from typing import TYPE_CHECKING, Any, Final
 
 import anyio
@@ -61,51 +58,39 @@ import anyio.lowlevel
 import anyio.to_thread
 
 from toolguard._chat.chat import ReviewedChat
-from toolguard._core.errors import RuleSyntaxError, ToolguardError
+from toolguard._core.errors import ToolguardError
 from toolguard._core.llm import Message, ModelResponse
 from toolguard._core.records import Action, ToolCall
-from toolguard._core.reveal import scan
+from toolguard._gateway.question import APPROVAL_SCHEMA, approval_message
+from toolguard._gateway.upstream import read_only_handlers, wire
 from toolguard._policy.redact import check_redact
 from toolguard._policy.rules import Rule, Rules, denied_text
 from toolguard._stores.memory import Store, ThreadState
-from toolguard._stores.outbox import Webhook
-from toolguard._stores.sqlite import SQLiteStore
 from toolguard._tools.classify import Classifier
 from toolguard._tools.schema_tool import SchemaTool
 from toolguard._tools.toolset import Toolset
 from toolguard._version import __version__
 
 if TYPE_CHECKING:
-    from fastapi import APIRouter, FastAPI
     from mcp.server import Server
 
 __all__ = [
+    "ABANDONED",
     "APPROVAL_KEY",
-    "APPROVAL_SCHEMA",
+    "BAD_STATE",
+    "CANCELLED_BY_CLIENT",
     "CLIENT_REVIEWER",
-    "DEFAULT_DB",
-    "DEFAULT_MAX_BODY_BYTES",
-    "DEFAULT_PORT",
+    "DECLINED",
     "DEFAULT_TTL",
-    "INDENT_UP_TO",
+    "NOT_A_CHAT",
+    "RESTARTED",
+    "CallModel",
     "EventHook",
     "MCPProxy",
-    "approval_message",
-    "audit_router",
-    "build_app",
-    "main",
-    "reviews_router",
-    "visible",
 ]
 
-DEFAULT_DB: Final = "toolguard-mcp.sqlite3"
-"""The SQLite file used when no ``--db`` is given (in the current directory)."""
-DEFAULT_PORT: Final = 8765
-"""The port of the approval page and HTTP API when no ``--port`` is given."""
 DEFAULT_TTL: Final = 300.0
 """Seconds a call waits for a decision when no ``--ttl`` is given."""
-DEFAULT_MAX_BODY_BYTES: Final = 1024 * 1024
-"""The largest request body of the HTTP API when no ``--max-body-bytes`` is given (1 MiB)."""
 APPROVAL_KEY: Final = "toolguard_approval"
 """The key of the elicitation in an ``input_required`` result (2026-07-28)."""
 CLIENT_REVIEWER: Final = "mcp-client"
@@ -132,25 +117,6 @@ BAD_STATE: Final = (
     " call the tool again."
 )
 
-APPROVAL_SCHEMA: Final[dict[str, Any]] = {
-    "type": "object",
-    "properties": {
-        "decision": {
-            "type": "string",
-            "title": "Decision",
-            "description": "approve runs the tool once with exactly these arguments",
-            "enum": ["approve", "reject"],
-        },
-        "message": {
-            "type": "string",
-            "title": "Message",
-            "description": "Optional: why you reject it (the agent reads this)",
-        },
-    },
-    "required": ["decision"],
-}
-"""The form of an approval question (elicitation, form mode)."""
-
 EventHook = Callable[[str, dict[str, Any]], Awaitable[None] | None]
 """Called as ``hook(event, payload)`` on ``review.requested``, ``review.decided`` and
 ``review.expired``; the payload holds ``thread_id``, ``review_id``, ``tool``, ``args``
@@ -158,108 +124,14 @@ and, once decided, ``status`` (the action's final status: ``cancelled`` for a ca
 client declined or gave up on)."""
 
 
-# ---------------------------------------------------------------------------- showing a call
-
-
-_HIDDEN: Final = frozenset(
-    [
-        *(0x034F, 0x115F, 0x1160, 0x17B4, 0x17B5, 0x2800, 0x3164, 0xFFA0, 0xFFFD),
-        *range(0x180B, 0x1810),
-        *range(0xFE00, 0xFE10),
-        *range(0xE0100, 0xE01F0),
-    ]
-)
-"""Characters that print as nothing (fillers, variation selectors, ...) though Python calls them
-printable."""
-
-
-def _hidden(char: str) -> bool:
-    """Whether ``char`` prints as nothing, moves text or is not a stable character."""
-    return char != "\n" and (
-        not char.isprintable()
-        or ord(char) in _HIDDEN
-        or unicodedata.category(char) in ("Cf", "Co", "Cn", "Cs", "Zl", "Zp")
-    )
-
-
-def visible(text: str) -> str:
-    """``text`` with every invisible, control, bidi, odd-space or look-alike character escaped.
-
-    Escaped as ``\\uXXXX`` (``\\UXXXXXXXX`` above the BMP). Newlines are kept; a
-    backslash stays as it is. Escaped: what Python does not call printable,
-    format, private-use and unassigned characters, the fillers of
-    :data:`_HIDDEN`, and everything the approval page and the terminal card
-    flag (:func:`toolguard._core.reveal.scan`: bidi and zero-width characters,
-    letters of another script mixed into a word, a Cyrillic or Greek word that
-    looks Latin, non-ASCII characters in an address or path). What a reviewer
-    reads is then exactly what runs: a right-to-left override or a zero-width
-    space cannot hide or reorder part of the arguments, and ``p\\u0430ypal.com``
-    does not pass for ``paypal.com``.
-    """
-    flags = scan(text)  # indexes count code points, a valid surrogate pair being one
-    out: list[str] = []
-    i = point = 0
-    while i < len(text):
-        char = text[i]
-        pair = (
-            "\ud800" <= char <= "\udbff"
-            and i + 1 < len(text)
-            and "\udc00" <= text[i + 1] <= "\udfff"
-        )
-        for unit in text[i : i + 2] if pair else char:
-            if point in flags or _hidden(unit):
-                code = ord(unit)
-                out.append(f"\\u{code:04x}" if code <= 0xFFFF else f"\\U{code:08x}")
-            else:
-                out.append(unit)
-        i += 2 if pair else 1
-        point += 1
-    return "".join(out)
-
-
-INDENT_UP_TO: Final = 4_000
-"""Arguments whose compact JSON is longer than this are shown compact, not indented."""
-
-
-def approval_message(name: str, args: Mapping[str, Any], description: str = "") -> str:
-    """The text of an approval question: the exact tool name and its JSON arguments.
-
-    The arguments are indented JSON (compact JSON past :data:`INDENT_UP_TO`
-    characters) with keys sorted, passed through :func:`visible`.
-
-    Raises:
-        ValueError: the arguments cannot be written as JSON (e.g. nested
-            deeper than Python can recurse); the caller falls back to the page.
-    """
-    try:
-        shown = json.dumps(dict(args), ensure_ascii=False, sort_keys=True)
-        if len(shown) <= INDENT_UP_TO:
-            shown = json.dumps(dict(args), indent=2, ensure_ascii=False, sort_keys=True)
-    except (RecursionError, TypeError, ValueError) as exc:
-        msg = f"the arguments of `{visible(name)}` cannot be shown as JSON: {exc}"
-        raise ValueError(msg) from None
-    lines = [f"Approve the tool call `{visible(name)}`?"]
-    if description:
-        lines.append(f"Tool description: {visible(description)}")
-    lines += ["Arguments (JSON):", visible(shown)]
-    return "\n".join(lines)
-
-
 def _canonical(args: Mapping[str, Any]) -> str:
     return json.dumps(dict(args), sort_keys=True, ensure_ascii=True, allow_nan=True)
-
-
-def _wire(model: Any) -> dict[str, Any]:
-    if isinstance(model, Mapping):
-        return dict(model)
-    data: dict[str, Any] = model.model_dump(by_alias=True, mode="json", exclude_none=True)
-    return data
 
 
 # ---------------------------------------------------------------------------- the internal model
 
 
-class _CallModel:
+class CallModel:
     """Proposes exactly the MCP call its thread was opened for, then says it is done.
 
     The user message of each thread is ``_MESSAGE_PREFIX + call_id``; the
@@ -346,7 +218,7 @@ class MCPProxy:
         self.listed = [dict(item) for item in listed]
         self.ttl = ttl
         self.on_event = on_event
-        self.model = _CallModel()
+        self.model = CallModel()
         self.unguardable: dict[str, str] = {}
         tools: list[SchemaTool] = []
         secret = {tool: check_redact(names) for tool, names in (redact or {}).items()}
@@ -390,8 +262,10 @@ class MCPProxy:
     # ------------------------------------------------------------------ helpers
 
     def _forwarder(self, name: str) -> Callable[..., Awaitable[dict[str, Any]]]:
+        """The function the guarded tool ``name`` runs: the call on the current upstream."""
+
         async def forward(**args: Any) -> dict[str, Any]:
-            return _wire(await self.upstream.call_tool(name, args))
+            return wire(await self.upstream.call_tool(name, args))
 
         forward.__name__ = forward.__qualname__ = name
         return forward
@@ -691,7 +565,7 @@ class MCPProxy:
         raw = responses.get(APPROVAL_KEY)
         if raw is not None:
             with contextlib.suppress(ValueError):
-                answer = types.ElicitResult.model_validate(_wire(raw))
+                answer = types.ElicitResult.model_validate(wire(raw))
         await self._decide(asked.thread_id, asked.review_id, name, answer)
         return await self._outcome(asked.thread_id, asked.review_id, asked.call_id, name, args)
 
@@ -767,46 +641,8 @@ class MCPProxy:
             version=__version__,
             on_list_tools=list_tools,
             on_call_tool=call_tool,
-            **self._read_only_handlers(),
+            **read_only_handlers(self.upstream),
         )
-
-    def _read_only_handlers(self) -> dict[str, Any]:
-        """Handlers forwarding the upstream's resources and prompts as they are (no review).
-
-        Only for what the upstream declared in its capabilities; an upstream
-        error (an unknown resource, ...) reaches the client as that error.
-        Subscriptions and ``list_changed`` notifications are not forwarded.
-        """
-        capabilities = getattr(self.upstream, "server_capabilities", None)
-        upstream = self.upstream
-        handlers: dict[str, Any] = {}
-        if getattr(capabilities, "resources", None) is not None:
-
-            async def list_resources(ctx: Any, params: Any) -> Any:
-                return await upstream.list_resources(cursor=getattr(params, "cursor", None))
-
-            async def list_templates(ctx: Any, params: Any) -> Any:
-                cursor = getattr(params, "cursor", None)
-                return await upstream.list_resource_templates(cursor=cursor)
-
-            async def read_resource(ctx: Any, params: Any) -> Any:
-                return await upstream.read_resource(str(params.uri))
-
-            handlers |= {
-                "on_list_resources": list_resources,
-                "on_list_resource_templates": list_templates,
-                "on_read_resource": read_resource,
-            }
-        if getattr(capabilities, "prompts", None) is not None:
-
-            async def list_prompts(ctx: Any, params: Any) -> Any:
-                return await upstream.list_prompts(cursor=getattr(params, "cursor", None))
-
-            async def get_prompt(ctx: Any, params: Any) -> Any:
-                return await upstream.get_prompt(params.name, params.arguments)
-
-            handlers |= {"on_list_prompts": list_prompts, "on_get_prompt": get_prompt}
-        return handlers
 
 
 def _last_action(state: ThreadState, call_id: str) -> Action | None:
@@ -819,304 +655,4 @@ def _tool_text(state: ThreadState, call_id: str) -> str | None:
         if message.get("role") == "tool" and message.get("tool_call_id") == call_id:
             content = message.get("content")
             return content if isinstance(content, str) else None
-    return None
-
-
-# ---------------------------------------------------------------------------- HTTP
-
-
-def reviews_router(chat: ReviewedChat) -> APIRouter:
-    """``GET /hitl/reviews`` alone: every pending review of the store, oldest thread first.
-
-    :func:`toolguard.http.create_router` serves the same route (with the
-    chat's ``access`` hook); this router answers exactly as it does.
-    """
-    from fastapi import APIRouter  # noqa: PLC0415
-
-    from toolguard.http import pending_reviews  # noqa: PLC0415
-
-    router = APIRouter(prefix="/hitl", tags=["hitl"])
-
-    @router.get("/reviews")
-    async def get_reviews() -> dict[str, list[dict[str, Any]]]:
-        """The pending reviews: ``{"reviews": [{thread_id, review_id, pending_review}, ...]}``."""
-        return {"reviews": await pending_reviews(chat)}
-
-    return router
-
-
-def audit_router(chat: ReviewedChat) -> APIRouter:
-    """``GET /hitl/audit``: the audit trail of every call the gateway recorded, as JSON lines.
-
-    One thread per call, so the per-thread ``GET /hitl/threads/{id}/audit``
-    needs an id nobody has for a call that asked no one (a ``denied`` one).
-    This answers :meth:`~toolguard.ReviewedChat.export_audit` of the whole
-    store: oldest thread first, each thread's events in order; a thread that
-    cannot be read back is skipped (logged). It reads every thread.
-    """
-    from fastapi import APIRouter  # noqa: PLC0415
-    from fastapi.responses import PlainTextResponse  # noqa: PLC0415
-
-    router = APIRouter(prefix="/hitl", tags=["hitl"])
-
-    @router.get(
-        "/audit",
-        response_class=PlainTextResponse,
-        response_model=None,  # the annotation below is text here (postponed annotations)
-        responses={
-            200: {
-                "content": {"application/x-ndjson": {}},
-                "description": "One audit event per line (JSON), oldest thread first.",
-            }
-        },
-    )
-    async def get_audit() -> PlainTextResponse:
-        """Every recorded call's audit events: requests, decisions, outcomes, denied calls."""
-        return PlainTextResponse(await chat.export_audit(), media_type="application/x-ndjson")
-
-    return router
-
-
-def build_app(
-    chat: ReviewedChat,
-    *,
-    host: str = "127.0.0.1",
-    port: int = DEFAULT_PORT,
-    allow_hosts: Iterable[str] = (),
-    allow_origins: Iterable[str] = (),
-    max_body_bytes: int = DEFAULT_MAX_BODY_BYTES,
-) -> FastAPI:
-    """Toolguard's HTTP API (``GET /hitl/reviews`` included), ``GET /hitl/audit`` and the page.
-
-    Built by the same factory as ``toolguard serve``'s app, with the same
-    protections: it answers only the ``Host`` headers of
-    :func:`toolguard._cli.serve.default_hosts` for ``host`` and ``port`` (the
-    bound address and the loopback names) plus ``allow_hosts`` (``"*"``: any),
-    any other Host gets a 421, so a web page rebinding its own name to
-    127.0.0.1 cannot list, approve or read the audit; a state-changing
-    request from a page of another origin than ``allow_origins`` gets a 403,
-    a body over ``max_body_bytes`` a 413; every answer carries the security
-    headers.
-
-    Raises:
-        TypeError, ValueError: an option is invalid (the text says which).
-    """
-    from toolguard._cli.serve import default_hosts  # noqa: PLC0415
-    from toolguard._http.app import protected_app  # noqa: PLC0415
-
-    return protected_app(
-        chat,
-        title="toolguard mcp-proxy",
-        allowed_hosts=[*default_hosts(host, port), *allow_hosts],
-        allowed_origins=allow_origins,
-        max_body_bytes=max_body_bytes,
-        routers=[audit_router(chat)],
-    )
-
-
-# ---------------------------------------------------------------------------- running
-
-
-async def _list_upstream(client: Any) -> list[dict[str, Any]]:
-    from toolguard.integrations.mcp import _list_tools  # noqa: PLC0415
-
-    return await _list_tools(client)
-
-
-async def run(
-    command: str | None,
-    args: Sequence[str],
-    *,
-    upstream_url: str | None = None,
-    db: str = DEFAULT_DB,
-    host: str = "127.0.0.1",
-    port: int = DEFAULT_PORT,
-    ttl: float = DEFAULT_TTL,
-    on_event: EventHook | None = None,
-    rules: Rules | None = None,
-    notify: Webhook | None = None,
-    allow_hosts: Sequence[str] = (),
-    allow_origins: Sequence[str] = (),
-    max_body_bytes: int = DEFAULT_MAX_BODY_BYTES,
-) -> int:
-    """Run the gateway until the client closes stdin; return the exit code.
-
-    The upstream is ``command`` with ``args`` over stdio (started with this
-    process's whole environment), or the streamable-HTTP server at
-    ``upstream_url`` when ``command`` is ``None``. ``allow_hosts``,
-    ``allow_origins`` and ``max_body_bytes`` are the HTTP app's (see
-    :func:`build_app`).
-    """
-    import uvicorn  # noqa: PLC0415
-    from mcp import Client, StdioServerParameters  # noqa: PLC0415
-    from mcp.server.stdio import stdio_server  # noqa: PLC0415
-
-    target: Any = upstream_url
-    if command is not None:
-        target = StdioServerParameters(command=command, args=list(args), env=dict(os.environ))
-    store = SQLiteStore(db)
-    try:
-        async with Client(target) as upstream:
-            listed = await _list_upstream(upstream)
-            proxy = MCPProxy(upstream, listed, store=store, ttl=ttl, on_event=on_event, rules=rules)
-            proxy.chat.notify = notify  # webhooks: review.requested / decided / expired
-            closed = await proxy.close_stale()
-            if closed:
-                sys.stderr.write(
-                    f"toolguard mcp-proxy: closed {len(closed)} review(s) left open by a"
-                    " previous run; nothing of them ran\n"
-                )
-            app = build_app(
-                proxy.chat,
-                host=host,
-                port=port,
-                allow_hosts=allow_hosts,
-                allow_origins=allow_origins,
-                max_body_bytes=max_body_bytes,
-            )
-            config = uvicorn.Config(
-                app,
-                host=host,
-                port=port,
-                log_config=None,
-                access_log=False,
-                lifespan="off",
-            )
-            http = uvicorn.Server(config)
-            async with anyio.create_task_group() as tasks:
-                proxy._tasks = tasks  # the proxy's own background tasks
-                failed: list[BaseException] = []
-
-                async def serve_http() -> None:
-                    try:
-                        await http.serve()
-                    except SystemExit as exc:  # uvicorn exits when it cannot bind
-                        failed.append(exc)
-
-                tasks.start_soon(serve_http)
-                if notify is not None:
-                    tasks.start_soon(proxy.chat.run_notifications)
-                with anyio.fail_after(30):
-                    while not http.started and not failed:  # noqa: ASYNC110 - no event to wait on
-                        await anyio.sleep(0.02)
-                if not http.started:
-                    sys.stderr.write(f"error: the approval page cannot listen on {host}:{port}\n")
-                    tasks.cancel_scope.cancel()
-                    return 2
-                where = f"[{host}]" if ":" in host else host
-                sys.stderr.write(
-                    f"toolguard mcp-proxy: approval page http://{where}:{port}/ | db: {db}"
-                    f" | ttl: {ttl:g}s | upstream: {command or upstream_url}\n"
-                )
-                sys.stderr.flush()
-                server = proxy.server()
-                async with stdio_server() as (read, write):
-                    await server.run(read, write, server.create_initialization_options())
-                http.should_exit = True
-                tasks.cancel_scope.cancel()
-    finally:
-        store.close()
-    return 0
-
-
-def main(args: Any) -> int:
-    """``toolguard mcp-proxy`` (the parsed arguments of the subcommand)."""
-    command = list(args.upstream or [])
-    if command and command[0] == "--":
-        command = command[1:]
-    url = getattr(args, "upstream_url", None)
-    if command and url:
-        sys.stderr.write(
-            "error: give either --upstream-url or the upstream MCP server's command after --,"
-            " not both\n"
-        )
-        return 2
-    if not command and not url:
-        sys.stderr.write(
-            "error: give the upstream MCP server's command after --, e.g."
-            " toolguard mcp-proxy -- npx -y @modelcontextprotocol/server-filesystem /tmp"
-            " (or --upstream-url URL)\n"
-        )
-        return 2
-    if url and not url.startswith(("http://", "https://")):
-        sys.stderr.write(f"error: --upstream-url must be an http:// or https:// URL, got {url!r}\n")
-        return 2
-    if not args.ttl > 0:
-        sys.stderr.write(f"error: --ttl must be a positive number of seconds, got {args.ttl}\n")
-        return 2
-    notify = None
-    notify_url = getattr(args, "notify_url", None)
-    notify_secret = getattr(args, "notify_secret", None)
-    if (notify_url is None) != (notify_secret is None):
-        sys.stderr.write("error: --notify-url and --notify-secret go together: give both\n")
-        return 2
-    if notify_url is not None:
-        try:
-            notify = Webhook(notify_url, secret=str(notify_secret))
-        except (TypeError, ValueError) as exc:
-            sys.stderr.write(f"error: --notify-url/--notify-secret: {exc}\n")
-            return 2
-    rules = None
-    rules_file = getattr(args, "rules", None)
-    if rules_file is not None:
-        try:
-            rules = Rules.from_toml(Path(rules_file))
-        except OSError as exc:
-            sys.stderr.write(f"error: --rules {rules_file}: cannot read the file: {exc.strerror}\n")
-            return 2
-        except RuleSyntaxError as exc:
-            sys.stderr.write(f"error: --rules {rules_file}: {exc}\n")
-            return 2
-    try:
-        import fastapi  # noqa: F401, PLC0415
-        import mcp  # noqa: F401, PLC0415
-        import uvicorn  # noqa: F401, PLC0415
-    except ImportError as exc:
-        sys.stderr.write(
-            f"error: toolguard mcp-proxy needs the 'mcp' and 'http' extras ({exc}):"
-            " pip install 'toolguard-hitl[mcp,http]'\n"
-        )
-        return 2
-    http_options: dict[str, Any] = {
-        "allow_hosts": list(getattr(args, "allow_host", None) or []),
-        "allow_origins": list(getattr(args, "allow_origin", None) or []),
-        "max_body_bytes": getattr(args, "max_body_bytes", DEFAULT_MAX_BODY_BYTES),
-    }
-    problem = _http_problem(args.host, args.port, http_options)
-    if problem is not None:
-        sys.stderr.write(f"error: {problem}\n")
-        return 2
-    try:
-        return anyio.run(
-            lambda: run(
-                command[0] if command else None,
-                command[1:],
-                upstream_url=url,
-                db=args.db or DEFAULT_DB,
-                host=args.host,
-                port=args.port,
-                ttl=args.ttl,
-                rules=rules,
-                notify=notify,
-                **http_options,
-            )
-        )
-    except KeyboardInterrupt:
-        return 130
-
-
-def _http_problem(host: str, port: int, options: Mapping[str, Any]) -> str | None:
-    """Why the HTTP app cannot be built with these options (in the CLI's words), or ``None``."""
-    chat = ReviewedChat(_CallModel(), [])
-    try:
-        build_app(chat, host=host, port=port, **options)
-    except (TypeError, ValueError) as exc:
-        text = str(exc)
-        for name, option in (
-            ("allowed_hosts", "--allow-host"),
-            ("allowed_origins", "--allow-origin"),
-            ("max_body_bytes", "--max-body-bytes"),
-        ):
-            text = text.replace(name, option)
-        return text
     return None

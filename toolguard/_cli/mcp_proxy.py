@@ -1,0 +1,201 @@
+"""``toolguard mcp-proxy``: the command line of the MCP approval gateway.
+
+Checks the options (each mistake is one ``error: ...`` line and exit code 2,
+before anything starts), then runs :func:`toolguard._gateway.run.run` until
+the client closes stdin. The gateway itself is :mod:`toolguard._gateway`.
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from collections.abc import Mapping
+from pathlib import Path
+from typing import Any
+
+import anyio
+
+from toolguard._chat.chat import ReviewedChat
+from toolguard._cli.options import positive_int
+from toolguard._core.errors import RuleSyntaxError
+from toolguard._gateway.proxy import CallModel
+from toolguard._gateway.routes import DEFAULT_MAX_BODY_BYTES, build_app
+from toolguard._gateway.run import DEFAULT_DB, run
+from toolguard._policy.rules import Rules
+from toolguard._stores.outbox import Webhook
+
+__all__ = ["add_parser", "run_command"]
+
+
+def add_parser(commands: Any) -> None:
+    """The ``mcp-proxy`` command, on the ``toolguard`` parser's subcommands."""
+    proxy = commands.add_parser(
+        "mcp-proxy",
+        help="put human approval in front of any MCP server (an MCP gateway)",
+        description=(
+            "Serve the tools of the MCP server started by UPSTREAM_COMMAND on stdin/stdout;"
+            " calls that need approval ask the client's user (elicitation) or wait for the"
+            " approval page. Needs the 'mcp' and 'http' extras."
+        ),
+        usage=(
+            "toolguard mcp-proxy [options] -- UPSTREAM_COMMAND [ARGS...]"
+            " | toolguard mcp-proxy [options] --upstream-url URL"
+        ),
+    )
+    proxy.add_argument(
+        "--db",
+        metavar="PATH",
+        help="the SQLite file of the reviews (default: toolguard-mcp.sqlite3)",
+    )
+    proxy.add_argument("--host", default="127.0.0.1", help="the approval page's address")
+    proxy.add_argument("--port", type=int, default=8765, help="the approval page's port")
+    proxy.add_argument(
+        "--ttl", type=float, default=300.0, help="seconds a call waits for a decision (default 300)"
+    )
+    proxy.add_argument(
+        "--max-body-bytes",
+        type=positive_int,
+        default=1024 * 1024,
+        metavar="N",
+        help="refuse request bodies larger than N bytes with a 413 (default: 1048576)",
+    )
+    proxy.add_argument(
+        "--allow-origin",
+        action="append",
+        default=[],
+        metavar="ORIGIN",
+        help="let pages of ORIGIN (scheme://host[:port]) send requests (repeatable)",
+    )
+    proxy.add_argument(
+        "--allow-host",
+        action="append",
+        default=[],
+        metavar="HOST",
+        help=(
+            "also answer requests for HOST or HOST:PORT besides the bound address and"
+            " loopback; '*' answers any Host (repeatable)"
+        ),
+    )
+    proxy.add_argument(
+        "--upstream-url", metavar="URL", help="a streamable-HTTP upstream instead of a command"
+    )
+    proxy.add_argument(
+        "--rules",
+        metavar="FILE",
+        help="a TOML file of allow/ask/deny rules applied before the classifier and annotations",
+    )
+    proxy.add_argument(
+        "--notify-url",
+        metavar="URL",
+        help="POST review.* webhooks (requested, decided, expired, cancelled) to URL",
+    )
+    proxy.add_argument(
+        "--notify-secret",
+        metavar="S",
+        help="the secret of the X-Toolguard-Signature HMAC of each webhook body",
+    )
+    proxy.add_argument("upstream", nargs=argparse.REMAINDER, help="the upstream server's command")
+    proxy.set_defaults(handler=run_command)
+
+
+def run_command(args: argparse.Namespace) -> int:
+    """``toolguard mcp-proxy`` (the parsed arguments of the subcommand); the exit code."""
+    command = list(args.upstream or [])
+    if command and command[0] == "--":
+        command = command[1:]
+    url = getattr(args, "upstream_url", None)
+    if command and url:
+        sys.stderr.write(
+            "error: give either --upstream-url or the upstream MCP server's command after --,"
+            " not both\n"
+        )
+        return 2
+    if not command and not url:
+        sys.stderr.write(
+            "error: give the upstream MCP server's command after --, e.g."
+            " toolguard mcp-proxy -- npx -y @modelcontextprotocol/server-filesystem /tmp"
+            " (or --upstream-url URL)\n"
+        )
+        return 2
+    if url and not url.startswith(("http://", "https://")):
+        sys.stderr.write(f"error: --upstream-url must be an http:// or https:// URL, got {url!r}\n")
+        return 2
+    if not args.ttl > 0:
+        sys.stderr.write(f"error: --ttl must be a positive number of seconds, got {args.ttl}\n")
+        return 2
+    notify = None
+    notify_url = getattr(args, "notify_url", None)
+    notify_secret = getattr(args, "notify_secret", None)
+    if (notify_url is None) != (notify_secret is None):
+        sys.stderr.write("error: --notify-url and --notify-secret go together: give both\n")
+        return 2
+    if notify_url is not None:
+        try:
+            notify = Webhook(notify_url, secret=str(notify_secret))
+        except (TypeError, ValueError) as exc:
+            sys.stderr.write(f"error: --notify-url/--notify-secret: {exc}\n")
+            return 2
+    rules = None
+    rules_file = getattr(args, "rules", None)
+    if rules_file is not None:
+        try:
+            rules = Rules.from_toml(Path(rules_file))
+        except OSError as exc:
+            sys.stderr.write(f"error: --rules {rules_file}: cannot read the file: {exc.strerror}\n")
+            return 2
+        except RuleSyntaxError as exc:
+            sys.stderr.write(f"error: --rules {rules_file}: {exc}\n")
+            return 2
+    try:
+        import fastapi  # noqa: F401, PLC0415
+        import mcp  # noqa: F401, PLC0415
+        import uvicorn  # noqa: F401, PLC0415
+    except ImportError as exc:
+        sys.stderr.write(
+            f"error: toolguard mcp-proxy needs the 'mcp' and 'http' extras ({exc}):"
+            " pip install 'toolguard-hitl[mcp,http]'\n"
+        )
+        return 2
+    http_options: dict[str, Any] = {
+        "allow_hosts": list(getattr(args, "allow_host", None) or []),
+        "allow_origins": list(getattr(args, "allow_origin", None) or []),
+        "max_body_bytes": getattr(args, "max_body_bytes", DEFAULT_MAX_BODY_BYTES),
+    }
+    problem = _http_problem(args.host, args.port, http_options)
+    if problem is not None:
+        sys.stderr.write(f"error: {problem}\n")
+        return 2
+    try:
+        return anyio.run(
+            lambda: run(
+                command[0] if command else None,
+                command[1:],
+                upstream_url=url,
+                db=args.db or DEFAULT_DB,
+                host=args.host,
+                port=args.port,
+                ttl=args.ttl,
+                rules=rules,
+                notify=notify,
+                **http_options,
+            )
+        )
+    except KeyboardInterrupt:
+        return 130
+
+
+def _http_problem(host: str, port: int, options: Mapping[str, Any]) -> str | None:
+    """Why the HTTP app cannot be built with these options (in the CLI's words), or ``None``."""
+    chat = ReviewedChat(CallModel(), [])
+    try:
+        build_app(chat, host=host, port=port, **options)
+    except (TypeError, ValueError) as exc:
+        text = str(exc)
+        for name, option in (
+            ("allowed_hosts", "--allow-host"),
+            ("allowed_origins", "--allow-origin"),
+            ("max_body_bytes", "--max-body-bytes"),
+        ):
+            text = text.replace(name, option)
+        return text
+    return None

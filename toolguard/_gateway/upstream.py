@@ -1,0 +1,67 @@
+"""The upstream MCP session: its tools listed, its answers on the wire, its resources and prompts.
+
+The upstream is a connected ``mcp.Client`` (or anything with the same async
+methods). Its answers are passed on as they are: a tool's ``CallToolResult``
+becomes the run tool's value (:func:`wire`), and its resources and prompts
+reach the gateway's client unchanged (they read; nobody reviews them).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import Any
+
+__all__ = ["list_upstream", "read_only_handlers", "wire"]
+
+
+async def list_upstream(client: Any) -> list[dict[str, Any]]:
+    """The upstream's tools in wire format (``tools/list`` items), every page followed."""
+    from toolguard.integrations.mcp import _list_tools  # noqa: PLC0415 - needs the mcp extra
+
+    return await _list_tools(client)
+
+
+def wire(model: Any) -> dict[str, Any]:
+    """An MCP answer (a pydantic model or a mapping) as its JSON wire dict."""
+    if isinstance(model, Mapping):
+        return dict(model)
+    data: dict[str, Any] = model.model_dump(by_alias=True, mode="json", exclude_none=True)
+    return data
+
+
+def read_only_handlers(upstream: Any) -> dict[str, Any]:
+    """Handlers forwarding the upstream's resources and prompts as they are (no review).
+
+    Only for what the upstream declared in its capabilities; an upstream
+    error (an unknown resource, ...) reaches the client as that error.
+    Subscriptions and ``list_changed`` notifications are not forwarded.
+    """
+    capabilities = getattr(upstream, "server_capabilities", None)
+    handlers: dict[str, Any] = {}
+    if getattr(capabilities, "resources", None) is not None:
+
+        async def list_resources(ctx: Any, params: Any) -> Any:
+            return await upstream.list_resources(cursor=getattr(params, "cursor", None))
+
+        async def list_templates(ctx: Any, params: Any) -> Any:
+            cursor = getattr(params, "cursor", None)
+            return await upstream.list_resource_templates(cursor=cursor)
+
+        async def read_resource(ctx: Any, params: Any) -> Any:
+            return await upstream.read_resource(str(params.uri))
+
+        handlers |= {
+            "on_list_resources": list_resources,
+            "on_list_resource_templates": list_templates,
+            "on_read_resource": read_resource,
+        }
+    if getattr(capabilities, "prompts", None) is not None:
+
+        async def list_prompts(ctx: Any, params: Any) -> Any:
+            return await upstream.list_prompts(cursor=getattr(params, "cursor", None))
+
+        async def get_prompt(ctx: Any, params: Any) -> Any:
+            return await upstream.get_prompt(params.name, params.arguments)
+
+        handlers |= {"on_list_prompts": list_prompts, "on_get_prompt": get_prompt}
+    return handlers
