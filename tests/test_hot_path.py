@@ -14,7 +14,7 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from toolguard import ModelResponse, ReviewedChat, ScriptedModel, ToolCall
-from toolguard._chat.chat import _merge, assistant_message
+from toolguard._chat.history import assistant_message, merge_actions
 from toolguard._core.records import args_json, call_digest
 from toolguard.records import Action
 
@@ -78,7 +78,7 @@ def _actions(prefix: str, ids: list[int]) -> list[Action]:
 def test_merge_gives_what_indexing_every_action_gave(base: list[int], updates: list[int]) -> None:
     """Looking at the latest actions first changes nothing, repeated ids included."""
     actions, changed = _actions("old", base), _actions("new", updates)
-    assert _merge(actions, changed) == _reference_merge(actions, changed)
+    assert merge_actions(actions, changed) == _reference_merge(actions, changed)
 
 
 async def test_unedited_and_edited_turns_record_the_calls_that_ran() -> None:

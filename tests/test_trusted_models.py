@@ -65,14 +65,14 @@ async def test_every_model_a_cycle_builds_without_validation_is_as_validated() -
         assert_as_validated(request)
     for config in paused.pending_review.review_configs:
         assert_as_validated(config)
-    state = chat._states[paused.thread_id]
+    state = chat._threads.states[paused.thread_id]
     assert state.pending is not None
     assert_as_validated(state.pending)
     [action] = state.pending.actions
     assert_as_validated(action)
     done = await chat.submit_review([{"type": "approve"}], paused.thread_id)
     assert done.reply == "Done"
-    final = chat._states[paused.thread_id]
+    final = chat._threads.states[paused.thread_id]
     assert [e.kind for e in final.audit] == ["requested", "decided", "executed"]
     for event in final.audit:
         assert_as_validated(event)
@@ -97,7 +97,7 @@ async def test_a_review_payload_and_the_audit_hold_their_own_arguments() -> None
     shown = paused.pending_review.action_requests[0].args
     shown["to"] = "mallory@example.com"
     paused.pending_review.review_configs[0].allowed_decisions.clear()
-    state = chat._states[paused.thread_id]
+    state = chat._threads.states[paused.thread_id]
     assert state.pending is not None
     assert state.pending.actions[0].args["to"] == "alice@example.com"
     assert state.pending.actions[0].allowed_decisions == ["approve", "edit", "reject"]

@@ -33,7 +33,7 @@ from toolguard import (
     ThreadState,
     ToolCall,
 )
-from toolguard._chat.chat import REFUSED_DETAIL
+from toolguard._chat.access import REFUSED_DETAIL
 from toolguard._stores.memory import MemoryStore
 from toolguard.records import Action, AuditEvent
 
@@ -275,7 +275,7 @@ def test_any_refused_name_is_recorded_and_the_thread_still_loads(name: str) -> N
 
 
 async def test_record_refusal_is_reusable_for_other_refusals() -> None:
-    """_record_refusal (for other access checks too) files a refused event under the review."""
+    """record_refusal (for other access checks too) files a refused event under the review."""
     scene = Scene(MemoryStore(), MemoryStore())
     paused = await scene.chat.send_message("Mail Alice")
     state = await scene.chat.get_thread(paused.thread_id)
@@ -287,7 +287,7 @@ async def test_record_refusal_is_reusable_for_other_refusals() -> None:
         detail="the access hook refused reading this thread",
     )
 
-    await scene.chat._record_refusal(state, event)
+    await scene.chat._gate.record_refusal(state, event)
 
     after = await scene.chat.get_thread(paused.thread_id)
     assert after.audit[-1].model_dump(exclude={"id"}) == {
