@@ -316,7 +316,7 @@ def make_mailing_chat(store: Any, runs: list[str]) -> ReviewedChat:
 
 
 @contextlib.contextmanager
-def serve(app: Any) -> Iterator[str]:
+def serve_in_thread(app: Any) -> Iterator[str]:
     """Run ``app`` with uvicorn on a free 127.0.0.1 port in a thread; yield its base URL."""
     import uvicorn
 
@@ -624,7 +624,7 @@ def server() -> Iterator[Server]:
     from toolguard.http import create_app
 
     outbox = Outbox()
-    with serve(create_app(make_page_chat(outbox))) as url:
+    with serve_in_thread(create_app(make_page_chat(outbox))) as url:
         yield Server(url, outbox)
 
 

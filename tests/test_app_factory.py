@@ -23,8 +23,14 @@ import httpx
 import pytest
 from fastapi import FastAPI
 
-from tests.test_http_security import CROSS_SITE, MISDIRECTED, ONCE, security_headers, too_large
-from tests.test_serve import ASK, ENV_VARS
+from tests.helpers import (
+    CROSS_SITE,
+    MISDIRECTED,
+    MODEL_ENV_VARS,
+    security_headers,
+    security_headers_once,
+    too_large,
+)
 from toolguard import ReviewedChat, SQLiteStore
 from toolguard._cli.serve import build_app as build_serve_app
 from toolguard._core.hosts import default_hosts
@@ -37,6 +43,9 @@ from tests.integrations.mcp_proxy_upstream import TOOLS, build_server  # noqa: E
 from toolguard._gateway.proxy import MCPProxy  # noqa: E402
 from toolguard._gateway.routes import build_app as build_proxy_app  # noqa: E402
 
+ASK = "email alice that the meeting moved to 11"
+ONCE = security_headers_once()
+"""The security headers, each sent exactly once."""
 ROOT = Path(__file__).resolve().parent.parent
 LIMIT = 2000  # the body limit both apps get here
 EVIL = "evil.example"
@@ -124,7 +133,7 @@ APPS = {"serve": serve_app, "mcp-proxy": proxy_app}
 @pytest.fixture(autouse=True)
 def _offline(monkeypatch: pytest.MonkeyPatch) -> None:
     """serve's offline demo model, whatever the environment says."""
-    for name in ENV_VARS:
+    for name in MODEL_ENV_VARS:
         monkeypatch.delenv(name, raising=False)
 
 

@@ -17,6 +17,7 @@ import anyio
 import pytest
 
 import toolguard
+from tests.helpers import DEMO_CARD_ALICE, DEMO_SENT_ALICE
 from toolguard import Classifier, ModelResponse, ReviewedChat, ToolCall, ToolResult
 from toolguard._cli.demo import describe_model
 from toolguard._cli.main import main
@@ -58,27 +59,12 @@ SUBPROCESS_SESSIONS: dict[str, str] = {
 }
 """The sessions run as `python -m toolguard demo --non-interactive` processes: name -> stdin."""
 
-CARD_ALICE = [
-    "== Approval 1/1: send_email ==",
-    "Tool `send_email` is awaiting approval",
-    "Why it asks: the word 'send' is an approval verb (messaging and publishing)",
-    "Arguments:",
-    "{",
-    '  "to": "alice@example.com",',
-    '  "subject": "The meeting moved to 11",',
-    '  "body": "Hi Alice, the meeting moved to 11."',
-    "}",
-]
-SENT_ALICE = (
-    '[executed] send_email: {"id": "sent-1", "status": "sent", "to": "alice@example.com",'
-    ' "subject": "The meeting moved to 11"}'
-)
 APPROVE_DIALOGUE = [
     "> email alice that the meeting moved to 11",
     "assistant: I will email alice@example.com.",
-    *CARD_ALICE,
+    *DEMO_CARD_ALICE,
     "> a",
-    SENT_ALICE,
+    DEMO_SENT_ALICE,
     'assistant: Sent "The meeting moved to 11" to alice@example.com.',
     "Bye.",
 ]
@@ -207,7 +193,7 @@ def test_reject_with_a_new_address_makes_the_model_propose_again(
     assert session.dialogue == [
         "> email alice that the meeting moved to 11",
         "assistant: I will email alice@example.com.",
-        *CARD_ALICE,
+        *DEMO_CARD_ALICE,
         "> r",
         "Why are you rejecting this tool?",
         "> No, send it to alice.smith@corp.example",
@@ -259,7 +245,7 @@ def test_edit_runs_the_tool_with_the_new_arguments(sessions: dict[str, Session])
     assert session.dialogue == [
         "> email alice that the meeting moved to 11",
         "assistant: I will email alice@example.com.",
-        *CARD_ALICE,
+        *DEMO_CARD_ALICE,
         "> e",
         EDIT_HINT,
         *EDIT_FIELDS_KEPT,
@@ -279,7 +265,7 @@ def test_edit_can_go_back_to_the_decision(sessions: dict[str, Session]) -> None:
     assert session.dialogue == [
         "> email alice that the meeting moved to 11",
         "assistant: I will email alice@example.com.",
-        *CARD_ALICE,
+        *DEMO_CARD_ALICE,
         "> e",
         EDIT_HINT,
         *EDIT_FIELDS_KEPT,
@@ -294,7 +280,7 @@ def test_edit_can_go_back_to_the_decision(sessions: dict[str, Session]) -> None:
         "Please answer s (send) or b (back).",
         "> b",
         "> a",
-        SENT_ALICE,
+        DEMO_SENT_ALICE,
         'assistant: Sent "The meeting moved to 11" to alice@example.com.',
         "Bye.",
     ]

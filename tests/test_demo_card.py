@@ -15,13 +15,12 @@ from typing import Any, Literal
 
 import pytest
 
+from tests.helpers import DEMO_CARD_ALICE, DEMO_SENT_ALICE, offline_env
 from toolguard import Tool
 from toolguard._cli.demo import INTERRUPTED, INTERRUPTED_IN_REVIEW, LEFT_IN_REVIEW, run_demo
 from toolguard._cli.terminal import FIELDS_HINT, Terminal, ask_decisions
 from toolguard._core.records import ActionRequest, PendingReview, ReviewConfig
 from toolguard.demo import DemoWorkspace, build_demo_chat
-
-from .test_demo import CARD_ALICE, ENV, SENT_ALICE
 
 MAIL_ALICE = "email alice that the meeting moved to 11"
 STORE_LINE = "Store: in memory"
@@ -63,7 +62,7 @@ def test_quit_at_the_approval_prompt_leaves_without_running_anything(word: str) 
     assert lines == [
         f"> {MAIL_ALICE}",
         "assistant: I will email alice@example.com.",
-        *CARD_ALICE,
+        *DEMO_CARD_ALICE,
         f"> {word}",
         LEFT_IN_REVIEW,
         "Bye.",
@@ -75,11 +74,11 @@ def test_an_unknown_answer_mentions_quit() -> None:
     """The approval prompt's help names every way out."""
     code, lines, _ = demo(io.StringIO(f"{MAIL_ALICE}\nmaybe\na\n"))
     assert code == 0
-    assert lines[len(CARD_ALICE) + 2 : len(CARD_ALICE) + 6] == [
+    assert lines[len(DEMO_CARD_ALICE) + 2 : len(DEMO_CARD_ALICE) + 6] == [
         "> maybe",
         "Please answer a, e or r, or quit.",
         "> a",
-        SENT_ALICE,
+        DEMO_SENT_ALICE,
     ]
 
 
@@ -136,13 +135,13 @@ def test_sigint_at_the_approval_prompt_leaves_without_a_traceback() -> None:
         stderr=subprocess.PIPE,
         text=True,
         encoding="utf-8",
-        env=ENV,
+        env=offline_env(),
     )
     try:
         assert process.stdin is not None
         process.stdin.write(f"{MAIL_ALICE}\n")
         process.stdin.flush()
-        read_until(process, CARD_ALICE[-1])
+        read_until(process, DEMO_CARD_ALICE[-1])
         os.kill(process.pid, signal.SIGINT)
         out, err = process.communicate(timeout=60)
     finally:

@@ -5,8 +5,8 @@ from __future__ import annotations
 import subprocess
 import sys
 
+from tests.helpers import offline_env
 from tests.openai_server import ScriptedOpenAIServer, reply_text, reply_tool_calls
-from tests.test_examples import offline_env
 
 MAIL = {"to": "bob@example.com", "subject": "Lunch", "body": "Lunch is at 1."}
 

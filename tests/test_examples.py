@@ -3,26 +3,15 @@
 from __future__ import annotations
 
 import json
-import os
 import subprocess
 import sys
 from pathlib import Path
 from typing import Any
 
+from tests.helpers import offline_env
 from tests.openai_server import ScriptedOpenAIServer, reply_text, reply_tool_calls
 
 EXAMPLES = Path(__file__).resolve().parent.parent / "examples"
-
-
-def offline_env(**extra: str) -> dict[str, str]:
-    """The environment without any model configuration, plus ``extra``."""
-    env = {
-        key: value
-        for key, value in os.environ.items()
-        if key not in ("OPENAI_API_KEY", "OPENAI_BASE_URL", "TOOLGUARD_MODEL", "TOOLGUARD_LANG")
-    }
-    env.update(PYTHONIOENCODING="utf-8", NO_PROXY="127.0.0.1,localhost", **extra)
-    return env
 
 
 def run_example(name: str, stdin: str, env: dict[str, str]) -> subprocess.CompletedProcess[str]:

@@ -2,11 +2,8 @@
 
 from __future__ import annotations
 
-import contextlib
 import re
-import socket
-import threading
-from collections.abc import AsyncIterator, Callable, Iterator, Sequence
+from collections.abc import Sequence
 from datetime import datetime, timedelta, timezone
 from pathlib import Path
 from typing import Annotated, Any
@@ -14,9 +11,22 @@ from typing import Annotated, Any
 import anyio
 import httpx
 import pytest
-import uvicorn
 from fastapi import FastAPI, Header
 
+from tests.helpers import (
+    ALICE_MAIL,
+    APPROVE,
+    ASK_ALICE,
+    BOB_MEETING_MAIL,
+    LANGS,
+    ONE_MAIL,
+    TWO_MAILS,
+    Log,
+    calls,
+    client_for,
+    make_mail_chat,
+    serve_in_thread,
+)
 from toolguard import (
     MemoryStore,
     Message,
@@ -24,20 +34,13 @@ from toolguard import (
     ReviewedChat,
     ScriptedModel,
     SQLiteStore,
-    ToolCall,
 )
 from toolguard import http as toolguard_http
 from toolguard._http import app as http_app
 from toolguard.http import create_app, create_router
 
-Log = list[tuple[str, dict[str, Any]]]
-
-ASK = "Tell Alice the meeting is at 10."
-ALICE = {"to": "alice@example.com", "subject": "Meeting", "body": "The meeting is at 10."}
 ALICE_JSON = '{"to": "alice@example.com", "subject": "Meeting", "body": "The meeting is at 10."}'
-BOB = {"to": "bob@example.com", "subject": "Meeting", "body": "The meeting is at 11."}
 BOB_JSON = '{"to": "bob@example.com", "subject": "Meeting", "body": "The meeting is at 11."}'
-APPROVE = {"type": "approve"}
 HEX_ID = re.compile(r"[0-9a-f]{32}")
 CONFIG = {"action_name": "send_email", "allowed_decisions": ["approve", "edit", "reject"]}
 DESCRIPTION = {
@@ -104,9 +107,6 @@ EDIT_NEEDS_ACTION = {
     "en": "An 'edit' decision must include 'edited_action'",
     "id": "Keputusan 'edit' wajib menyertakan 'edited_action'",
 }
-LANGS = pytest.mark.parametrize("lang", ["en", "id"])
-
-
 # --- helpers ------------------------------------------------------------------------------------
 
 
@@ -117,54 +117,6 @@ def lang_env(request: pytest.FixtureRequest, monkeypatch: pytest.MonkeyPatch) ->
     if lang != "en":
         monkeypatch.setenv("TOOLGUARD_LANG", lang)
     return lang
-
-
-def make_tools(log: Log) -> list[Callable[..., Any]]:
-    """send_email (guarded by the classifier) and search (not guarded), logging each run."""
-
-    def send_email(to: str, subject: str, body: str) -> str:
-        """Send an email.
-
-        Args:
-            to: the recipient's address.
-            subject: the subject line.
-            body: the text.
-        """
-        log.append(("send_email", {"to": to, "subject": subject, "body": body}))
-        return f"Email sent to {to}"
-
-    def search(query: str) -> list[str]:
-        """Search the documents.
-
-        Args:
-            query: words to look for.
-        """
-        log.append(("search", {"query": query}))
-        return [f"result for {query}"]
-
-    return [send_email, search]
-
-
-def calls(*tool_calls: tuple[str, str, dict[str, Any]]) -> ModelResponse:
-    """A model turn proposing ``(call_id, name, args)`` tool calls."""
-    return ModelResponse(tool_calls=[ToolCall(id=i, name=n, args=a) for i, n, a in tool_calls])
-
-
-ONE_MAIL = calls(("call_1", "send_email", ALICE))
-TWO_MAILS = calls(("call_1", "send_email", ALICE), ("call_2", "send_email", BOB))
-
-
-def make_chat(script: Sequence[Any], log: Log, **options: Any) -> ReviewedChat:
-    """A chat over the logged tools with a scripted model (MemoryStore unless given)."""
-    return ReviewedChat(ScriptedModel(script), make_tools(log), **options)
-
-
-@contextlib.asynccontextmanager
-async def client_for(app: FastAPI) -> AsyncIterator[httpx.AsyncClient]:
-    """An httpx client that talks HTTP to ``app`` in this event loop."""
-    transport = httpx.ASGITransport(app=app)
-    async with httpx.AsyncClient(transport=transport, base_url="http://toolguard.test") as client:
-        yield client
 
 
 def pending_body(thread_id: str, review_id: str, lang: str, *args: dict[str, Any]) -> Any:
@@ -217,10 +169,12 @@ def action_views(actions: list[dict[str, Any]]) -> list[dict[str, Any]]:
 
 async def start_two_mails(client: httpx.AsyncClient, lang: str = "en") -> tuple[str, str]:
     """Chat until two send_email actions are pending; returns (thread_id, review_id)."""
-    response = await client.post("/hitl/chat", json={"message": ASK})
+    response = await client.post("/hitl/chat", json={"message": ASK_ALICE})
     assert response.status_code == 200
     body = response.json()
-    assert body == pending_body(body["thread_id"], body["review_id"], lang, ALICE, BOB)
+    assert body == pending_body(
+        body["thread_id"], body["review_id"], lang, ALICE_MAIL, BOB_MEETING_MAIL
+    )
     return body["thread_id"], body["review_id"]
 
 
@@ -230,8 +184,8 @@ async def start_two_mails(client: httpx.AsyncClient, lang: str = "en") -> tuple[
 async def test_chat_answers_the_whole_pending_review() -> None:
     """POST /hitl/chat with a guarded call answers the exact pending JSON."""
     log: Log = []
-    async with client_for(create_app(make_chat([ONE_MAIL], log))) as client:
-        response = await client.post("/hitl/chat", json={"message": ASK})
+    async with client_for(create_app(make_mail_chat([ONE_MAIL], log))) as client:
+        response = await client.post("/hitl/chat", json={"message": ASK_ALICE})
     assert response.status_code == 200
     assert response.headers["content-type"] == "application/json"
     body = response.json()
@@ -244,7 +198,7 @@ async def test_chat_answers_the_whole_pending_review() -> None:
             "action_requests": [
                 {
                     "name": "send_email",
-                    "args": ALICE,
+                    "args": ALICE_MAIL,
                     "description": "Tool `send_email` is awaiting approval",
                 }
             ],
@@ -259,7 +213,7 @@ async def test_chat_answers_the_whole_pending_review() -> None:
 
 async def test_chat_without_guarded_calls_answers_the_reply() -> None:
     """A model that answers with text gives {reply, pending_review: null, review_id: null}."""
-    async with client_for(create_app(make_chat(["Hello!"], []))) as client:
+    async with client_for(create_app(make_mail_chat(["Hello!"], []))) as client:
         response = await client.post("/hitl/chat", json={"message": "Hi"})
     assert response.status_code == 200
     body = response.json()
@@ -269,21 +223,21 @@ async def test_chat_without_guarded_calls_answers_the_reply() -> None:
 async def test_review_approve_runs_the_tool_and_answers_the_reply() -> None:
     """POST /hitl/review with an approve runs the tool once and answers the model's reply."""
     log: Log = []
-    async with client_for(create_app(make_chat([ONE_MAIL, "Sent."], log))) as client:
-        first = (await client.post("/hitl/chat", json={"message": ASK})).json()
+    async with client_for(create_app(make_mail_chat([ONE_MAIL, "Sent."], log))) as client:
+        first = (await client.post("/hitl/chat", json={"message": ASK_ALICE})).json()
         response = await client.post(
             "/hitl/review",
             json={"thread_id": first["thread_id"], "decisions": [APPROVE]},
         )
     assert response.status_code == 200
     assert response.json() == reply_body(first["thread_id"], "Sent.")
-    assert log == [("send_email", ALICE)]
+    assert log == [("send_email", ALICE_MAIL)]
 
 
 async def test_review_edit_and_reject_reach_the_tools_and_the_model() -> None:
     """An edit runs the edited args; a reject's reason reaches the model as an error result."""
     log: Log = []
-    chat = make_chat([TWO_MAILS, "One sent, one not."], log)
+    chat = make_mail_chat([TWO_MAILS, "One sent, one not."], log)
     edited = {"to": "carol@example.com", "subject": "Meeting", "body": "At 10."}
     decisions = [
         {"type": "edit", "edited_action": {"name": "send_email", "args": edited}},
@@ -309,23 +263,23 @@ async def test_review_edit_and_reject_reach_the_tools_and_the_model() -> None:
 async def test_fields_of_another_decision_type_are_ignored() -> None:
     """An approve carrying a malformed edited_action and a non-text message is a plain approve."""
     log: Log = []
-    async with client_for(create_app(make_chat([ONE_MAIL, "Sent."], log))) as client:
-        first = (await client.post("/hitl/chat", json={"message": ASK})).json()
+    async with client_for(create_app(make_mail_chat([ONE_MAIL, "Sent."], log))) as client:
+        first = (await client.post("/hitl/chat", json={"message": ASK_ALICE})).json()
         decision = {"type": "approve", "edited_action": {"name": 5, "args": []}, "message": 7}
         response = await client.post(
             "/hitl/review", json={"thread_id": first["thread_id"], "decisions": [decision]}
         )
     assert response.status_code == 200
     assert response.json() == reply_body(first["thread_id"], "Sent.")
-    assert log == [("send_email", ALICE)]
+    assert log == [("send_email", ALICE_MAIL)]
 
 
 async def test_a_second_guarded_turn_answers_a_new_pending_review() -> None:
     """After an approve, a model asking for another guarded call gets a new review with a new id."""
     log: Log = []
-    script = [ONE_MAIL, calls(("call_2", "send_email", BOB)), "Both sent."]
-    async with client_for(create_app(make_chat(script, log))) as client:
-        first = (await client.post("/hitl/chat", json={"message": ASK})).json()
+    script = [ONE_MAIL, calls(("call_2", "send_email", BOB_MEETING_MAIL)), "Both sent."]
+    async with client_for(create_app(make_mail_chat(script, log))) as client:
+        first = (await client.post("/hitl/chat", json={"message": ASK_ALICE})).json()
         second = await client.post(
             "/hitl/review", json={"thread_id": first["thread_id"], "decisions": [APPROVE]}
         )
@@ -339,10 +293,10 @@ async def test_a_second_guarded_turn_answers_a_new_pending_review() -> None:
             },
         )
     assert second.status_code == 200
-    assert body == pending_body(first["thread_id"], body["review_id"], "en", BOB)
+    assert body == pending_body(first["thread_id"], body["review_id"], "en", BOB_MEETING_MAIL)
     assert body["review_id"] != first["review_id"]
     assert third.json() == reply_body(first["thread_id"], "Both sent.")
-    assert log == [("send_email", ALICE), ("send_email", BOB)]
+    assert log == [("send_email", ALICE_MAIL), ("send_email", BOB_MEETING_MAIL)]
 
 
 # --- GET /hitl/threads/{thread_id} --------------------------------------------------------------
@@ -353,9 +307,9 @@ async def test_get_thread_while_pending_and_after_the_review(tmp_path: Path) -> 
     log: Log = []
     db = tmp_path / "threads.sqlite3"
     async with SQLiteStore(db) as store:
-        chat = make_chat([ONE_MAIL], log, store=store)
+        chat = make_mail_chat([ONE_MAIL], log, store=store)
         async with client_for(create_app(chat)) as client:
-            first = (await client.post("/hitl/chat", json={"message": ASK})).json()
+            first = (await client.post("/hitl/chat", json={"message": ASK_ALICE})).json()
             pending = await client.get(f"/hitl/threads/{first['thread_id']}")
     thread_id, review_id = first["thread_id"], first["review_id"]
     assert pending.status_code == 200
@@ -373,7 +327,7 @@ async def test_get_thread_while_pending_and_after_the_review(tmp_path: Path) -> 
     assert body["thread_id"] == thread_id
     assert body["status"] == "awaiting_review"
     assert body["messages"] == [
-        {"role": "user", "content": ASK},
+        {"role": "user", "content": ASK_ALICE},
         assistant_calls(("call_1", ALICE_JSON)),
     ]
     assert body["pending_review"] == first["pending_review"]
@@ -383,7 +337,7 @@ async def test_get_thread_while_pending_and_after_the_review(tmp_path: Path) -> 
         {
             "call_id": "call_1",
             "name": "send_email",
-            "args": ALICE,
+            "args": ALICE_MAIL,
             "description": DESCRIPTION["en"],
             "status": "requested",
             "decision": None,
@@ -394,7 +348,7 @@ async def test_get_thread_while_pending_and_after_the_review(tmp_path: Path) -> 
 
     # A new process: a new chat over the same database file serves the same thread.
     async with SQLiteStore(db) as store:
-        chat = make_chat(["Sent."], log, store=store)
+        chat = make_mail_chat(["Sent."], log, store=store)
         async with client_for(create_app(chat)) as client:
             reloaded = await client.get(f"/hitl/threads/{thread_id}")
             review = await client.post(
@@ -408,7 +362,7 @@ async def test_get_thread_while_pending_and_after_the_review(tmp_path: Path) -> 
     assert after["pending_review"] is None
     assert after["review_id"] is None
     assert after["messages"] == [
-        {"role": "user", "content": ASK},
+        {"role": "user", "content": ASK_ALICE},
         assistant_calls(("call_1", ALICE_JSON)),
         tool_msg("call_1", "Email sent to alice@example.com"),
         {"role": "assistant", "content": "Sent."},
@@ -417,7 +371,7 @@ async def test_get_thread_while_pending_and_after_the_review(tmp_path: Path) -> 
         {
             "call_id": "call_1",
             "name": "send_email",
-            "args": ALICE,
+            "args": ALICE_MAIL,
             "description": DESCRIPTION["en"],
             "status": "executed",
             "decision": {"type": "approve"},
@@ -432,7 +386,7 @@ async def test_get_thread_while_pending_and_after_the_review(tmp_path: Path) -> 
     ]
     assert after["actions"] == [a.model_dump(mode="json") for a in stored.actions]
     assert after["actions"][0]["id"] == body["actions"][0]["id"]
-    assert log == [("send_email", ALICE)]
+    assert log == [("send_email", ALICE_MAIL)]
 
 
 # --- the SPEC validation table: 400 rows --------------------------------------------------------
@@ -441,7 +395,7 @@ async def test_get_thread_while_pending_and_after_the_review(tmp_path: Path) -> 
 @LANGS
 async def test_review_without_pending_action_is_400(lang: str, lang_env: str) -> None:
     """Row 'no pending action in that thread': 400 with the NoPendingReviewError text."""
-    async with client_for(create_app(make_chat(["Hello!"], []))) as client:
+    async with client_for(create_app(make_mail_chat(["Hello!"], []))) as client:
         thread_id = (await client.post("/hitl/chat", json={"message": "Hi"})).json()["thread_id"]
         before = (await client.get(f"/hitl/threads/{thread_id}")).json()
         response = await client.post(
@@ -471,7 +425,7 @@ async def test_refused_decisions_are_400_and_change_nothing(
 ) -> None:
     """Rows answered by validate_decisions: 400 with the exact text; then correct decisions work."""
     log: Log = []
-    async with client_for(create_app(make_chat([TWO_MAILS, "Both sent."], log))) as client:
+    async with client_for(create_app(make_mail_chat([TWO_MAILS, "Both sent."], log))) as client:
         thread_id, review_id = await start_two_mails(client, lang)
         before = (await client.get(f"/hitl/threads/{thread_id}")).json()
         response = await client.post(
@@ -488,7 +442,10 @@ async def test_refused_decisions_are_400_and_change_nothing(
     assert after["status"] == "awaiting_review"
     assert retry.status_code == 200
     assert retry.json() == reply_body(thread_id, "Both sent.")
-    assert sorted(log, key=by_recipient) == [("send_email", ALICE), ("send_email", BOB)]
+    assert sorted(log, key=by_recipient) == [
+        ("send_email", ALICE_MAIL),
+        ("send_email", BOB_MEETING_MAIL),
+    ]
 
 
 # --- the SPEC validation table: 422 rows --------------------------------------------------------
@@ -522,12 +479,12 @@ BAD_422 = [
         id="decision-text",
     ),
     pytest.param(
-        [{"type": "edit", "edited_action": {"name": 5, "args": ALICE}}, APPROVE],
+        [{"type": "edit", "edited_action": {"name": 5, "args": ALICE_MAIL}}, APPROVE],
         [("string_type", at("decisions", 0, "edited_action", "name"))],
         id="edited_action-name-not-text",
     ),
     pytest.param(
-        [{"type": "edit", "edited_action": {"args": ALICE}}, APPROVE],
+        [{"type": "edit", "edited_action": {"args": ALICE_MAIL}}, APPROVE],
         [("missing", at("decisions", 0, "edited_action", "name"))],
         id="edited_action-name-missing",
     ),
@@ -562,7 +519,7 @@ async def test_malformed_review_bodies_are_422_and_change_nothing(
 ) -> None:
     """Body-shape rows (ReviewRequest): 422 whose error loc names the field; nothing changes."""
     log: Log = []
-    async with client_for(create_app(make_chat([TWO_MAILS, "Both sent."], log))) as client:
+    async with client_for(create_app(make_mail_chat([TWO_MAILS, "Both sent."], log))) as client:
         thread_id, _ = await start_two_mails(client, lang)
         before = (await client.get(f"/hitl/threads/{thread_id}")).json()
         response = await client.post(
@@ -576,7 +533,10 @@ async def test_malformed_review_bodies_are_422_and_change_nothing(
     assert [(e["type"], e["loc"]) for e in response.json()["detail"]] == errors
     assert after == before
     assert retry.json() == reply_body(thread_id, "Both sent.")
-    assert sorted(log, key=by_recipient) == [("send_email", ALICE), ("send_email", BOB)]
+    assert sorted(log, key=by_recipient) == [
+        ("send_email", ALICE_MAIL),
+        ("send_email", BOB_MEETING_MAIL),
+    ]
 
 
 @pytest.mark.parametrize(
@@ -590,7 +550,7 @@ async def test_review_body_without_a_required_field_is_422(
     body: dict[str, Any], errors: list[tuple[str, list[str]]]
 ) -> None:
     """A review body without thread_id or decisions is 422 at that field."""
-    async with client_for(create_app(make_chat([], []))) as client:
+    async with client_for(create_app(make_mail_chat([], []))) as client:
         response = await client.post("/hitl/review", json=body)
     assert response.status_code == 422
     assert [(e["type"], e["loc"]) for e in response.json()["detail"]] == errors
@@ -608,7 +568,7 @@ async def test_chat_body_without_a_message_is_422(
     body: dict[str, Any], errors: list[tuple[str, list[str]]]
 ) -> None:
     """A chat body whose message is missing, empty or not text is 422 at ``message``."""
-    async with client_for(create_app(make_chat([], []))) as client:
+    async with client_for(create_app(make_mail_chat([], []))) as client:
         response = await client.post("/hitl/chat", json=body)
     assert response.status_code == 422
     assert [(e["type"], e["loc"]) for e in response.json()["detail"]] == errors
@@ -621,8 +581,8 @@ async def test_chat_body_without_a_message_is_422(
 async def test_chat_while_a_review_is_pending_is_400(lang: str, lang_env: str) -> None:
     """A new message while actions wait is 400 with the ReviewPendingError text; nothing changes."""
     log: Log = []
-    async with client_for(create_app(make_chat([ONE_MAIL, "Sent."], log))) as client:
-        first = (await client.post("/hitl/chat", json={"message": ASK})).json()
+    async with client_for(create_app(make_mail_chat([ONE_MAIL, "Sent."], log))) as client:
+        first = (await client.post("/hitl/chat", json={"message": ASK_ALICE})).json()
         thread_id = first["thread_id"]
         before = (await client.get(f"/hitl/threads/{thread_id}")).json()
         response = await client.post(
@@ -653,7 +613,7 @@ async def test_unknown_thread_is_404(
     lang: str, lang_env: str, method: str, path: str, body: dict[str, Any] | None
 ) -> None:
     """Chat, review and thread requests naming an unknown thread answer 404 with the error text."""
-    async with client_for(create_app(make_chat(["Hello!"], []))) as client:
+    async with client_for(create_app(make_mail_chat(["Hello!"], []))) as client:
         response = await client.request(method, path, json=body)
     assert response.status_code == 404
     assert response.json() == {
@@ -666,7 +626,7 @@ async def test_unknown_thread_is_404(
 
 async def test_model_error_is_502_and_keeps_the_thread() -> None:
     """A ModelError answers 502 with its text; the thread keeps its last saved state."""
-    async with client_for(create_app(make_chat(["Hello!"], []))) as client:
+    async with client_for(create_app(make_mail_chat(["Hello!"], []))) as client:
         thread_id = (await client.post("/hitl/chat", json={"message": "Hi"})).json()["thread_id"]
         before = (await client.get(f"/hitl/threads/{thread_id}")).json()
         response = await client.post(
@@ -681,15 +641,17 @@ async def test_model_error_is_502_and_keeps_the_thread() -> None:
 async def test_model_error_after_approved_tools_is_502() -> None:
     """A ModelError after the approved tool ran is 502; the tool ran once and its result is kept."""
     log: Log = []
-    async with client_for(create_app(make_chat([ONE_MAIL], log))) as client:
-        thread_id = (await client.post("/hitl/chat", json={"message": ASK})).json()["thread_id"]
+    async with client_for(create_app(make_mail_chat([ONE_MAIL], log))) as client:
+        thread_id = (await client.post("/hitl/chat", json={"message": ASK_ALICE})).json()[
+            "thread_id"
+        ]
         response = await client.post(
             "/hitl/review", json={"thread_id": thread_id, "decisions": [APPROVE]}
         )
         after = (await client.get(f"/hitl/threads/{thread_id}")).json()
     assert response.status_code == 502
     assert response.json() == {"detail": "ScriptedModel ran out of script after 1 responses"}
-    assert log == [("send_email", ALICE)]
+    assert log == [("send_email", ALICE_MAIL)]
     assert after["messages"][-1] == tool_msg("call_1", "Email sent to alice@example.com")
     assert [a["status"] for a in after["actions"]] == ["executed"]
 
@@ -697,7 +659,7 @@ async def test_model_error_after_approved_tools_is_502() -> None:
 async def test_step_limit_is_500_with_the_error_text() -> None:
     """A model that keeps calling tools past max_steps answers 500 with the StepLimitError text."""
     script = [calls(("call_1", "search", {"query": "x"}))]
-    chat = make_chat(script, [], max_steps=1)
+    chat = make_mail_chat(script, [], max_steps=1)
     async with client_for(create_app(chat)) as client:
         response = await client.post("/hitl/chat", json={"message": "Look it up"})
     assert response.status_code == 500
@@ -757,8 +719,8 @@ async def test_two_messages_racing_on_one_thread_give_one_409() -> None:
 async def test_message_while_decisions_are_applied_is_409(lang: str, lang_env: str) -> None:
     """A message while decisions are being applied: 409 with ThreadBusyError's text."""
     store = MemoryStore()
-    chat = make_chat([ONE_MAIL], [], store=store)
-    turn = await chat.send_message(ASK)
+    chat = make_mail_chat([ONE_MAIL], [], store=store)
+    turn = await chat.send_message(ASK_ALICE)
     state = await chat.get_thread(turn.thread_id)
     await store.save(state.model_copy(update={"status": "running"}), expected_version=state.version)
     async with client_for(create_app(chat)) as client:
@@ -778,8 +740,8 @@ async def test_review_for_an_older_review_id_is_400_and_changes_nothing(
 ) -> None:
     """A review_id the thread never had: 400 with UnknownReviewError's text."""
     log: Log = []
-    async with client_for(create_app(make_chat([ONE_MAIL, "Sent."], log))) as client:
-        first = (await client.post("/hitl/chat", json={"message": ASK})).json()
+    async with client_for(create_app(make_mail_chat([ONE_MAIL, "Sent."], log))) as client:
+        first = (await client.post("/hitl/chat", json={"message": ASK_ALICE})).json()
         thread_id = first["thread_id"]
         before = (await client.get(f"/hitl/threads/{thread_id}")).json()
         stale = await client.post(
@@ -795,7 +757,7 @@ async def test_review_for_an_older_review_id_is_400_and_changes_nothing(
     assert stale.json() == {"detail": UNKNOWN_REVIEW[lang].format(review_id="old-review")}
     assert after == before
     assert current.json() == reply_body(thread_id, "Sent.")
-    assert log == [("send_email", ALICE)]
+    assert log == [("send_email", ALICE_MAIL)]
 
 
 class Clock:
@@ -816,9 +778,9 @@ async def test_review_after_the_deadline_is_400_and_expires_the_actions(
     """A review past review_ttl: 400 with ReviewExpiredError's text; the action expires unrun."""
     log: Log = []
     clock = Clock()
-    chat = make_chat([ONE_MAIL, "Okay, I did not send it."], log, review_ttl=60, clock=clock)
+    chat = make_mail_chat([ONE_MAIL, "Okay, I did not send it."], log, review_ttl=60, clock=clock)
     async with client_for(create_app(chat)) as client:
-        first = (await client.post("/hitl/chat", json={"message": ASK})).json()
+        first = (await client.post("/hitl/chat", json={"message": ASK_ALICE})).json()
         thread_id = first["thread_id"]
         pending = (await client.get(f"/hitl/threads/{thread_id}")).json()
         clock.now += timedelta(seconds=61)
@@ -850,10 +812,10 @@ async def test_reviewer_refused_by_authorize_is_403(lang: str, lang_env: str) ->
         seen.append(reviewer)
         return reviewer == "alice"
 
-    chat = make_chat([ONE_MAIL, "Sent."], log, authorize=authorize)
+    chat = make_mail_chat([ONE_MAIL, "Sent."], log, authorize=authorize)
     app = create_app(chat, reviewer=reviewer_header)
     async with client_for(app) as client:
-        first = (await client.post("/hitl/chat", json={"message": ASK})).json()
+        first = (await client.post("/hitl/chat", json={"message": ASK_ALICE})).json()
         body = {"thread_id": first["thread_id"], "decisions": [APPROVE]}
         refused = await client.post("/hitl/review", json=body, headers={"X-Reviewer": "mallory"})
         allowed = await client.post("/hitl/review", json=body, headers={"X-Reviewer": "alice"})
@@ -865,15 +827,15 @@ async def test_reviewer_refused_by_authorize_is_403(lang: str, lang_env: str) ->
     assert allowed.json() == reply_body(first["thread_id"], "Sent.")
     assert seen == ["mallory", "alice"]
     assert [(a["status"], a["reviewer"]) for a in thread["actions"]] == [("executed", "alice")]
-    assert log == [("send_email", ALICE)]
+    assert log == [("send_email", ALICE_MAIL)]
 
 
 async def test_cancel_closes_the_review_without_running_anything() -> None:
     """POST /hitl/cancel: nothing runs, the actions are cancelled and the thread takes messages."""
     log: Log = []
-    chat = make_chat([ONE_MAIL, "Fine, cancelled."], log)
+    chat = make_mail_chat([ONE_MAIL, "Fine, cancelled."], log)
     async with client_for(create_app(chat)) as client:
-        first = (await client.post("/hitl/chat", json={"message": ASK})).json()
+        first = (await client.post("/hitl/chat", json={"message": ASK_ALICE})).json()
         thread_id = first["thread_id"]
         cancelled = await client.post(
             "/hitl/cancel",
@@ -909,9 +871,9 @@ async def test_router_mounts_into_an_existing_app_with_its_own_prefix() -> None:
     async def health() -> dict[str, str]:
         return {"status": "ok"}
 
-    app.include_router(create_router(make_chat([ONE_MAIL, "Sent."], log), prefix="/agent"))
+    app.include_router(create_router(make_mail_chat([ONE_MAIL, "Sent."], log), prefix="/agent"))
     async with client_for(app) as client:
-        first = (await client.post("/agent/chat", json={"message": ASK})).json()
+        first = (await client.post("/agent/chat", json={"message": ASK_ALICE})).json()
         refused = await client.post(
             "/agent/review", json={"thread_id": first["thread_id"], "decisions": [APPROVE] * 2}
         )
@@ -920,8 +882,8 @@ async def test_router_mounts_into_an_existing_app_with_its_own_prefix() -> None:
             "/agent/review", json={"thread_id": first["thread_id"], "decisions": [APPROVE]}
         )
         health_response = await client.get("/health")
-        old_path = await client.post("/hitl/chat", json={"message": ASK})
-    assert first == pending_body(first["thread_id"], first["review_id"], "en", ALICE)
+        old_path = await client.post("/hitl/chat", json={"message": ASK_ALICE})
+    assert first == pending_body(first["thread_id"], first["review_id"], "en", ALICE_MAIL)
     assert (refused.status_code, refused.json()) == (
         400,
         {"detail": "Expected 1 decisions (one per action), got 2"},
@@ -935,9 +897,9 @@ async def test_router_mounts_into_an_existing_app_with_its_own_prefix() -> None:
 async def test_the_chat_dependency_can_be_overridden() -> None:
     """The routes get the chat through a dependency that app.dependency_overrides can replace."""
     app = FastAPI()
-    router = create_router(make_chat(["From the original."], []))
+    router = create_router(make_mail_chat(["From the original."], []))
     app.include_router(router)
-    replacement = make_chat(["From the override."], [])
+    replacement = make_mail_chat(["From the override."], [])
     dependency = router.routes[0].dependant.dependencies[0].call  # type: ignore[attr-defined]
     app.dependency_overrides[dependency] = lambda: replacement
     async with client_for(app) as client:
@@ -947,7 +909,7 @@ async def test_the_chat_dependency_can_be_overridden() -> None:
 
 async def test_openapi_lists_the_api_routes() -> None:
     """The OpenAPI document lists exactly the API routes (not the page)."""
-    async with client_for(create_app(make_chat([], []))) as client:
+    async with client_for(create_app(make_mail_chat([], []))) as client:
         document = (await client.get("/openapi.json")).json()
     assert sorted(document["paths"]) == [
         "/hitl/cancel",
@@ -977,7 +939,7 @@ async def test_openapi_lists_the_api_routes() -> None:
 async def test_page_is_served_at_root_with_its_static_files() -> None:
     """create_app serves the package's index.html at / and the page's files under /static/."""
     folder = Path(toolguard_http.__file__).parent / "static"
-    async with client_for(create_app(make_chat([], []))) as client:
+    async with client_for(create_app(make_mail_chat([], []))) as client:
         page = await client.get("/")
         script = await client.get("/static/app.js")
         style = await client.get("/static/style.css")
@@ -1001,10 +963,10 @@ async def test_page_false_and_missing_page_folder_give_404(
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
     """Without the page (page=False, or no static folder in the package) / answers 404."""
-    async with client_for(create_app(make_chat([], []), page=False)) as client:
+    async with client_for(create_app(make_mail_chat([], []), page=False)) as client:
         disabled = await client.get("/")
     monkeypatch.setattr(http_app, "_page_dir", lambda: None)
-    async with client_for(create_app(make_chat([], []))) as client:
+    async with client_for(create_app(make_mail_chat([], []))) as client:
         missing = await client.get("/")
         missing_asset = await client.get("/static/app.js")
     for response in (disabled, missing, missing_asset):
@@ -1014,39 +976,17 @@ async def test_page_false_and_missing_page_folder_give_404(
 # --- over TCP -----------------------------------------------------------------------------------
 
 
-@contextlib.contextmanager
-def running(app: FastAPI) -> Iterator[str]:
-    """Run ``app`` with uvicorn on 127.0.0.1 (a free port) in a thread; yields the base URL."""
-    sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
-    sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
-    sock.bind(("127.0.0.1", 0))
-    port = sock.getsockname()[1]
-    config = uvicorn.Config(app, log_level="warning", ws="none", lifespan="off")
-    server = uvicorn.Server(config)
-    thread = threading.Thread(target=server.run, kwargs={"sockets": [sock]}, daemon=True)
-    thread.start()
-    try:
-        started = threading.Event()
-        for _ in range(500):  # bounded wait for the server to start
-            if server.started or not thread.is_alive():
-                break
-            started.wait(0.01)
-        assert server.started, "uvicorn did not start"
-        yield f"http://127.0.0.1:{port}"
-    finally:
-        server.should_exit = True
-        thread.join(timeout=10)
-        sock.close()
-
-
 def test_over_tcp_with_uvicorn(tmp_path: Path) -> None:
     """Over a real socket: chat → pending, reload the thread, approve → reply, all as JSON."""
     log: Log = []
     store = SQLiteStore(tmp_path / "tcp.sqlite3")
-    chat = make_chat([ONE_MAIL, "Sent."], log, store=store)
+    chat = make_mail_chat([ONE_MAIL, "Sent."], log, store=store)
     try:
-        with running(create_app(chat)) as base_url, httpx.Client(base_url=base_url) as client:
-            first = client.post("/hitl/chat", json={"message": ASK})
+        with (
+            serve_in_thread(create_app(chat)) as base_url,
+            httpx.Client(base_url=base_url) as client,
+        ):
+            first = client.post("/hitl/chat", json={"message": ASK_ALICE})
             body = first.json()
             thread = client.get(f"/hitl/threads/{body['thread_id']}").json()
             refused = client.post(
@@ -1059,9 +999,9 @@ def test_over_tcp_with_uvicorn(tmp_path: Path) -> None:
     finally:
         store.close()
     assert first.status_code == 200
-    assert body == pending_body(body["thread_id"], body["review_id"], "en", ALICE)
+    assert body == pending_body(body["thread_id"], body["review_id"], "en", ALICE_MAIL)
     assert (thread["status"], thread["review_id"]) == ("awaiting_review", body["review_id"])
     assert refused.status_code == 422
     assert done.json() == reply_body(body["thread_id"], "Sent.")
     assert page.status_code == 200
-    assert log == [("send_email", ALICE)]
+    assert log == [("send_email", ALICE_MAIL)]

@@ -2,17 +2,17 @@
 
 from __future__ import annotations
 
-import contextlib
-from collections.abc import AsyncIterator
 from datetime import datetime, timezone
 from typing import Any
 
 import pytest
 
+from tests.helpers import client_for
+
 pytest.importorskip("fastapi", reason="the http extra (fastapi) is not installed")
 httpx = pytest.importorskip("httpx", reason="httpx is not installed")
 
-from fastapi import FastAPI, Header  # noqa: E402 - after the skips above
+from fastapi import Header  # noqa: E402 - after the skips above
 
 from toolguard import (  # noqa: E402
     MemoryStore,
@@ -45,13 +45,6 @@ def make_chat(log: list[str], **options: Any) -> ReviewedChat:
     return ReviewedChat(
         ScriptedModel(script), [send_email], store=MemoryStore(), clock=lambda: T0, **options
     )
-
-
-@contextlib.asynccontextmanager
-async def client_for(app: FastAPI) -> AsyncIterator[httpx.AsyncClient]:
-    transport = httpx.ASGITransport(app=app)
-    async with httpx.AsyncClient(transport=transport, base_url="http://toolguard.test") as client:
-        yield client
 
 
 async def reviewer_header(x_reviewer: str | None = Header(default=None)) -> str | None:

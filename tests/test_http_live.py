@@ -20,19 +20,18 @@ import anyio  # noqa: E402
 import httpx  # noqa: E402
 from fastapi import FastAPI, Header  # noqa: E402
 
+from tests.helpers import Outbox, make_page_tools, react, serve_in_thread  # noqa: E402
 from toolguard import MemoryStore, ReviewedChat, ScriptedModel, ThreadState  # noqa: E402
 from toolguard._gateway.routes import build_app, reviews_router  # noqa: E402
 from toolguard._http import live  # noqa: E402
 from toolguard.http import CONTENT_SECURITY_POLICY, create_app, pending_reviews  # noqa: E402
-
-from .test_page import Outbox, make_tools, react, serve  # noqa: E402
 
 LIMIT = httpx.Timeout(10.0)
 
 
 def make_chat(**options: Any) -> ReviewedChat:
     """The page tests' chat: "mail" asks for send_email, "book" for create_event."""
-    return ReviewedChat(ScriptedModel([react], repeat=True), make_tools(Outbox()), **options)
+    return ReviewedChat(ScriptedModel([react], repeat=True), make_page_tools(Outbox()), **options)
 
 
 def client_for(app: Any) -> httpx.AsyncClient:
@@ -218,7 +217,7 @@ def live_chat() -> ReviewedChat:
 @pytest.fixture(scope="module")
 def base(live_chat: ReviewedChat) -> Iterator[str]:
     """The app under uvicorn on 127.0.0.1."""
-    with serve(create_app(live_chat)) as url:
+    with serve_in_thread(create_app(live_chat)) as url:
         yield url
 
 
@@ -275,7 +274,7 @@ def test_streams_over_the_limit_get_a_503(monkeypatch: pytest.MonkeyPatch) -> No
     polls GET /hitl/reviews)."""
     monkeypatch.setattr(live, "_EVENTS_MAX_STREAMS", 1)
     with (
-        serve(create_app(make_chat())) as url,
+        serve_in_thread(create_app(make_chat())) as url,
         httpx.Client(base_url=url, timeout=LIMIT) as client,
         client.stream("GET", "/hitl/events") as first,
     ):

@@ -23,8 +23,17 @@ import httpx
 import pytest
 from fastapi import FastAPI, Header, HTTPException
 
-from tests.test_http import running
-from tests.test_serve import command_env, free_port, wait_for_page
+from tests.helpers import (
+    CROSS_SITE,
+    MISDIRECTED,
+    command_env,
+    free_port,
+    security_headers,
+    security_headers_once,
+    serve_in_thread,
+    too_large,
+    wait_for_page,
+)
 from toolguard import ModelResponse, ReviewedChat, ScriptedModel, ToolCall
 from toolguard._cli import serve as serve_defaults
 from toolguard._cli.serve import serve
@@ -36,35 +45,11 @@ from toolguard.http import (
     create_router,
 )
 
-HEADERS = {
-    "content-security-policy": CONTENT_SECURITY_POLICY,
-    "x-content-type-options": "nosniff",
-    "x-frame-options": "DENY",
-    "referrer-policy": "no-referrer",
-    "cross-origin-resource-policy": "same-origin",
-    "cache-control": "no-store",
-}
 BASE = "http://testserver"
 MAIL = {"to": "alice@example.com", "body": "Hi"}
-CROSS_SITE = {
-    "detail": (
-        "Cross-site request refused: state-changing requests must come from this server's own"
-        " pages, from clients that send no Origin header, or from an origin allowed with"
-        " allowed_origins (--allow-origin of toolguard serve or mcp-proxy)."
-    )
-}
+ONCE = security_headers_once()
+"""The security headers, each sent exactly once."""
 NOT_JSON = {"detail": "The request body must be JSON: send Content-Type: application/json (UTF-8)."}
-MISDIRECTED = {
-    "detail": (
-        "Misdirected request: this server does not answer to the host in the Host header"
-        " (allow it with allowed_hosts, or --allow-host of toolguard serve or mcp-proxy)."
-    )
-}
-
-
-def too_large(limit: int) -> dict[str, str]:
-    """The 413 body for ``limit``."""
-    return {"detail": f"The request body is larger than {limit} bytes."}
 
 
 class Outbox:
@@ -97,14 +82,6 @@ async def client_for(app: FastAPI, base_url: str = BASE) -> AsyncIterator[httpx.
     transport = httpx.ASGITransport(app=app, raise_app_exceptions=False)
     async with httpx.AsyncClient(transport=transport, base_url=base_url) as client:
         yield client
-
-
-def security_headers(response: httpx.Response) -> dict[str, list[str]]:
-    """Every value of each security header (a header sent twice shows up twice)."""
-    return {name: response.headers.get_list(name) for name in HEADERS}
-
-
-ONCE = {name: [value] for name, value in HEADERS.items()}
 
 
 async def thread_ids(chat: ReviewedChat) -> list[str]:
@@ -532,7 +509,7 @@ def raw_request(port: int, head: bytes, body_parts: list[bytes]) -> bytes:
 def test_over_uvicorn_the_413_comes_before_the_body(tmp_path: Path) -> None:
     """With uvicorn: a large Content-Length, and a chunked body past the limit that never ends,
     are both answered 413 while the client is still expected to send."""
-    with running(create_app(make_chat(Outbox()), max_body_bytes=1_000)) as url:
+    with serve_in_thread(create_app(make_chat(Outbox()), max_body_bytes=1_000)) as url:
         port = int(url.rsplit(":", 1)[1])
         declared = raw_request(
             port,

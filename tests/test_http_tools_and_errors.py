@@ -7,6 +7,17 @@ from typing import Any
 import pytest
 from fastapi import FastAPI
 
+from tests.helpers import (
+    APPROVE,
+    ASK_ALICE,
+    LANGS,
+    ONE_MAIL,
+    TWO_MAILS,
+    Log,
+    calls,
+    client_for,
+    make_mail_chat,
+)
 from toolguard import (
     MemoryStore,
     ReviewedChat,
@@ -17,18 +28,6 @@ from toolguard import (
     UnknownThreadError,
 )
 from toolguard.http import create_app, create_router
-
-from .test_http import (
-    APPROVE,
-    ASK,
-    LANGS,
-    ONE_MAIL,
-    TWO_MAILS,
-    Log,
-    calls,
-    client_for,
-    make_chat,
-)
 
 STALE = {
     "en": (
@@ -113,7 +112,7 @@ SEARCH = {
 
 async def test_tools_route_lists_every_tool_with_its_schema() -> None:
     """GET /hitl/tools answers each tool's name, description, JSON Schema and why it asks."""
-    async with client_for(create_app(make_chat([], []))) as client:
+    async with client_for(create_app(make_mail_chat([], []))) as client:
         response = await client.get("/hitl/tools")
     assert response.status_code == 200
     assert response.json() == {"tools": [SEND_EMAIL, SEARCH]}
@@ -153,7 +152,7 @@ async def test_tools_route_keeps_a_schema_tools_schema_exactly() -> None:
 async def test_tools_route_lives_under_the_routers_prefix() -> None:
     """Mounted with another prefix, the tools are under it."""
     app = FastAPI()
-    app.include_router(create_router(make_chat([], []), prefix="/agent"))
+    app.include_router(create_router(make_mail_chat([], []), prefix="/agent"))
     async with client_for(app) as client:
         response = await client.get("/agent/tools")
     assert response.json() == {"tools": [SEND_EMAIL, SEARCH]}
@@ -166,7 +165,7 @@ async def test_unknown_thread_over_http_names_the_chat_route(
 ) -> None:
     """Over HTTP the unknown-thread text names the chat route (with the router's prefix)."""
     app = FastAPI()
-    app.include_router(create_router(make_chat([], []), prefix=prefix))
+    app.include_router(create_router(make_mail_chat([], []), prefix=prefix))
     async with client_for(app) as client:
         response = await client.get(f"{prefix}/threads/nope")
     assert response.status_code == 404
@@ -176,7 +175,7 @@ async def test_unknown_thread_over_http_names_the_chat_route(
 async def test_unknown_thread_in_python_still_names_send_message() -> None:
     """The Python error keeps its method name: only HTTP answers name routes."""
     with pytest.raises(UnknownThreadError) as caught:
-        await make_chat([], []).get_thread("nope")
+        await make_mail_chat([], []).get_thread("nope")
     assert str(caught.value) == ("Unknown thread_id 'nope': start a conversation with send_message")
 
 
@@ -184,8 +183,8 @@ async def test_unknown_thread_in_python_still_names_send_message() -> None:
 async def test_busy_thread_over_http_does_not_ask_for_recover(lang: str, lang_env: str) -> None:
     """A 409 for a busy thread tells the HTTP client what it can do (no Python method)."""
     store = MemoryStore()
-    chat = make_chat([ONE_MAIL], [], store=store)
-    turn = await chat.send_message(ASK)
+    chat = make_mail_chat([ONE_MAIL], [], store=store)
+    turn = await chat.send_message(ASK_ALICE)
     state = await chat.get_thread(turn.thread_id)
     await store.save(state.model_copy(update={"status": "running"}), expected_version=state.version)
     async with client_for(create_app(chat)) as client:
@@ -202,9 +201,9 @@ async def test_an_earlier_review_id_is_stale_and_a_made_up_one_unknown(
 ) -> None:
     """A review id the thread had is 'no longer current'; one it never had is 'unknown'."""
     log: Log = []
-    chat = make_chat([TWO_MAILS, ONE_MAIL, calls()], log)
+    chat = make_mail_chat([TWO_MAILS, ONE_MAIL, calls()], log)
     async with client_for(create_app(chat)) as client:
-        first = (await client.post("/hitl/chat", json={"message": ASK})).json()
+        first = (await client.post("/hitl/chat", json={"message": ASK_ALICE})).json()
         thread_id = first["thread_id"]
         both = [APPROVE, APPROVE]
         second = (
@@ -240,8 +239,8 @@ async def test_an_earlier_review_id_is_stale_and_a_made_up_one_unknown(
 
 async def test_unknown_review_error_is_a_stale_review_error() -> None:
     """Code catching StaleReviewError still catches a made-up id; it carries both ids."""
-    chat = make_chat([ONE_MAIL], [])
-    paused = await chat.send_message(ASK)
+    chat = make_mail_chat([ONE_MAIL], [])
+    paused = await chat.send_message(ASK_ALICE)
     with pytest.raises(StaleReviewError) as caught:
         await chat.submit_review([APPROVE], paused.thread_id, review_id="r-never")
     assert type(caught.value) is UnknownReviewError
@@ -251,8 +250,8 @@ async def test_unknown_review_error_is_a_stale_review_error() -> None:
 
 async def test_a_closed_review_id_after_the_thread_went_idle_is_stale() -> None:
     """After the review was answered and nothing is pending, its id is stale, not unknown."""
-    chat = make_chat([ONE_MAIL, "Sent."], [])
-    paused = await chat.send_message(ASK)
+    chat = make_mail_chat([ONE_MAIL, "Sent."], [])
+    paused = await chat.send_message(ASK_ALICE)
     assert paused.review_id is not None
     await chat.submit_review([APPROVE], paused.thread_id, review_id=paused.review_id)
     with pytest.raises(StaleReviewError) as again:

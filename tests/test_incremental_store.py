@@ -15,20 +15,18 @@ import anyio
 import pytest
 
 import toolguard
+from tests.helpers import make_mailing_chat
 from toolguard import (
     ConcurrentUpdateError,
     CorruptThreadError,
     MemoryStore,
-    ModelResponse,
     ReviewedChat,
     SQLiteStore,
     ThreadState,
-    ToolCall,
 )
 from toolguard._stores import sqlite as _sqlite
 from toolguard._stores.memory import Changes, head_json, is_incremental, item_json
 
-EMAIL = {"to": "alice@example.com", "body": "Hi"}
 APPROVE = [{"type": "approve"}]
 
 # The 0.1.0 schema, exactly as toolguard 0.1.0 created it (git show 9ae5113:toolguard/_sqlite.py).
@@ -40,37 +38,6 @@ CREATE TABLE IF NOT EXISTS toolguard_threads (
     updated_at TEXT NOT NULL
 )
 """
-
-
-class Model:
-    """Proposes send_email to a user message; answers a tool result with text."""
-
-    def __init__(self) -> None:
-        self.calls = 0
-
-    async def complete(self, messages: Any, tools: Any) -> ModelResponse:
-        self.calls += 1
-        last = messages[-1]
-        if last["role"] == "tool":
-            return ModelResponse(text=f"Done: {last['content']}")
-        return ModelResponse(
-            tool_calls=[ToolCall(id=f"c{self.calls}", name="send_email", args=EMAIL)]
-        )
-
-
-def make_chat(store: Any, runs: list[str]) -> ReviewedChat:
-    @toolguard.requires_approval
-    async def send_email(to: str, body: str) -> str:
-        """Send an email.
-
-        Args:
-            to: the recipient.
-            body: the text.
-        """
-        runs.append(to)
-        return f"sent to {to}"
-
-    return ReviewedChat(Model(), [send_email], store=store)
 
 
 async def cycle(chat: ReviewedChat, thread_id: str | None) -> str:
@@ -110,7 +77,7 @@ async def test_a_cycle_writes_only_what_changed() -> None:
     """Each save names the messages, actions and audit events it adds; nothing is rewritten."""
     store = RecordingStore()
     runs: list[str] = []
-    chat = make_chat(store, runs)
+    chat = make_mailing_chat(store, runs)
     thread_id = await cycle(chat, None)
     await cycle(chat, thread_id)
     assert store.written == [
@@ -160,7 +127,7 @@ async def test_an_edit_rewrites_only_the_paused_assistant_message() -> None:
     """An edit replaces the paused assistant message in place (keep 1) and appends the result."""
     store = RecordingStore()
     runs: list[str] = []
-    chat = make_chat(store, runs)
+    chat = make_mailing_chat(store, runs)
     paused = await chat.send_message("Mail Alice")
     edit = {
         "type": "edit",
@@ -184,7 +151,7 @@ async def test_a_custom_store_of_the_0_1_0_protocol_keeps_working() -> None:
     """Without load_version/save_changes, ReviewedChat saves and loads whole states."""
     store = WholeStateStore()
     runs: list[str] = []
-    chat = make_chat(store, runs)
+    chat = make_mailing_chat(store, runs)
     thread_id = await cycle(chat, None)
     await cycle(chat, thread_id)
     state = await store.load(thread_id)
@@ -202,7 +169,7 @@ async def test_a_thread_changed_by_another_chat_is_read_again(tmp_path: Path, ki
     store_a: Any = memory if kind == "memory" else SQLiteStore(path)
     store_b: Any = memory if kind == "memory" else SQLiteStore(path)
     runs: list[str] = []
-    chat_a, chat_b = make_chat(store_a, runs), make_chat(store_b, runs)
+    chat_a, chat_b = make_mailing_chat(store_a, runs), make_mailing_chat(store_b, runs)
     thread_id = await cycle(chat_a, None)
     await cycle(chat_b, thread_id)  # A's cached state is now two turns behind
     paused = await chat_a.send_message("Mail Alice", thread_id)
@@ -223,7 +190,7 @@ async def test_mutating_a_returned_thread_changes_nothing() -> None:
     """get_thread hands out a copy: changing it changes neither the cache nor the store."""
     store = MemoryStore()
     runs: list[str] = []
-    chat = make_chat(store, runs)
+    chat = make_mailing_chat(store, runs)
     thread_id = await cycle(chat, None)
     mine = await chat.get_thread(thread_id)
     mine.messages.clear()
@@ -255,7 +222,7 @@ async def test_memory_store_reads_back_copies() -> None:
 async def paused_in_memory(runs: list[str]) -> tuple[toolguard.ChatTurn, ThreadState]:
     """A thread paused for review in a MemoryStore: the turn and the stored state."""
     memory = MemoryStore()
-    paused = await make_chat(memory, runs).send_message("Mail Alice")
+    paused = await make_mailing_chat(memory, runs).send_message("Mail Alice")
     state = await memory.load(paused.thread_id)
     assert state is not None
     return paused, state
@@ -307,7 +274,7 @@ async def test_a_0_1_0_database_is_migrated_on_open(tmp_path: Path) -> None:
             3,
             sorted([("broken", 3, 1), (paused.thread_id, 3, 1)]),
         )
-        chat = make_chat(store, runs)
+        chat = make_mailing_chat(store, runs)
         done = await chat.submit_review(APPROVE, paused.thread_id, review_id=paused.review_id)
         assert (done.reply, runs) == ("Done: sent to alice@example.com", ["alice@example.com"])
         state = await store.load(paused.thread_id)
@@ -416,7 +383,7 @@ async def test_a_schema_2_database_is_migrated_on_open(tmp_path: Path) -> None:
     path = tmp_path / "v2.db"
     runs: list[str] = []
     memory = MemoryStore()
-    chat = make_chat(memory, runs)
+    chat = make_mailing_chat(memory, runs)
     paused = await chat.send_message("Mail Alice")
     finished = await cycle(chat, None)
     split = await memory.load(paused.thread_id)
@@ -444,7 +411,7 @@ async def test_a_schema_2_database_is_migrated_on_open(tmp_path: Path) -> None:
         assert keys == [(1, finished), (2, paused.thread_id)]
         assert kinds == [(2, 0, 2), (2, 1, 1), (2, 2, 1)]  # the orphans ('gone') were dropped
         # Both threads go on: the split one is approved, the whole one gets a new turn.
-        sqlite_chat = make_chat(store, runs)
+        sqlite_chat = make_mailing_chat(store, runs)
         done = await sqlite_chat.submit_review(
             APPROVE, paused.thread_id, review_id=paused.review_id
         )
@@ -501,7 +468,7 @@ async def test_a_failed_save_leaves_the_thread_as_it_was(
     path = tmp_path / "t.db"
     runs: list[str] = []
     async with SQLiteStore(path) as store:
-        chat = make_chat(store, runs)
+        chat = make_mailing_chat(store, runs)
         thread_id = await cycle(chat, None)
         before = await store.load(thread_id)
         real = _sqlite._write_lists
@@ -526,7 +493,7 @@ async def test_a_corrupt_message_row_gives_corrupt_thread_error(tmp_path: Path) 
     """A damaged row of a split thread raises CorruptThreadError; the rows are left as they are."""
     path = tmp_path / "t.db"
     async with SQLiteStore(path) as store:
-        thread_id = await cycle(make_chat(store, []), None)
+        thread_id = await cycle(make_mailing_chat(store, []), None)
         with contextlib.closing(sqlite3.connect(path)) as conn:
             conn.execute(
                 "UPDATE toolguard_items SET body = '{\"role\": ' WHERE kind = 0 AND seq = 1"
@@ -555,7 +522,7 @@ async def test_sqlite_runs_short_statements_on_the_loop_thread(
     async with SQLiteStore(tmp_path / "t.db") as store:
         await store.thread_ids()  # opens the database (in a worker thread)
         monkeypatch.setattr(anyio.to_thread, "run_sync", counted)
-        await cycle(make_chat(store, []), None)
+        await cycle(make_mailing_chat(store, []), None)
         assert hops == []
         monkeypatch.setattr(anyio.to_thread, "run_sync", real)
 
@@ -661,7 +628,7 @@ async def test_a_0_1_0_postgres_table_is_migrated_on_first_use() -> None:
     try:
         async with PostgresStore(dsn, table=table) as store:
             assert await store.load(paused.thread_id) == old
-            chat = make_chat(store, runs)
+            chat = make_mailing_chat(store, runs)
             done = await chat.submit_review(APPROVE, paused.thread_id, review_id=paused.review_id)
             assert (done.reply, runs) == ("Done: sent to alice@example.com", ["alice@example.com"])
             state = await store.load(paused.thread_id)
@@ -690,7 +657,7 @@ async def test_a_0_1_0_postgres_table_is_migrated_on_first_use() -> None:
 async def test_the_stored_message_count_is_not_part_of_equality() -> None:
     """A state the chat saved (it remembers its stored message count) equals the one read back."""
     store = MemoryStore()
-    chat = make_chat(store, [])
+    chat = make_mailing_chat(store, [])
     thread_id = await cycle(chat, None)
     saved = chat._threads.states[thread_id]
     assert saved == await store.load(thread_id)
@@ -704,7 +671,7 @@ async def test_spending_a_standing_grant_writes_only_what_changed() -> None:
     """
     store = RecordingStore()
     runs: list[str] = []
-    chat = make_chat(store, runs)
+    chat = make_mailing_chat(store, runs)
     paused = await chat.send_message("Mail Alice")
     grant = {"type": "approve", "grant": {"scope": "thread", "match": "tool", "uses": 2}}
     await chat.submit_review([grant], paused.thread_id, review_id=paused.review_id)

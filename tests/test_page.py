@@ -8,13 +8,7 @@ Screenshots of the approval cards are saved to ``test-artifacts/``.
 from __future__ import annotations
 
 import json
-import re
-import socket
-import threading
-from collections.abc import Iterator, Sequence
-from contextlib import contextmanager
 from datetime import datetime, timedelta, timezone
-from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 import pytest
@@ -23,231 +17,59 @@ pytest.importorskip("fastapi", reason="the http extra (fastapi) is not installed
 uvicorn = pytest.importorskip("uvicorn", reason="the http extra (uvicorn) is not installed")
 sync_api = pytest.importorskip("playwright.sync_api", reason="playwright is not installed")
 
+from tests.helpers import (  # noqa: E402 - after the skips above
+    ARTIFACTS,
+    BOB_MAIL,
+    EVENT,
+    MODEL_DOWN,
+    NEEDS_CHROMIUM,
+    TIMEOUT_MS,
+    Outbox,
+    Server,
+    browser,
+    expect_card,
+    make_page_chat,
+    page,
+    page_call,
+    pretty,
+    replies,
+    screenshot,
+    send,
+    serve_in_thread,
+    server,
+    tab,
+    thread,
+    thread_id_from_url,
+)
 from toolguard import (  # noqa: E402 - after the skips above
     REJECTED_BY_USER_MESSAGE,
     Message,
-    ModelError,
-    ModelResponse,
-    ReviewedChat,
     ReviewExpiredError,
-    ScriptedModel,
     ToolCall,
 )
 
 if TYPE_CHECKING:
-    from playwright.sync_api import Browser, Locator, Page
+    from playwright.sync_api import Browser, Page
+
+__all__ = ["browser", "page", "server", "tab"]  # fixtures, used by name
 
 expect = sync_api.expect
 
-CHROMIUM = Path("/usr/bin/chromium")
-CHROMIUM_ARGS = [
-    "--headless=new",
-    "--no-sandbox",
-    "--disable-gpu",
-    "--disable-quic",
-    "--no-first-run",
-    "--disable-background-networking",
-    "--disable-component-update",
-    "--disable-sync",
-]
-TIMEOUT_MS = 10_000
-ARTIFACTS = Path(__file__).resolve().parent.parent / "test-artifacts"
-
-pytestmark = pytest.mark.skipif(
-    not CHROMIUM.is_file(), reason=f"no Chromium at {CHROMIUM} (apt-get install chromium)"
-)
+pytestmark = NEEDS_CHROMIUM
 expect.set_options(timeout=TIMEOUT_MS)
 
 REJECT_PROMPT = "Why are you rejecting this tool?"
 MARK = "Rejected by the reviewer, not executed: "
 """How the default ResultTemplates mark a rejection in the tool message the model reads."""
-MODEL_DOWN = "The model service is down"
-LONG_BODY = (
-    "Hi Bob,\nShall we have lunch on Friday at noon? "
-    + "The usual place by the river, the one with the green door. " * 5
-).strip()
-BOB_MAIL = {"to": "bob@example.com", "subject": "Lunch", "body": LONG_BODY}
 CAROL_MAIL = {**BOB_MAIL, "to": "carol@example.com"}
-EVENT = {"title": "Team lunch", "day": "Friday"}
 PAGE_FIELDS = ("thread_id", "status", "messages", "pending_review", "review_id")
-ADDRESS = re.compile(r"[\w.+-]+@[\w-]+(?:\.[\w-]+)+")
-
-
 # --- the agent behind the page -----------------------------------------------------------------
-
-
-class Outbox:
-    """What the tools really did, in order."""
-
-    def __init__(self) -> None:
-        self.done: list[tuple[str, dict[str, Any]]] = []
-
-
-def make_tools(outbox: Outbox) -> list[Any]:
-    """Two guarded tools (their names contain the verbs 'send' and 'create')."""
-
-    def send_email(to: str, subject: str, body: str) -> str:
-        """Send an email.
-
-        Args:
-            to: the recipient's address.
-            subject: the subject line.
-            body: the text of the mail.
-        """
-        outbox.done.append(("send_email", {"to": to, "subject": subject, "body": body}))
-        return f"Sent to {to}: {subject}"
-
-    def create_event(title: str, day: str) -> str:
-        """Create a calendar event.
-
-        Args:
-            title: what the event is.
-            day: the day it takes place.
-        """
-        outbox.done.append(("create_event", {"title": title, "day": day}))
-        return f"Booked {title} on {day}"
-
-    return [send_email, create_event]
-
-
-def call(messages: Sequence[Message], name: str, args: dict[str, Any]) -> ToolCall:
-    """A tool call whose id is stable within a thread (it counts the messages)."""
-    return ToolCall(id=f"call_{len(messages)}_{name}", name=name, args=args)
-
-
-def react(messages: Sequence[Message]) -> ModelResponse:
-    """The scripted model: mail and/or book on request, retry with a rejection's address."""
-    last = messages[-1]
-    if last["role"] == "user":
-        text = str(last["content"]).lower()
-        if "fail" in text:
-            raise ModelError(MODEL_DOWN)
-        calls = []
-        if "mail" in text:
-            calls.append(call(messages, "send_email", BOB_MAIL))
-        if "book" in text:
-            calls.append(call(messages, "create_event", EVENT))
-        if calls:
-            return ModelResponse(tool_calls=calls)
-        return ModelResponse(text=f"You said: {last['content']}")
-    results: list[Message] = []
-    for message in reversed(messages):
-        if message["role"] != "tool":
-            break
-        results.insert(0, message)
-    for result in results:
-        found = ADDRESS.search(str(result["content"]))
-        if result["status"] == "error" and found:
-            mail = {**BOB_MAIL, "to": found.group(0)}
-            return ModelResponse(
-                text="Sure, I will use that address.",
-                tool_calls=[call(messages, "send_email", mail)],
-            )
-    return ModelResponse(
-        text="Done. " + " ".join(f"[{r['status']}] {r['content']}" for r in results)
-    )
 
 
 # --- fixtures ----------------------------------------------------------------------------------
 
 
-class Server:
-    """The running app: its base URL and what its tools did."""
-
-    def __init__(self, url: str, outbox: Outbox) -> None:
-        self.url = url
-        self.outbox = outbox
-
-
-@contextmanager
-def serve(app: Any) -> Iterator[str]:
-    """Run ``app`` with uvicorn on a free 127.0.0.1 port in a thread; yield its base URL."""
-    sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
-    sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
-    sock.bind(("127.0.0.1", 0))
-    port = sock.getsockname()[1]
-    config = uvicorn.Config(
-        app, log_level="warning", lifespan="off", ws="none", http="h11", access_log=False
-    )
-    uv = uvicorn.Server(config)
-    thread = threading.Thread(target=uv.run, kwargs={"sockets": [sock]}, daemon=True)
-    thread.start()
-    try:
-        ready = threading.Event()
-        for _ in range(200):  # up to 10 s
-            if uv.started or not thread.is_alive():
-                break
-            ready.wait(0.05)
-        if not uv.started:
-            pytest.fail("uvicorn did not start within 10 s")
-        yield f"http://127.0.0.1:{port}"
-    finally:
-        uv.should_exit = True
-        thread.join(timeout=10)
-        sock.close()
-
-
-def make_chat(outbox: Outbox, **options: Any) -> ReviewedChat:
-    """A chat with the reacting scripted model and the two guarded tools."""
-    return ReviewedChat(ScriptedModel([react], repeat=True), make_tools(outbox), **options)
-
-
-@pytest.fixture(scope="module")
-def server() -> Iterator[Server]:
-    """The FastAPI app with the page, served by uvicorn on a free 127.0.0.1 port."""
-    from toolguard.http import create_app
-
-    outbox = Outbox()
-    with serve(create_app(make_chat(outbox))) as url:
-        yield Server(url, outbox)
-
-
-@pytest.fixture(scope="module")
-def browser() -> Iterator[Browser]:
-    """Debian's headless Chromium, driven by Playwright (never ``playwright install``)."""
-    with sync_api.sync_playwright() as playwright:
-        chromium = playwright.chromium.launch(
-            executable_path=str(CHROMIUM), args=CHROMIUM_ARGS, timeout=30_000
-        )
-        try:
-            yield chromium
-        finally:
-            chromium.close()
-
-
-@pytest.fixture(scope="module")
-def tab(browser: Browser) -> Iterator[Page]:
-    """One browser tab for the module (a new context per test costs more than the test)."""
-    context = browser.new_context(viewport={"width": 900, "height": 900})
-    opened = context.new_page()
-    opened.set_default_timeout(TIMEOUT_MS)
-    opened.set_default_navigation_timeout(TIMEOUT_MS)
-    try:
-        yield opened
-    finally:
-        context.close()
-
-
-@pytest.fixture
-def page(tab: Page, server: Server) -> Page:
-    """The page freshly loaded without a thread; the outbox starts empty."""
-    server.outbox.done.clear()
-    tab.goto(server.url + "/")
-    return tab
-
-
 # --- helpers -----------------------------------------------------------------------------------
-
-
-def pretty(value: Any) -> str:
-    """JSON as the page prints it (``JSON.stringify(value, null, 2)``)."""
-    return json.dumps(value, indent=2, ensure_ascii=False)
-
-
-def send(page: Page, text: str) -> None:
-    """Type a message into the chat box and press Send."""
-    page.get_by_test_id("chat-input").fill(text)
-    page.get_by_test_id("send").click()
 
 
 def shown_messages(page: Page) -> list[list[str | None]]:
@@ -271,26 +93,6 @@ def shown_messages(page: Page) -> list[list[str | None]]:
     return result
 
 
-def replies(page: Page) -> Locator:
-    """The texts of the assistant's text replies."""
-    return page.get_by_test_id("message-assistant").get_by_test_id("message-text")
-
-
-def thread_id_from_url(page: Page) -> str:
-    """The ``thread`` query parameter of the page's URL."""
-    found = re.search(r"[?&]thread=([^&]+)", page.url)
-    assert found is not None, page.url
-    return found.group(1)
-
-
-def thread(page: Page, server: Server, thread_id: str) -> dict[str, Any]:
-    """``GET /hitl/threads/{id}`` as JSON."""
-    answer = page.request.get(f"{server.url}/hitl/threads/{thread_id}", timeout=TIMEOUT_MS)
-    assert answer.status == 200
-    data: dict[str, Any] = answer.json()
-    return data
-
-
 def assistant_calls(text: str | None, *calls: ToolCall) -> Message:
     """The stored assistant message proposing ``calls``."""
     return {
@@ -307,28 +109,10 @@ def assistant_calls(text: str | None, *calls: ToolCall) -> Message:
     }
 
 
-def screenshot(page: Page, name: str) -> None:
-    """Save the review area to ``test-artifacts/NAME.png``."""
-    ARTIFACTS.mkdir(exist_ok=True)
-    page.get_by_test_id("review").screenshot(path=str(ARTIFACTS / f"{name}.png"))
-
-
 def screenshot_page(page: Page, name: str) -> None:
     """Save the whole page to ``test-artifacts/NAME.png``."""
     ARTIFACTS.mkdir(exist_ok=True)
     page.screenshot(path=str(ARTIFACTS / f"{name}.png"), full_page=True)
-
-
-def expect_card(page: Page, index: int, name: str, args: dict[str, Any]) -> None:
-    """Card ``index`` shows the tool, the fixed description and the full pretty JSON args."""
-    card = page.get_by_test_id("approval-card").nth(index)
-    expect(card.get_by_test_id("tool-name")).to_have_text(name)
-    expect(card.get_by_test_id("action-description")).to_have_text(
-        f"Tool {name} is awaiting approval"  # the backticks render as a <code> element
-    )
-    expect(card.get_by_test_id("action-description").locator("code")).to_have_text(name)
-    expect(card.get_by_test_id("action-args")).to_be_visible()
-    assert card.get_by_test_id("action-args").text_content() == pretty(args)
 
 
 # --- tests -------------------------------------------------------------------------------------
@@ -395,7 +179,10 @@ def test_reject_with_reason_reload_then_approve(page: Page, server: Server) -> N
         ["message-tool", "send_email [executed] Sent to carol@example.com: Lunch"],
         ["message-assistant", reply],
     ]
-    first, second = call([{}], "send_email", BOB_MAIL), call([{}] * 3, "send_email", CAROL_MAIL)
+    first, second = (
+        page_call([{}], "send_email", BOB_MAIL),
+        page_call([{}] * 3, "send_email", CAROL_MAIL),
+    )
     state = thread(page, server, thread_id)
     assert {key: state[key] for key in PAGE_FIELDS} == {
         "thread_id": thread_id,
@@ -493,7 +280,7 @@ def test_edit_with_valid_json_runs_the_edited_args(page: Page, server: Server) -
     expect(page.get_by_test_id("chat-input")).to_be_enabled()
     assert server.outbox.done == [("send_email", edited)]
     state = thread(page, server, thread_id_from_url(page))
-    assert state["messages"][1] == assistant_calls(None, call([{}], "send_email", edited))
+    assert state["messages"][1] == assistant_calls(None, page_call([{}], "send_email", edited))
 
 
 def test_two_actions_one_approved_one_rejected_with_submit(page: Page, server: Server) -> None:
@@ -631,8 +418,8 @@ def test_review_deadline_is_shown_and_a_late_decision_is_refused(tab: Page) -> N
 
     outbox = Outbox()
     now = [datetime(2030, 1, 2, 12, 0, tzinfo=timezone.utc)]
-    chat = make_chat(outbox, review_ttl=60, clock=lambda: now[0])
-    with serve(create_app(chat)) as url:
+    chat = make_page_chat(outbox, review_ttl=60, clock=lambda: now[0])
+    with serve_in_thread(create_app(chat)) as url:
         tab.goto(url + "/")
         send(tab, "Please mail Bob about lunch")
         expect_card(tab, 0, "send_email", BOB_MAIL)

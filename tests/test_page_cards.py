@@ -19,6 +19,14 @@ axe_package = pytest.importorskip("axe_playwright_python", reason="the dev extra
 
 from fastapi import Header  # noqa: E402
 
+from tests.helpers import (  # noqa: E402
+    ARTIFACTS,
+    NEEDS_CHROMIUM,
+    TIMEOUT_MS,
+    browser,
+    serve_in_thread,
+    thread_id_from_url,
+)
 from toolguard import (  # noqa: E402
     Message,
     ModelResponse,
@@ -29,20 +37,12 @@ from toolguard import (  # noqa: E402
 )
 from toolguard.http import create_app  # noqa: E402
 
-from .test_page import (  # noqa: E402
-    ARTIFACTS,
-    CHROMIUM,
-    CHROMIUM_ARGS,
-    TIMEOUT_MS,
-    serve,
-    thread_id_from_url,
-)
-
 if TYPE_CHECKING:
     from playwright.sync_api import Browser, BrowserContext, Locator, Page
 
 expect = sync_api.expect
-pytestmark = pytest.mark.skipif(not CHROMIUM.is_file(), reason=f"no Chromium at {CHROMIUM}")
+pytestmark = NEEDS_CHROMIUM
+__all__ = ["browser"]  # a fixture, used by name
 AXE = Path(axe_package.__file__).parent / "axe.min.js"
 MAIL = {"to": "bob@example.com", "subject": "Lunch", "body": "Friday at noon?"}
 PRIORITY = {"ticket": 7, "level": "low", "note": None}
@@ -117,21 +117,8 @@ def world() -> World:
 def url(world: World) -> Iterator[str]:
     """The app with the page, its reviewer taken from the X-Reviewer header."""
     chat = ReviewedChat(ScriptedModel([react], repeat=True), make_tools(world))
-    with serve(create_app(chat, reviewer=who)) as base:
+    with serve_in_thread(create_app(chat, reviewer=who)) as base:
         yield base
-
-
-@pytest.fixture(scope="module")
-def browser() -> Iterator[Browser]:
-    """Debian's headless Chromium."""
-    with sync_api.sync_playwright() as playwright:
-        chromium = playwright.chromium.launch(
-            executable_path=str(CHROMIUM), args=CHROMIUM_ARGS, timeout=30_000
-        )
-        try:
-            yield chromium
-        finally:
-            chromium.close()
 
 
 def open_context(browser: Browser, width: int = 900) -> BrowserContext:

@@ -13,14 +13,15 @@ import pytest
 pytest.importorskip("fastapi", reason="the http extra (fastapi) is not installed")
 pytest.importorskip("playwright.sync_api", reason="playwright is not installed")
 
-from tests.test_page import (
+from playwright.sync_api import expect
+
+from tests.helpers import (
     BOB_MAIL,
+    NEEDS_CHROMIUM,
     Server,
     browser,
-    expect,
     expect_card,
     page,
-    pytestmark,
     replies,
     screenshot,
     send,
@@ -33,7 +34,8 @@ from tests.test_page import (
 if TYPE_CHECKING:
     from playwright.sync_api import Page
 
-__all__ = ["browser", "page", "pytestmark", "server", "tab"]  # fixtures used by name
+pytestmark = NEEDS_CHROMIUM
+__all__ = ["browser", "page", "server", "tab"]  # fixtures, used by name
 
 
 def test_approve_and_allow_runs_later_calls_of_the_tool_without_a_review(

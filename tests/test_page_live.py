@@ -17,25 +17,25 @@ sync_api = pytest.importorskip("playwright.sync_api", reason="playwright is not 
 
 import httpx  # noqa: E402
 
-from toolguard.http import create_app  # noqa: E402
-
-from .test_page import (  # noqa: E402
+from tests.helpers import (  # noqa: E402
     ARTIFACTS,
     BOB_MAIL,
-    CHROMIUM,
-    CHROMIUM_ARGS,
+    NEEDS_CHROMIUM,
     TIMEOUT_MS,
     Outbox,
     Server,
-    make_chat,
-    serve,
+    browser,
+    make_page_chat,
+    serve_in_thread,
 )
+from toolguard.http import create_app  # noqa: E402
 
 if TYPE_CHECKING:
     from playwright.sync_api import Browser, Page
 
 expect = sync_api.expect
-pytestmark = pytest.mark.skipif(not CHROMIUM.is_file(), reason=f"no Chromium at {CHROMIUM}")
+pytestmark = NEEDS_CHROMIUM
+__all__ = ["browser"]  # a fixture, used by name
 expect.set_options(timeout=TIMEOUT_MS)
 
 
@@ -43,21 +43,8 @@ expect.set_options(timeout=TIMEOUT_MS)
 def server() -> Iterator[Server]:
     """A fresh app (empty store) per test, so each test sees only its own reviews."""
     outbox = Outbox()
-    with serve(create_app(make_chat(outbox))) as url:
+    with serve_in_thread(create_app(make_page_chat(outbox))) as url:
         yield Server(url, outbox)
-
-
-@pytest.fixture(scope="module")
-def browser() -> Iterator[Browser]:
-    """Debian's headless Chromium."""
-    with sync_api.sync_playwright() as playwright:
-        chromium = playwright.chromium.launch(
-            executable_path=str(CHROMIUM), args=CHROMIUM_ARGS, timeout=30_000
-        )
-        try:
-            yield chromium
-        finally:
-            chromium.close()
 
 
 @pytest.fixture

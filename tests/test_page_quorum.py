@@ -10,48 +10,49 @@ pytest.importorskip("fastapi", reason="the http extra (fastapi) is not installed
 pytest.importorskip("uvicorn", reason="the http extra (uvicorn) is not installed")
 pytest.importorskip("playwright.sync_api", reason="playwright is not installed")
 
-import toolguard
-from toolguard import QuorumReviewerError, ReviewedChat, ScriptedModel
-from toolguard.http import create_app
+from playwright.sync_api import expect
 
-from .test_page import (
+import toolguard
+from tests.helpers import (
     BOB_MAIL,
-    CHROMIUM,
+    NEEDS_CHROMIUM,
     Outbox,
     Server,
-    browser,  # noqa: F401 - a fixture
-    expect,
-    make_tools,
-    page,  # noqa: F401 - a fixture
+    browser,
+    make_page_tools,
+    page,
     react,
     screenshot,
     send,
-    serve,
-    server,  # noqa: F401 - a fixture
-    tab,  # noqa: F401 - a fixture
+    serve_in_thread,
+    server,
+    tab,
     thread,
     thread_id_from_url,
 )
+from toolguard import QuorumReviewerError, ReviewedChat, ScriptedModel
+from toolguard.http import create_app
 
 if TYPE_CHECKING:
     from playwright.sync_api import Page
 
-pytestmark = pytest.mark.skipif(not CHROMIUM.is_file(), reason=f"no Chromium at {CHROMIUM}")
+pytestmark = NEEDS_CHROMIUM
+__all__ = ["browser", "page", "server", "tab"]  # fixtures, used by name
 
 
 def quorum_chat(outbox: Outbox) -> ReviewedChat:
     """The page's chat, with send_email needing two reviewers."""
-    send_email, create_event = make_tools(outbox)
+    send_email, create_event = make_page_tools(outbox)
     guarded = toolguard.requires_approval(approvals=2)(send_email)
     return ReviewedChat(ScriptedModel([react], repeat=True), [guarded, create_event])
 
 
-def test_the_card_shows_the_quorum_and_refuses_the_same_reviewer(tab: Page) -> None:  # noqa: F811
+def test_the_card_shows_the_quorum_and_refuses_the_same_reviewer(tab: Page) -> None:
     """0 of 2, Alice approves: 1 of 2 and nothing runs; Alice again: the 400; Bob: it runs."""
     outbox = Outbox()
     who = ["alice"]
     app = create_app(quorum_chat(outbox), reviewer=lambda: who[0])
-    with serve(app) as url:
+    with serve_in_thread(app) as url:
         tab.goto(url + "/")
         send(tab, "Please mail Bob about lunch")
         card = tab.get_by_test_id("approval-card")
@@ -87,7 +88,7 @@ def test_the_card_shows_the_quorum_and_refuses_the_same_reviewer(tab: Page) -> N
         assert outbox.done == [("send_email", BOB_MAIL)]
 
 
-def test_a_review_without_a_quorum_shows_no_count(page: Page) -> None:  # noqa: F811
+def test_a_review_without_a_quorum_shows_no_count(page: Page) -> None:
     """An action needing one approval has no approvals line (its payload has no such key)."""
     send(page, "Please mail Bob about lunch")
     card = page.get_by_test_id("approval-card")

@@ -27,12 +27,17 @@ from hypothesis import HealthCheck, given, settings  # noqa: E402
 from hypothesis import strategies as st  # noqa: E402
 
 from tests.adversarial.strategies import deceptive_text, odd_names, surrogate_text  # noqa: E402
-from tests.test_page import (  # noqa: E402
+from tests.helpers import (  # noqa: E402
     ARTIFACTS,
-    CHROMIUM,
-    CHROMIUM_ARGS,
+    NEEDS_CHROMIUM,
     TIMEOUT_MS,
-    serve,
+    Outbox,
+    Server,
+    browser,
+    page,
+    screenshot,
+    serve_in_thread,
+    tab,
 )
 from toolguard import (  # noqa: E402
     Message,
@@ -53,13 +58,12 @@ from toolguard._core.reveal import (  # noqa: E402
 )
 
 if TYPE_CHECKING:
-    from playwright.sync_api import Browser, Locator, Page
+    from playwright.sync_api import Locator, Page
 
 expect = sync_api.expect
 
-pytestmark = pytest.mark.skipif(
-    not CHROMIUM.is_file(), reason=f"no Chromium at {CHROMIUM} (apt-get install chromium)"
-)
+pytestmark = NEEDS_CHROMIUM
+__all__ = ["browser", "page", "tab"]  # fixtures, used by name
 expect.set_options(timeout=TIMEOUT_MS)
 
 ANSI = "\x1b[2J\x1b[31m"
@@ -85,13 +89,6 @@ LONG_BODY = "\n".join(f"line {i}: " + "word " * 12 for i in range(300)) + "\nTHE
 WIDE_BODY = "x" * 6000
 MANY = 25
 HIDDEN_AT = 17
-
-
-class Outbox:
-    """What the tools really did, in order."""
-
-    def __init__(self) -> None:
-        self.done: list[tuple[str, dict[str, Any]]] = []
 
 
 def make_tools(outbox: Outbox) -> list[Any]:
@@ -188,14 +185,6 @@ def react(messages: Sequence[Message]) -> ModelResponse:
 # --- fixtures ----------------------------------------------------------------------------------
 
 
-class Server:
-    """The running app: its base URL and what its tools did."""
-
-    def __init__(self, url: str, outbox: Outbox) -> None:
-        self.url = url
-        self.outbox = outbox
-
-
 @pytest.fixture(scope="module")
 def server() -> Iterator[Server]:
     """The page's app with the hostile model, on a free 127.0.0.1 port."""
@@ -203,42 +192,8 @@ def server() -> Iterator[Server]:
 
     outbox = Outbox()
     chat = ReviewedChat(ScriptedModel([react], repeat=True), make_tools(outbox))
-    with serve(create_app(chat)) as url:
+    with serve_in_thread(create_app(chat)) as url:
         yield Server(url, outbox)
-
-
-@pytest.fixture(scope="module")
-def browser() -> Iterator[Browser]:
-    """Debian's headless Chromium, driven by Playwright."""
-    with sync_api.sync_playwright() as playwright:
-        chromium = playwright.chromium.launch(
-            executable_path=str(CHROMIUM), args=CHROMIUM_ARGS, timeout=30_000
-        )
-        try:
-            yield chromium
-        finally:
-            chromium.close()
-
-
-@pytest.fixture(scope="module")
-def tab(browser: Browser) -> Iterator[Page]:
-    """One browser tab for the module."""
-    context = browser.new_context(viewport={"width": 900, "height": 900})
-    opened = context.new_page()
-    opened.set_default_timeout(TIMEOUT_MS)
-    opened.set_default_navigation_timeout(TIMEOUT_MS)
-    try:
-        yield opened
-    finally:
-        context.close()
-
-
-@pytest.fixture
-def page(tab: Page, server: Server) -> Page:
-    """The page freshly loaded without a thread; the outbox starts empty."""
-    server.outbox.done.clear()
-    tab.goto(server.url + "/")
-    return tab
 
 
 # --- helpers -----------------------------------------------------------------------------------
@@ -280,12 +235,6 @@ def expect_revealed(card: Locator, name: str, args: dict[str, Any]) -> None:
         if what is not None
     ]
     assert escapes == expected
-
-
-def screenshot(page: Page, name: str) -> None:
-    """Save the review area to ``test-artifacts/NAME.png``."""
-    ARTIFACTS.mkdir(exist_ok=True)
-    page.get_by_test_id("review").screenshot(path=str(ARTIFACTS / f"{name}.png"))
 
 
 def thread_state(page: Page, server: Server) -> dict[str, Any]:

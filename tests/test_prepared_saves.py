@@ -12,7 +12,7 @@ from typing import Any
 
 import pytest
 
-from tests.test_incremental_store import make_chat as make_chat_with_runs
+from tests.helpers import make_mailing_chat
 from toolguard import (
     ConcurrentUpdateError,
     MemoryStore,
@@ -26,7 +26,7 @@ from toolguard._stores.memory import Changes, head_json, takes_prepared
 
 def make_chat(store: Any) -> ReviewedChat:
     """A chat whose model proposes send_email to every user message (see test_incremental_store)."""
-    return make_chat_with_runs(store, [])
+    return make_mailing_chat(store, [])
 
 
 async def paused_then_done(chat: ReviewedChat, thread_id: str | None = None) -> str:

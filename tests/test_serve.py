@@ -4,12 +4,9 @@ from __future__ import annotations
 
 import contextlib
 import importlib.util
-import os
 import signal
-import socket
 import subprocess
 import sys
-import time
 from collections.abc import AsyncIterator, Iterator
 from pathlib import Path
 from typing import Any
@@ -19,6 +16,7 @@ import pytest
 from fastapi import FastAPI
 
 from tests import openai_server
+from tests.helpers import MODEL_ENV_VARS, command_env, free_port, wait_for_page
 from tests.openai_server import ScriptedOpenAIServer, reply_text
 from toolguard import ReviewedChat, SQLiteStore
 from toolguard._cli.serve import DEFAULT_DB, ServeError, build_app, choose_model, load_tools, serve
@@ -35,7 +33,6 @@ ALICE = {
 }
 SENT = 'Sent "The meeting moved to 11" to alice@example.com.'
 REVIEW_CONFIG = {"action_name": "send_email", "allowed_decisions": ["approve", "edit", "reject"]}
-ENV_VARS = ("OPENAI_API_KEY", "OPENAI_BASE_URL", "TOOLGUARD_MODEL")
 ROOT = Path(__file__).resolve().parent.parent
 TOOLS_MODULE = '''
 def send_email(to: str, body: str) -> str:
@@ -71,7 +68,7 @@ NOT_TOOLS = 42
 @pytest.fixture(autouse=True)
 def _no_model_env(monkeypatch: pytest.MonkeyPatch) -> None:
     """No OpenAI variables: the defaults are the offline ones."""
-    for name in ENV_VARS:
+    for name in MODEL_ENV_VARS:
         monkeypatch.delenv(name, raising=False)
 
 
@@ -314,31 +311,6 @@ async def test_build_app_talks_to_an_openai_compatible_server(
 
 
 # --- the command --------------------------------------------------------------------------------
-
-
-def free_port() -> int:
-    """A TCP port on 127.0.0.1 that was free a moment ago."""
-    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
-        sock.bind(("127.0.0.1", 0))
-        port: int = sock.getsockname()[1]
-        return port
-
-
-def command_env() -> dict[str, str]:
-    """The environment for the subprocess: no OpenAI variables, the repo importable."""
-    env = {k: v for k, v in os.environ.items() if k not in ENV_VARS}
-    env["PYTHONPATH"] = os.pathsep.join(filter(None, [str(ROOT), env.get("PYTHONPATH")]))
-    return env
-
-
-def wait_for_page(process: subprocess.Popen[bytes], url: str) -> httpx.Response | None:
-    """GET ``url`` until the server answers, the process ends or 30 s pass (a bound)."""
-    deadline = time.monotonic() + 30
-    while process.poll() is None and time.monotonic() < deadline:
-        with contextlib.suppress(httpx.TransportError):
-            return httpx.get(url, timeout=2)
-        time.sleep(0.05)
-    return None
 
 
 needs_cli = pytest.mark.skipif(

@@ -17,7 +17,6 @@ import concurrent.futures
 import contextlib
 import importlib.util
 import os
-import socket
 import subprocess
 import sys
 import time
@@ -31,6 +30,7 @@ from typing import Any
 import httpx
 import pytest
 
+from tests.helpers import free_port
 from toolguard._cli.main import main
 from toolguard._cli.serve import (
     OPTIONS_ENV,
@@ -82,14 +82,6 @@ def send_email(to: str, subject: str, body: str) -> str:
 TOOLS = [send_email]
 '''
 ENV_VARS = ("OPENAI_API_KEY", "OPENAI_BASE_URL", "TOOLGUARD_MODEL", OPTIONS_ENV)
-
-
-def free_port() -> int:
-    """A TCP port on 127.0.0.1 that was free a moment ago."""
-    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
-        sock.bind(("127.0.0.1", 0))
-        port: int = sock.getsockname()[1]
-        return port
 
 
 @dataclass

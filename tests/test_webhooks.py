@@ -2,17 +2,16 @@
 
 from __future__ import annotations
 
+from tests.helpers import WEBHOOK_SECRET, Receiver, receiver
+
+__all__ = ["receiver"]  # a fixture, used by name
+
 import hashlib
 import hmac
-import json
 import socket
 import sys
-import threading
 import types
-from collections.abc import Iterator
-from dataclasses import dataclass, field
 from datetime import datetime, timedelta, timezone
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 from typing import Any
 
@@ -34,62 +33,8 @@ from toolguard._cli.serve import ServeError, build_app, build_chat
 from toolguard._stores.memory import Store
 from toolguard._stores.outbox import sign
 
-SECRET = "s3cret"  # noqa: S105 - a test secret
 START = datetime(2026, 1, 2, 3, 4, 5, tzinfo=timezone.utc)
 ARGS = {"to": "alice@example.com", "body": "hi"}
-
-
-@dataclass
-class Receiver:
-    """A webhook receiver on 127.0.0.1 that checks every signature."""
-
-    url: str
-    status: list[int] = field(default_factory=lambda: [200])
-    received: list[dict[str, Any]] = field(default_factory=list)
-    got: threading.Event = field(default_factory=threading.Event)
-    """Every request: its body, whether the signature held, and the answer given."""
-
-    @property
-    def accepted(self) -> list[dict[str, Any]]:
-        return [r["body"] for r in self.received if r["answer"] == 200]
-
-
-@pytest.fixture
-def receiver() -> Iterator[Receiver]:
-    box = Receiver(url="")
-
-    class Handler(BaseHTTPRequestHandler):
-        def do_POST(self) -> None:
-            raw = self.rfile.read(int(self.headers["Content-Length"]))
-            expected = "sha256=" + hmac.new(SECRET.encode(), raw, hashlib.sha256).hexdigest()
-            signature = self.headers.get("X-Toolguard-Signature", "")
-            answer = box.status[0]
-            box.received.append(
-                {
-                    "body": json.loads(raw),
-                    "signed": hmac.compare_digest(signature, expected),
-                    "type": self.headers.get("Content-Type"),
-                    "answer": answer,
-                }
-            )
-            box.got.set()
-            self.send_response(answer)
-            self.send_header("Content-Length", "0")
-            self.end_headers()
-
-        def log_message(self, format: str, *args: Any) -> None:
-            pass
-
-    server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
-    box.url = f"http://127.0.0.1:{server.server_address[1]}/hook"
-    thread = threading.Thread(target=server.serve_forever, daemon=True)
-    thread.start()
-    try:
-        yield box
-    finally:
-        server.shutdown()
-        server.server_close()
-        thread.join(timeout=10)
 
 
 class Clock:
@@ -123,7 +68,7 @@ def make_chat(
         [send_email],
         store=store,
         clock=clock or Clock(),
-        notify=Webhook(url, secret=SECRET),
+        notify=Webhook(url, secret=WEBHOOK_SECRET),
         **options,
     )
 
@@ -449,7 +394,7 @@ def test_serve_puts_the_notify_options_in_the_workers_options(
 
 
 async def test_the_served_app_delivers_in_the_background(receiver: Receiver) -> None:
-    app = build_app(db=":memory:", notify_url=receiver.url, notify_secret=SECRET)
+    app = build_app(db=":memory:", notify_url=receiver.url, notify_secret=WEBHOOK_SECRET)
     transport = httpx.ASGITransport(app=app)
     async with (
         app.router.lifespan_context(app),

@@ -17,7 +17,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from tests.adversarial.strategies import deceptive_text, plain_json, terminal_text
-from tests.adversarial.test_reveal import nothing_hidden
+from tests.helpers import nothing_hidden
 from toolguard import Tool
 from toolguard._cli.terminal import Terminal, ask_decisions
 from toolguard._core.records import ActionRequest, PendingReview, ReviewConfig

@@ -18,7 +18,7 @@ pytest.importorskip("uvicorn", reason="the http extra (uvicorn) is not installed
 
 import httpx
 
-from tests.test_page import Outbox, make_tools, serve
+from tests.helpers import Outbox, make_page_tools, serve_in_thread
 from toolguard import Message, ModelResponse, ReviewedChat, ScriptedModel, ToolCall
 from toolguard._http.live import sse
 from toolguard.http import create_app
@@ -66,9 +66,9 @@ def test_a_forged_event_in_tool_arguments_stays_inside_the_data() -> None:
             return ModelResponse(tool_calls=[ToolCall(id="c1", name="send_email", args=args)])
         return ModelResponse(text="Done.")
 
-    chat = ReviewedChat(ScriptedModel([hostile], repeat=True), make_tools(Outbox()))
+    chat = ReviewedChat(ScriptedModel([hostile], repeat=True), make_page_tools(Outbox()))
     with (
-        serve(create_app(chat)) as url,
+        serve_in_thread(create_app(chat)) as url,
         httpx.Client(base_url=url, timeout=10.0) as client,
     ):
         client.post("/hitl/chat", json={"message": "mail"})

@@ -30,6 +30,7 @@ from tests.adversarial.strategies import (
     surrogate_text,
     terminal_text,
 )
+from tests.helpers import nothing_hidden
 from toolguard import (
     ModelResponse,
     PendingReview,
@@ -57,13 +58,6 @@ hostile_args: st.SearchStrategy[Any] = st.recursive(
     ),
     max_leaves=12,
 )
-
-
-def nothing_hidden(text: str) -> bool:
-    """``text`` can be written as UTF-8 and holds no control, bidi or invisible character
-    (line feeds aside)."""
-    text.encode()
-    return scan(text, letters=False) == {}
 
 
 def request(name: str, args: dict[str, Any], description: str | None = None) -> ActionRequest:

@@ -4,10 +4,18 @@ The proxy runs as ``python -m toolguard mcp-proxy`` in a subprocess in front of
 ``tests/integrations/mcp_proxy_upstream.py``, whose tools record each real
 execution; the approval page listens on a free 127.0.0.1 port. Every wait is
 bounded.
+
+Starting a proxy (and its upstream) takes seconds, so the tests that only make
+calls share one proxy process per client kind for the whole module (legacy
+elicitation, 2026-07-28 elicitation, no elicitation); each such test sees only
+the executions of its own calls. A test that needs its own options (a ttl, deny
+rules, webhooks, another upstream) or its own process (killed, refused to start)
+starts one.
 """
 
 from __future__ import annotations
 
+import asyncio
 import json
 import os
 import signal
@@ -22,6 +30,7 @@ from typing import Any
 
 import anyio
 import pytest
+import pytest_asyncio
 
 mcp = pytest.importorskip("mcp")
 httpx = pytest.importorskip("httpx")
@@ -29,7 +38,7 @@ pytest.importorskip("uvicorn")
 
 from mcp import Client, StdioServerParameters, types  # noqa: E402
 
-from tests.test_webhooks import SECRET, Receiver, receiver  # noqa: E402, F401
+from tests.helpers import WEBHOOK_SECRET, Receiver, receiver  # noqa: E402, F401 - a fixture
 from toolguard import REJECTED_BY_USER_MESSAGE  # noqa: E402
 from toolguard._gateway.question import APPROVAL_SCHEMA, visible  # noqa: E402
 
@@ -38,6 +47,7 @@ from .mcp_proxy_upstream import TOOLS  # noqa: E402
 ROOT = Path(__file__).resolve().parents[2]
 UPSTREAM = [sys.executable, "-m", "tests.integrations.mcp_proxy_upstream"]
 LIMIT = 30  # seconds: the bound of every wait
+pytestmark = pytest.mark.asyncio(loop_scope="module")  # the shared proxies live in this loop
 EXPIRED = "The review of this action expired before anyone decided. It was not executed."
 
 DELETE_MESSAGE = """\
@@ -106,10 +116,12 @@ class Setup:
             cwd=str(ROOT),
         )
 
-    def executions(self) -> list[dict[str, Any]]:
+    def executions(self, since: int = 0) -> list[dict[str, Any]]:
+        """What the upstream ran, in order (from the ``since``-th execution on)."""
         if not self.log.exists():
             return []
-        return [json.loads(line) for line in self.log.read_text(encoding="utf-8").splitlines()]
+        lines = self.log.read_text(encoding="utf-8").splitlines()
+        return [json.loads(line) for line in lines[since:]]
 
 
 @pytest.fixture
@@ -129,6 +141,127 @@ class Asker:
         return self.answer
 
 
+class SharedProxy:
+    """One proxy process and its client, kept open for every test of the module.
+
+    pytest-asyncio sets a fixture up and tears it down in two different tasks,
+    while an MCP client must be closed by the task that opened it: a task of
+    its own (:meth:`hold`) keeps the client open until :attr:`stop` is set.
+    """
+
+    def __init__(
+        self, setup: Setup, mode: str, *, elicit: bool, ttl: float, extra: tuple[str, ...]
+    ) -> None:
+        self.setup = setup
+        self.mode = mode
+        self.elicit = elicit
+        self.ttl = ttl
+        self.extra = extra
+        self.asker = Asker(types.ElicitResult(action="decline"))
+        self.client: Client | None = None
+        self.ready = anyio.Event()
+        self.stop = anyio.Event()
+
+    async def ask(self, ctx: Any, params: Any) -> types.ElicitResult:
+        """The elicitation callback: the current test's asker answers."""
+        return await self.asker(ctx, params)
+
+    async def hold(self) -> None:
+        try:
+            async with Client(
+                self.setup.params(ttl=self.ttl, extra=self.extra),
+                mode=self.mode,
+                elicitation_callback=self.ask if self.elicit else None,
+            ) as client:
+                self.client = client
+                self.ready.set()
+                await self.stop.wait()
+        finally:
+            self.ready.set()  # a proxy that failed to start does not keep the fixture waiting
+
+
+class Proxied:
+    """One test's view of a shared proxy: its client, its asker, its own executions."""
+
+    def __init__(self, shared: SharedProxy) -> None:
+        assert shared.client is not None, "the shared proxy did not start"
+        self.shared = shared
+        self.client: Client = shared.client
+        self.url = shared.setup.url
+        self.port = shared.setup.port
+        self.since = len(shared.setup.executions())
+        shared.asker = Asker(types.ElicitResult(action="decline"))
+
+    def answer(self, result: types.ElicitResult) -> Asker:
+        """From now on the client's user answers ``result`` to every question."""
+        self.shared.asker = Asker(result)
+        return self.shared.asker
+
+    def executions(self) -> list[dict[str, Any]]:
+        """What the upstream ran since this test started."""
+        return self.shared.setup.executions(self.since)
+
+
+SHARED: dict[str, tuple[str, bool, float, tuple[str, ...]]] = {
+    # name: the client's protocol, whether it can be asked (elicitation), --ttl, other options
+    "legacy": ("legacy", True, 60, ()),
+    "2026-07-28": ("2026-07-28", True, 60, ()),
+    "plain": ("legacy", False, 60, ("--allow-host", "gateway.lan")),
+    "brief": ("legacy", False, 1, ()),
+}
+"""The module's shared proxies."""
+
+
+@pytest_asyncio.fixture(scope="module", loop_scope="module")
+async def shared_proxies(
+    tmp_path_factory: pytest.TempPathFactory,
+) -> AsyncIterator[dict[str, SharedProxy]]:
+    """Every shared proxy, started together and stopped together (each takes seconds)."""
+    proxies = {
+        name: SharedProxy(
+            Setup(tmp_path_factory.mktemp(name)), mode, elicit=elicit, ttl=ttl, extra=extra
+        )
+        for name, (mode, elicit, ttl, extra) in SHARED.items()
+    }
+    loop = asyncio.get_running_loop()
+    holders = [loop.create_task(shared.hold()) for shared in proxies.values()]
+    try:
+        with anyio.fail_after(LIMIT):
+            for shared in proxies.values():
+                await shared.ready.wait()
+        yield proxies
+    finally:
+        for shared in proxies.values():
+            shared.stop.set()
+        with anyio.fail_after(LIMIT):
+            for holder in holders:
+                await holder
+
+
+@pytest.fixture
+def mode() -> str:
+    """The client's protocol: ``legacy`` unless a test is parametrized over it."""
+    return "legacy"
+
+
+@pytest.fixture
+def proxy(shared_proxies: dict[str, SharedProxy], mode: str) -> Proxied:
+    """The shared proxy of ``mode``, its user declining until the test says otherwise."""
+    return Proxied(shared_proxies[mode])
+
+
+@pytest.fixture
+def plain(shared_proxies: dict[str, SharedProxy]) -> Proxied:
+    """The shared proxy whose client cannot be asked: only the approval page decides."""
+    return Proxied(shared_proxies["plain"])
+
+
+@pytest.fixture
+def brief(shared_proxies: dict[str, SharedProxy]) -> Proxied:
+    """The shared proxy whose calls wait one second for a decision (``--ttl 1``)."""
+    return Proxied(shared_proxies["brief"])
+
+
 @asynccontextmanager
 async def proxied(
     setup: Setup, *, mode: str = "legacy", asker: Asker | None = None, **kw: Any
@@ -142,9 +275,9 @@ def text(result: types.CallToolResult) -> list[str]:
     return [block.text for block in result.content if isinstance(block, types.TextContent)]
 
 
-async def pending_reviews(setup: Setup) -> list[dict[str, Any]]:
-    """``GET /hitl/reviews`` until it lists something (bounded)."""
-    async with httpx.AsyncClient(base_url=setup.url, timeout=5) as http:
+async def pending_reviews(url: str) -> list[dict[str, Any]]:
+    """``GET /hitl/reviews`` of the approval page at ``url`` until it lists something (bounded)."""
+    async with httpx.AsyncClient(base_url=url, timeout=5) as http:
         for _ in range(LIMIT * 20):
             try:
                 answer = await http.get("/hitl/reviews")
@@ -161,28 +294,27 @@ async def pending_reviews(setup: Setup) -> list[dict[str, Any]]:
 # ---------------------------------------------------------------------------- listing, read-only
 
 
-async def test_the_listing_is_the_upstreams_unchanged(setup: Setup) -> None:
+async def test_the_listing_is_the_upstreams_unchanged(plain: Proxied) -> None:
+    setup = plain.shared.setup
     direct = StdioServerParameters(
         command=UPSTREAM[0], args=UPSTREAM[1:], env=setup.env(), cwd=str(ROOT)
     )
     with anyio.fail_after(LIMIT):
         async with Client(direct, mode="legacy") as client:
             upstream = (await client.list_tools()).tools
-    async with proxied(setup) as client:
-        listed = (await client.list_tools()).tools
+        listed = (await plain.client.list_tools()).tools
     assert [t.model_dump(by_alias=True, exclude_none=True) for t in listed] == [
         t.model_dump(by_alias=True, exclude_none=True) for t in upstream
     ]
     assert [t.model_dump(by_alias=True, exclude_none=True, mode="json") for t in listed] == TOOLS
-    assert setup.executions() == []
+    assert plain.executions() == []
 
 
 @pytest.mark.parametrize("mode", ["legacy", "2026-07-28"])
-async def test_read_only_tools_are_forwarded_at_once_and_faithfully(
-    setup: Setup, mode: str
-) -> None:
-    asker = Asker(types.ElicitResult(action="decline"))
-    async with proxied(setup, mode=mode, asker=asker) as client:
+async def test_read_only_tools_are_forwarded_at_once_and_faithfully(proxy: Proxied) -> None:
+    asker = proxy.answer(types.ElicitResult(action="decline"))
+    client = proxy.client
+    with anyio.fail_after(LIMIT):
         read = await client.call_tool("read_file", {"path": "a"})
         stats = await client.call_tool("stats", {})
         failed = await client.call_tool("fail_always", {"path": "x"})
@@ -195,7 +327,7 @@ async def test_read_only_tools_are_forwarded_at_once_and_faithfully(
     assert (text(failed), failed.is_error) == (["no such file: x"], True)
     assert text(env) == ["the proxy's own environment"]
     assert asker.asked == []
-    assert setup.executions() == [
+    assert proxy.executions() == [
         {"tool": "read_file", "args": {"path": "a"}},
         {"tool": "stats", "args": {}},
         {"tool": "fail_always", "args": {"path": "x"}},
@@ -207,15 +339,15 @@ async def test_read_only_tools_are_forwarded_at_once_and_faithfully(
 
 
 @pytest.mark.parametrize("mode", ["legacy", "2026-07-28"])
-async def test_approve_by_elicitation_runs_the_tool_once(setup: Setup, mode: str) -> None:
-    asker = Asker(types.ElicitResult(action="accept", content={"decision": "approve"}))
-    async with proxied(setup, mode=mode, asker=asker) as client:
-        result = await client.call_tool("delete_file", {"path": "d"})
+async def test_approve_by_elicitation_runs_the_tool_once(proxy: Proxied) -> None:
+    asker = proxy.answer(types.ElicitResult(action="accept", content={"decision": "approve"}))
+    with anyio.fail_after(LIMIT):
+        result = await proxy.client.call_tool("delete_file", {"path": "d"})
     assert (text(result), result.is_error) == (["delete_file done", '{"path": "d"}'], False)
     assert [(p.message, p.requested_schema) for p in asker.asked] == [
         (DELETE_MESSAGE, APPROVAL_SCHEMA)
     ]
-    assert setup.executions() == [{"tool": "delete_file", "args": {"path": "d"}}]
+    assert proxy.executions() == [{"tool": "delete_file", "args": {"path": "d"}}]
 
 
 async def test_webhooks_from_the_gateway_are_signed(
@@ -224,7 +356,7 @@ async def test_webhooks_from_the_gateway_are_signed(
 ) -> None:
     """--notify-url/--notify-secret: the receiver gets requested then decided, each signed."""
     asker = Asker(types.ElicitResult(action="accept", content={"decision": "approve"}))
-    hook = ("--notify-url", receiver.url, "--notify-secret", SECRET)
+    hook = ("--notify-url", receiver.url, "--notify-secret", WEBHOOK_SECRET)
     async with proxied(setup, asker=asker, extra=hook) as client:
         result = await client.call_tool("delete_file", {"path": "d"})
         with anyio.fail_after(LIMIT):
@@ -247,14 +379,14 @@ async def test_webhooks_from_the_gateway_are_signed(
     ],
 )
 async def test_reject_by_elicitation_runs_nothing(
-    setup: Setup, mode: str, content: dict[str, Any], expected: str
+    proxy: Proxied, content: dict[str, Any], expected: str
 ) -> None:
-    asker = Asker(types.ElicitResult(action="accept", content=content))
-    async with proxied(setup, mode=mode, asker=asker) as client:
-        result = await client.call_tool("archive_file", {"path": "z"})
+    asker = proxy.answer(types.ElicitResult(action="accept", content=content))
+    with anyio.fail_after(LIMIT):
+        result = await proxy.client.call_tool("archive_file", {"path": "z"})
     assert (text(result), result.is_error) == ([expected], True)
     assert len(asker.asked) == 1
-    assert setup.executions() == []
+    assert proxy.executions() == []
 
 
 @pytest.mark.parametrize("mode", ["legacy", "2026-07-28"])
@@ -278,34 +410,35 @@ async def test_reject_by_elicitation_runs_nothing(
     ],
 )
 async def test_decline_or_cancel_by_elicitation_runs_nothing(
-    setup: Setup, mode: str, action: str, expected: str
+    proxy: Proxied, action: str, expected: str
 ) -> None:
-    asker = Asker(types.ElicitResult(action=action))  # type: ignore[arg-type]
-    async with proxied(setup, mode=mode, asker=asker) as client:
-        result = await client.call_tool("delete_file", {"path": "d"})
+    proxy.answer(types.ElicitResult(action=action))  # type: ignore[arg-type]
+    with anyio.fail_after(LIMIT):
+        result = await proxy.client.call_tool("delete_file", {"path": "d"})
     assert (text(result), result.is_error) == ([expected], True)
-    assert setup.executions() == []
+    assert proxy.executions() == []
 
 
-async def test_invisible_characters_are_shown_escaped(setup: Setup) -> None:
-    asker = Asker(types.ElicitResult(action="decline"))
-    async with proxied(setup, asker=asker) as client:
-        await client.call_tool("delete_file", {"path": "a\u202eexe.txt\u200b"})
+async def test_invisible_characters_are_shown_escaped(proxy: Proxied) -> None:
+    asker = proxy.answer(types.ElicitResult(action="decline"))
+    with anyio.fail_after(LIMIT):
+        await proxy.client.call_tool("delete_file", {"path": "a\u202eexe.txt\u200b"})
     assert asker.asked[0].message.splitlines()[-2] == '  "path": "a\\u202eexe.txt\\u200b"'
     assert visible("ok\n\x1b[31m\u00a0") == "ok\n\\u001b[31m\\u00a0"
-    assert setup.executions() == []
+    assert proxy.executions() == []
 
 
+@pytest.mark.parametrize("mode", ["2026-07-28"])
 async def test_the_input_required_state_is_single_use_and_bound_to_the_call(
-    setup: Setup,
+    proxy: Proxied,
 ) -> None:
     """2026-07-28: the echoed requestState is only a key; a forged or reused answer runs nothing."""
     approve = {
         "toolguard_approval": types.ElicitResult(action="accept", content={"decision": "approve"})
     }
-    unused = Asker(types.ElicitResult(action="decline"))  # declares the capability
-    async with proxied(setup, mode="2026-07-28", asker=unused) as client:
-        session = client.session
+    unused = proxy.answer(types.ElicitResult(action="decline"))  # the client can be asked
+    with anyio.fail_after(LIMIT):
+        session = proxy.client.session
         first = await session.call_tool("delete_file", {"path": "d"}, allow_input_required=True)
         assert isinstance(first, types.InputRequiredResult)
         assert list(first.input_requests or {}) == ["toolguard_approval"]
@@ -324,7 +457,7 @@ async def test_the_input_required_state_is_single_use_and_bound_to_the_call(
             input_responses=approve,  # type: ignore[arg-type]
             request_state="forged",
         )
-        assert setup.executions() == []
+        assert proxy.executions() == []
         done = await session.call_tool(
             "delete_file",
             {"path": "d"},
@@ -349,25 +482,25 @@ async def test_the_input_required_state_is_single_use_and_bound_to_the_call(
         assert (text(refused), refused.is_error) == ([bad], True)
     assert isinstance(done, types.CallToolResult)
     assert text(done) == ["delete_file done", '{"path": "d"}']
-    assert setup.executions() == [{"tool": "delete_file", "args": {"path": "d"}}]
+    assert proxy.executions() == [{"tool": "delete_file", "args": {"path": "d"}}]
     assert unused.asked == []
 
 
 # ---------------------------------------------------------------------------- the approval page
 
 
-async def test_approve_through_the_http_api(setup: Setup) -> None:
+async def test_approve_through_the_http_api(plain: Proxied) -> None:
     """A reviewer approves on the API; a rebinding Host or a cross-site page cannot."""
     results: list[types.CallToolResult] = []
-    async with proxied(setup, extra=("--allow-host", "gateway.lan")) as client:
+    with anyio.fail_after(LIMIT):  # the proxy answers the Host gateway.lan too
 
         async def call() -> None:
-            results.append(await client.call_tool("delete_file", {"path": "d"}))
+            results.append(await plain.client.call_tool("delete_file", {"path": "d"}))
 
         async with anyio.create_task_group() as tasks:
             tasks.start_soon(call)
-            reviews = await pending_reviews(setup)
-            assert setup.executions() == []
+            reviews = await pending_reviews(plain.url)
+            assert plain.executions() == []
             [review] = reviews
             assert review["pending_review"]["action_requests"] == [
                 {
@@ -381,34 +514,34 @@ async def test_approve_through_the_http_api(setup: Setup) -> None:
                 "review_id": review["review_id"],
                 "decisions": [{"type": "approve"}],
             }
-            async with httpx.AsyncClient(base_url=setup.url, timeout=LIMIT) as http:
+            async with httpx.AsyncClient(base_url=plain.url, timeout=LIMIT) as http:
                 refused = [
                     await http.post("/hitl/review", json=approve, headers=headers)
                     for headers in (
-                        {"Host": f"rebound.evil.example:{setup.port}"},
+                        {"Host": f"rebound.evil.example:{plain.port}"},
                         {"Origin": "http://evil.example"},
                     )
                 ]
                 named = await http.get("/hitl/reviews", headers={"Host": "gateway.lan"})
                 assert [r.status_code for r in refused] == [421, 403]
                 assert (named.status_code, named.json()["reviews"]) == (200, reviews)
-                assert setup.executions() == []
+                assert plain.executions() == []
                 answer = await http.post("/hitl/review", json=approve)
                 assert answer.status_code == 200
                 audit = await http.get(f"/hitl/threads/{review['thread_id']}/audit")
                 after = await http.get("/hitl/reviews")
     assert after.json() == {"reviews": []}
     assert text(results[0]) == ["delete_file done", '{"path": "d"}']
-    assert setup.executions() == [{"tool": "delete_file", "args": {"path": "d"}}]
+    assert plain.executions() == [{"tool": "delete_file", "args": {"path": "d"}}]
     kinds = [json.loads(line)["kind"] for line in audit.text.splitlines()]
     assert kinds == ["requested", "decided", "executed"]
 
 
-async def test_a_call_nobody_decides_expires(setup: Setup) -> None:
-    async with proxied(setup, ttl=1) as client:
-        result = await client.call_tool("archive_file", {"path": "z"})
+async def test_a_call_nobody_decides_expires(brief: Proxied) -> None:
+    with anyio.fail_after(LIMIT):
+        result = await brief.client.call_tool("archive_file", {"path": "z"})
     assert (text(result), result.is_error) == ([EXPIRED], True)
-    assert setup.executions() == []
+    assert brief.executions() == []
 
 
 async def test_a_killed_proxy_never_runs_the_waiting_call(setup: Setup) -> None:
@@ -422,7 +555,7 @@ async def test_a_killed_proxy_never_runs_the_waiting_call(setup: Setup) -> None:
 
                 async with anyio.create_task_group() as tasks:
                     tasks.start_soon(call)
-                    [review] = await pending_reviews(setup)
+                    [review] = await pending_reviews(setup.url)
                     os.kill(int(pidfile.read_text().strip()), signal.SIGKILL)
         except Exception:  # noqa: S110 - the connection dies with the proxy
             pass
@@ -524,7 +657,7 @@ async def test_a_denied_call_is_in_the_audit_trail_and_sends_no_webhook(
     rules = setup.tmp / "rules.toml"
     rules.write_text("[rules]\ndeny = ['read_file(path=\"/etc/*\")']\n", encoding="utf-8")
     asker = Asker(types.ElicitResult(action="accept", content={"decision": "approve"}))
-    extra = ("--rules", str(rules), "--notify-url", receiver.url, "--notify-secret", SECRET)
+    extra = ("--rules", str(rules), "--notify-url", receiver.url, "--notify-secret", WEBHOOK_SECRET)
     async with proxied(setup, asker=asker, extra=extra) as client:
         before = datetime.now(UTC)
         denied = await client.call_tool("read_file", {"path": "/etc/passwd"})

@@ -14,7 +14,7 @@ mcp = pytest.importorskip("mcp")
 
 from mcp import Client, types  # noqa: E402
 
-from tests.test_webhooks import SECRET  # noqa: E402
+from tests.helpers import WEBHOOK_SECRET  # noqa: E402
 from toolguard import MemoryStore, Rules, Webhook  # noqa: E402
 from toolguard._cli.main import main as cli_main  # noqa: E402
 from toolguard._core.audit import to_jsonl  # noqa: E402
@@ -153,7 +153,7 @@ async def test_a_denied_call_is_audited_with_its_rule_and_notifies_no_one(tmp_pa
                 rules=RULES,
                 on_event=lambda event, payload: events.append((event, payload)),
             )
-            proxy.chat.notify = Webhook("http://127.0.0.1:9/hook", secret=SECRET)
+            proxy.chat.notify = Webhook("http://127.0.0.1:9/hook", secret=WEBHOOK_SECRET)
             [denied] = await serve(proxy, [("read_file", {"path": "/etc/passwd"})])
             [thread_id] = await store.thread_ids()
             state = await proxy.chat.get_thread(thread_id)

@@ -13,7 +13,7 @@ mcp = pytest.importorskip("mcp")
 
 from mcp import Client, types  # noqa: E402
 
-from tests.test_webhooks import SECRET, Receiver, receiver  # noqa: E402, F401
+from tests.helpers import WEBHOOK_SECRET, Receiver, receiver  # noqa: E402, F401 - a fixture
 from toolguard import MemoryStore, Webhook  # noqa: E402
 from toolguard._gateway.proxy import MCPProxy  # noqa: E402
 
@@ -34,7 +34,7 @@ async def test_an_approval_by_elicitation_sends_requested_then_decided(
     with anyio.fail_after(LIMIT):
         async with Client(build_server(log), mode="legacy") as upstream:
             proxy = MCPProxy(upstream, TOOLS, store=MemoryStore(), ttl=60)
-            proxy.chat.notify = Webhook(receiver.url, secret=SECRET)
+            proxy.chat.notify = Webhook(receiver.url, secret=WEBHOOK_SECRET)
             async with anyio.create_task_group() as tasks:
                 proxy._tasks = tasks
                 async with Client(
