@@ -132,9 +132,9 @@ RACER = textwrap.dedent(
 def test_processes_opening_and_closing_the_same_new_files_all_succeed(tmp_path: Path) -> None:
     """Four processes each open, write and close the same 150 new files, all at once.
 
-    Before the fix about one open in 400 failed with "database is locked"
-    (in ``PRAGMA journal_mode = WAL``, while another process cleaned up the
-    WAL as it closed); this run has 600.
+    Opening a file in ``PRAGMA journal_mode = WAL`` while another process cleans up the WAL
+    as it closes can meet "database is locked" (about one open in 400 when that is not
+    handled); this run has 600 opens, and every one must succeed.
     """
     script = tmp_path / "racer.py"
     script.write_text(RACER, encoding="utf-8")

@@ -360,7 +360,7 @@ async def test_the_runner_refuses_a_call_with_a_non_finite_number(value: float) 
     """NaN/Infinity from a model: never run, never shown for review, an error naming the field.
 
     The policy itself is closed for them too (needs_approval is True), but the runner
-    refuses such arguments before asking it (issue: they are not JSON numbers).
+    refuses such arguments before asking it (they are not JSON numbers).
     """
     runner, ran = _runner_with(lambda a: a["amount"] > 1000)
     assert runner.toolset["pay"].needs_approval({"amount": value, "to": "bob"}) is True
