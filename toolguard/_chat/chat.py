@@ -48,10 +48,10 @@ from toolguard._core.llm import ChatModel
 from toolguard._core.records import PendingTurn, new_id, utcnow
 from toolguard._core.results import ResultTemplates, check_templates
 from toolguard._core.standing import StandingGrant
-from toolguard._enforce import grant_use, quorum
+from toolguard._enforce import grant_use, quorum, resume
 from toolguard._enforce.runner import EditPolicy, Runner
 from toolguard._policy.decisions import AnyDecision, validate_decisions
-from toolguard._policy.redact import SecretVault
+from toolguard._policy.redact import SecretVault, scrub_notes
 from toolguard._stores.memory import MemoryStore, Store, ThreadState
 from toolguard._stores.outbox import Webhook
 from toolguard._tools.classify import Classifier
@@ -387,8 +387,8 @@ class ReviewedChat:
                 pending = self._vault.restore(pending)
             parsed = validate_decisions(pending, decisions)
             runner.check_allowed(pending, parsed)  # the tools' own policies, before the claim
-            parsed = runner._scrub_notes(pending, parsed)  # notes never quote a secret
             waiting = [a for a in pending.actions if a.status == "requested"]
+            parsed = scrub_notes(parsed, waiting, pending.calls, self.toolset)  # no secret quoted
             grant_use.check_grant_decisions(self.toolset, waiting, parsed)  # quorum, ask rules
             plan = quorum.plan(runner, pending, parsed, who, state.thread_id)
             if plan.pending is None:
@@ -409,9 +409,8 @@ class ReviewedChat:
         pending = outcome.pending
         if self._vault is not None:
             self._vault.drop(pending.review_id)
-        waiting = [a for a in pending.actions if a.status == "requested"]
-        step = await runner._resume_checked(
-            pending, waiting, outcome.parsed, claimed.thread_id, who, plan=outcome.plan
+        step = await resume.apply_decisions(
+            runner, pending, outcome.parsed, claimed.thread_id, who, plan=outcome.plan
         )
         step = with_reviewer(step, who)
         return await self._turns.run(claimed, claimed.version, list(claimed.messages), step)

@@ -23,7 +23,7 @@ from toolguard._core.records import (
     with_fields,
 )
 from toolguard._core.results import ResultTemplates, result_text
-from toolguard._enforce.runner import Step
+from toolguard._enforce.step import Step
 from toolguard._policy.decisions import AnyDecision
 from toolguard._policy.redact import shown_call_args
 from toolguard._tools.toolset import Toolset

@@ -32,7 +32,8 @@ from toolguard._core.errors import (
 from toolguard._core.jsonable import clean_text
 from toolguard._core.records import Action, PendingTurn
 from toolguard._enforce import grant_use, quorum
-from toolguard._enforce.runner import CloseOutcome, Step, close_turn, interrupted_turn
+from toolguard._enforce.close import CloseOutcome, close_turn, interrupted_turn
+from toolguard._enforce.step import Step
 from toolguard._policy.decisions import AnyDecision
 from toolguard._policy.redact import SecretVault, shown_decision
 from toolguard._stores.memory import ThreadState

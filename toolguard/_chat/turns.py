@@ -27,7 +27,8 @@ from toolguard._core.llm import ChatModel, Message, ModelResponse
 from toolguard._core.records import Action, PendingReview, ToolCall
 from toolguard._core.results import ResultTemplates
 from toolguard._enforce import grant_use
-from toolguard._enforce.runner import Runner, Step
+from toolguard._enforce.runner import Runner
+from toolguard._enforce.step import Step
 from toolguard._policy.redact import SecretVault
 from toolguard._stores.memory import ThreadState
 from toolguard._tools.toolset import Toolset

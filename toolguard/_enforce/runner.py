@@ -29,7 +29,7 @@ from toolguard._core.records import (
     trusted,
     utcnow,
 )
-from toolguard._enforce import quorum, resume
+from toolguard._enforce import resume
 from toolguard._enforce.actions import allowed_decisions as allowed_for
 from toolguard._enforce.actions import check_decisions_allowed, review_action
 from toolguard._enforce.calls import check_thread_id, parse_tool_call, unique_ids
@@ -38,8 +38,6 @@ from toolguard._enforce.decide import decide
 from toolguard._enforce.execute import Executor, Job
 from toolguard._enforce.once import FINISHED, Claims
 from toolguard._enforce.step import Step, error_result
-from toolguard._policy.decisions import AnyDecision
-from toolguard._policy.redact import scrub_notes
 from toolguard._tools.approval import ttl_seconds
 from toolguard._tools.classify import Classifier
 from toolguard._tools.tool import Tool
@@ -47,16 +45,6 @@ from toolguard._tools.toolset import Tools, Toolset
 
 # ReviewedChat imports Step, CloseOutcome, close_turn and interrupted_turn from this module
 # (they are defined in step.py and close.py); listing them here exports them.
-__all__ = [
-    "CloseOutcome",
-    "EditPolicy",
-    "GrantCheck",
-    "Runner",
-    "Step",
-    "close_turn",
-    "interrupted_turn",
-]
-
 EditPolicy = Literal["run", "recheck"]
 
 GrantCheck = Callable[[list[ToolCall]], Awaitable[set[str]]]
@@ -337,30 +325,6 @@ class Runner:
         return await resume.resume_turn(
             self, pending, decisions, thread_id=thread_id, reviewer=reviewer
         )
-
-    def _scrub_notes(
-        self, pending: PendingTurn, parsed: Sequence[AnyDecision]
-    ) -> list[AnyDecision]:
-        """``parsed`` (one per waiting action) with reject and respond notes not quoting secrets.
-
-        A note that quotes a secret argument of the call it answers, in any
-        spelling, has it replaced by ``REDACTED`` before anything records it.
-        """
-        waiting = [a for a in pending.actions if a.status == "requested"]
-        return scrub_notes(parsed, waiting, pending.calls, self.toolset)
-
-    async def _resume_checked(
-        self,
-        pending: PendingTurn,
-        waiting: list[Action],
-        parsed: Sequence[AnyDecision],
-        thread_id: str,
-        reviewer: str | int | UUID | None = None,
-        *,
-        plan: quorum.QuorumPlan | None = None,
-    ) -> Step:
-        """:func:`resume.apply_decisions` for ``ReviewedChat`` (``waiting`` is not read)."""
-        return await resume.apply_decisions(self, pending, parsed, thread_id, reviewer, plan=plan)
 
     # ------------------------------------------------------------------ closing without decisions
 
