@@ -1,1 +1,10 @@
-"""The ``toolguard`` command line."""
+"""The ``toolguard`` command line.
+
+* ``main``: the parser and :func:`~toolguard._cli.main.main` (``serve`` and ``tools`` too);
+* ``options``: argument types the commands share;
+* ``terminal``: the review on a terminal (cards, questions, decisions);
+* ``demo``: ``toolguard demo``, a terminal assistant over the demo workspace;
+* ``serve``: ``toolguard serve``, the reviewed chat over HTTP (needs the ``http`` extra);
+* ``mcp_proxy``: ``toolguard mcp-proxy``'s options, checked before the gateway
+  (:mod:`toolguard._gateway`) runs.
+"""
