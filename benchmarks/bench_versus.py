@@ -129,10 +129,10 @@ async def drop_tables(store: Any) -> None:
     import psycopg
     import psycopg.sql
 
-    module: Any = sys.modules[type(store).__module__]
     table: str = store._table
+    # The list tables: the table's name, cut to PostgreSQL's 63 characters, plus a suffix.
     names = [table, store._claims_table] + [
-        table[: module._MAX_IDENTIFIER - len(suffix)] + suffix for suffix in module._LIST_SUFFIXES
+        table[: 63 - len(suffix)] + suffix for suffix in ("_messages", "_actions", "_audit")
     ]
     async with await psycopg.AsyncConnection.connect(store._dsn, autocommit=True) as conn:
         for name in names:
@@ -172,10 +172,13 @@ def make_bare_cycle() -> Callable[[], Awaitable[None]]:
     return cycle
 
 
-def make_cycle(package: str, store: Any, *, openai: bool = False) -> Callable[[], Awaitable[None]]:
+def make_cycle(
+    package: str, store: Any, *, openai: bool = False, long: bool = False
+) -> Callable[[], Awaitable[None]]:
     """One verified approval cycle through ``package`` (``toolguard`` or ``toolguard_base``).
 
     ``openai``: the model is ``OpenAIChatModel`` on the mock transport.
+    ``long``: every cycle goes on in the same thread (a new thread per cycle otherwise).
     """
     tg: Any = importlib.import_module(package)
     runs = [0]
@@ -212,10 +215,13 @@ def make_cycle(package: str, store: Any, *, openai: bool = False) -> Callable[[]
         client = bench_cycle._openai_client(bench_cycle.Probe())
         model = adapter.OpenAIChatModel(client, model="bench")
     chat = tg.ReviewedChat(model, {"send_email": send_email}, store=store)
+    thread: list[str | None] = [None]
 
     async def cycle() -> None:
         before = runs[0]
-        turn = await chat.send_message(USER_TEXT)
+        turn = await chat.send_message(USER_TEXT, thread[0])
+        if long:
+            thread[0] = turn.thread_id
         if turn.pending_review is None or runs[0] != before:
             msg = f"{package}: the cycle did not pause before the tool ran"
             raise RuntimeError(msg)
@@ -228,18 +234,31 @@ def make_cycle(package: str, store: Any, *, openai: bool = False) -> Callable[[]
 
 
 async def measure(
-    stores: list[str], cycles: int, rounds: int, folder: Path, *, openai: bool = False
+    stores: list[str],
+    cycles: int,
+    rounds: int,
+    folder: Path,
+    *,
+    openai: bool = False,
+    turns: int = 0,
 ) -> dict[str, Any]:
     """Alternate batches of base and new per store; per-round ratios new / base.
 
     ``openai``: through ``OpenAIChatModel``, with the bare loop as a third subject.
+    ``turns``: every subject's cycles go on in one thread that holds ``turns`` cycles first.
     """
     stores_made = {
         (store, package): make_store(package, store, folder)
         for store in stores
         for package in (BASE_PACKAGE, "toolguard")
     }
-    subjects = {key: make_cycle(key[1], made, openai=openai) for key, made in stores_made.items()}
+    subjects = {
+        key: make_cycle(key[1], made, openai=openai, long=turns > 0)
+        for key, made in stores_made.items()
+    }
+    for cycle in subjects.values():
+        for _ in range(turns):
+            await cycle()
     if openai:
         subjects[(BARE, BARE)] = make_bare_cycle()
     try:
@@ -303,6 +322,11 @@ def report(data: dict[str, Any]) -> str:
         (
             f"toolguard at {data['base_commit'][:12]} (base) against this checkout (new),"
             f" interleaved in one process: {data['rounds']} rounds of {data['cycles']} cycles"
+            + (
+                f", each cycle in one thread that held {data['turns']} cycles first"
+                if data.get("turns")
+                else ""
+            )
         ),
         data["environment"],
         "",
@@ -342,6 +366,12 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--rounds", type=int, default=101, help="rounds (default 101)")
     parser.add_argument("--json", action="store_true", help="print JSON instead of the table")
     parser.add_argument(
+        "--turns",
+        type=int,
+        default=0,
+        help="thread length: cycles go on in one thread of this many cycles (default: new threads)",
+    )
+    parser.add_argument(
         "--openai",
         action="store_true",
         help="through OpenAIChatModel on a mock transport, with the bare openai loop",
@@ -358,6 +388,8 @@ def main(argv: list[str] | None = None) -> int:
         parser.error("--stores postgres needs TOOLGUARD_POSTGRES_DSN")
     if args.cycles < 1 or args.rounds < 1:
         parser.error("--cycles and --rounds must be at least 1")
+    if args.turns < 0:
+        parser.error("--turns must be at least 0")
     with tempfile.TemporaryDirectory(prefix="bench_versus_") as temp:
         folder = Path(temp)
         try:
@@ -369,7 +401,11 @@ def main(argv: list[str] | None = None) -> int:
             parser.error(f"cannot read toolguard at {args.revision!r}: {(detail or '').strip()}")
         sys.path.insert(0, str(folder))
         data = anyio.run(
-            functools.partial(measure, openai=args.openai), stores, args.cycles, args.rounds, folder
+            functools.partial(measure, openai=args.openai, turns=args.turns),
+            stores,
+            args.cycles,
+            args.rounds,
+            folder,
         )
     data.update(
         benchmark="bench_versus",
@@ -378,6 +414,7 @@ def main(argv: list[str] | None = None) -> int:
         base_commit=commit,
         cycles=args.cycles,
         rounds=args.rounds,
+        turns=args.turns,
         environment=(
             f"Python {platform.python_version()}, {platform.platform()},"
             f" sqlite {__import__('sqlite3').sqlite_version}"

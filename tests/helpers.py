@@ -45,7 +45,7 @@ from toolguard import (
     ToolResult,
 )
 from toolguard._core.reveal import scan
-from toolguard._stores.memory import ThreadState
+from toolguard._stores.protocol import ThreadState
 from toolguard.records import Action
 
 if TYPE_CHECKING:

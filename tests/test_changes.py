@@ -8,9 +8,9 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from toolguard import ThreadState
-from toolguard._chat.threads import TAIL, changes_of, first_changed
+from toolguard._chat.threads import TAIL, changes_of, first_changed, mark_stored
 from toolguard._core.records import Action
-from toolguard._stores.memory import Changes, mark_stored
+from toolguard._stores.protocol import Changes
 
 
 def reference_first(old: list[Any], new: list[Any], stored: int) -> int:

@@ -124,56 +124,29 @@ async def test_unedited_and_edited_turns_record_the_calls_that_ran() -> None:
     assert [m["content"] for m in messages[6:]] == ["sent to b@x", "Done again."]
 
 
-# ----------------------------------------------------------------------------- with_fields
+# ----------------------------------------------------------------------------- the stored count
 
 
-def _copy_parts(model: Any) -> tuple[Any, ...]:
-    return (
-        type(model),
-        model.__dict__,
-        model.__pydantic_extra__,
-        model.__pydantic_fields_set__,
-        model.__pydantic_private__,
-    )
-
-
-def test_with_fields_is_model_copy_with_an_update() -> None:
-    """The fast copy gives exactly what pydantic's model_copy(update=...) gives."""
-    from toolguard._core.records import with_fields
-    from toolguard._stores.memory import ThreadState, mark_stored, stored_count
+def test_a_copy_keeps_the_stored_count_as_its_own() -> None:
+    """model_copy carries the chat's count of stored messages; marking a copy keeps the original."""
+    from toolguard._chat.threads import mark_stored, stored_count
+    from toolguard._stores.protocol import ThreadState
 
     state = ThreadState(thread_id="t", messages=[{"role": "user", "content": "hi"}])
     mark_stored(state)
-    action = Action(
-        id="a",
-        call_id="c",
-        name="send_email",
-        args={"to": "x"},
-        description="d",
-        digest="0" * 64,
-    )
-    for model, update in (
-        (state, {"status": "running", "version": 3}),
-        (state, {}),
-        (action, {"status": "approved", "reviewer": "alice"}),
-    ):
-        fast, slow = with_fields(model, update), model.model_copy(update=update)
-        assert _copy_parts(fast) == _copy_parts(slow)
-        assert fast == slow
-        assert fast is not model
-        # Shallow, like model_copy: lists are shared until replaced, dicts of its own.
-        assert fast.__dict__ is not model.__dict__
-        assert fast.__pydantic_fields_set__ is not model.__pydantic_fields_set__
-    copied = with_fields(state, {"version": 4})
+    copied = state.model_copy(update={"version": 4})
     assert stored_count(copied) == 1
+    assert copied.__pydantic_private__ == {"_stored_messages": 1}
     assert copied.__pydantic_private__ is not state.__pydantic_private__
-    mark_stored(with_fields(copied, {"messages": []}))
+    mark_stored(copied.model_copy(update={"messages": []}))
     assert stored_count(copied) == 1  # the copy's bookkeeping is its own
+    assert copied == state.model_copy(update={"version": 4})
 
 
 def test_the_stored_count_survives_a_state_without_private_storage() -> None:
     """mark_stored / stored_count also work when pydantic left __pydantic_private__ unset."""
-    from toolguard._stores.memory import ThreadState, mark_stored, stored_count
+    from toolguard._chat.threads import mark_stored, stored_count
+    from toolguard._stores.protocol import ThreadState
 
     state = ThreadState(thread_id="t", messages=[{"role": "user", "content": "hi"}] * 2)
     object.__setattr__(state, "__pydantic_private__", None)

@@ -25,7 +25,9 @@ from toolguard import (
     ThreadState,
 )
 from toolguard._stores import sqlite as _sqlite
-from toolguard._stores.memory import Changes, head_json, is_incremental, item_json
+from toolguard._stores import sqlite_schema as _sqlite_schema
+from toolguard._stores.protocol import Changes, saves_changes
+from toolguard._stores.rows import head_json, item_json
 
 APPROVE = [{"type": "approve"}]
 
@@ -51,11 +53,11 @@ def roles(state: ThreadState) -> list[str]:
     return [m["role"] for m in state.messages]
 
 
-class RecordingStore(MemoryStore):
-    """A MemoryStore that records what each incremental save wrote."""
+class RecordingStore(SQLiteStore):
+    """A SQLiteStore (in memory) that records what each incremental save wrote."""
 
     def __init__(self) -> None:
-        super().__init__()
+        super().__init__(":memory:")
         self.written: list[tuple[int | None, int, list[str], list[int], list[str]]] = []
 
     async def save_changes(
@@ -148,7 +150,7 @@ async def test_an_edit_rewrites_only_the_paused_assistant_message() -> None:
 
 
 async def test_a_custom_store_of_the_0_1_0_protocol_keeps_working() -> None:
-    """Without load_version/save_changes, ReviewedChat saves and loads whole states."""
+    """Without save_changes, ReviewedChat saves and loads whole states."""
     store = WholeStateStore()
     runs: list[str] = []
     chat = make_mailing_chat(store, runs)
@@ -210,7 +212,7 @@ async def test_memory_store_reads_back_copies() -> None:
     """A state read back from a MemoryStore is a copy, as if read from a database."""
     store = MemoryStore()
     state = ThreadState(thread_id="t", messages=[{"role": "user", "content": "hi"}])
-    stored = await store.save_changes(state, Changes.whole(state), expected_version=None)
+    stored = await store.save(state, expected_version=None)
     loaded = await store.load("t")
     assert loaded == stored
     assert loaded is not None
@@ -439,14 +441,14 @@ async def test_a_migration_that_fails_half_way_leaves_schema_2_as_it_was(
     write_schema_2(path, split, ThreadState(thread_id="whole", version=2))
     with contextlib.closing(sqlite3.connect(path)) as conn:
         before = conn.execute("SELECT type, name, sql FROM sqlite_master ORDER BY name").fetchall()
-    real = _sqlite._has_table
+    real = _sqlite_schema.has_table
 
     def crash(conn: sqlite3.Connection, name: str) -> bool:
         if name == "toolguard_audit":  # the threads table is rebuilt, two lists moved
             raise OSError("power cut")
         return real(conn, name)
 
-    monkeypatch.setattr(_sqlite, "_has_table", crash)
+    monkeypatch.setattr(_sqlite_schema, "has_table", crash)
     async with SQLiteStore(path) as store:
         with pytest.raises(OSError, match="power cut"):
             await store.load(paused.thread_id)
@@ -454,7 +456,7 @@ async def test_a_migration_that_fails_half_way_leaves_schema_2_as_it_was(
         after = conn.execute("SELECT type, name, sql FROM sqlite_master ORDER BY name").fetchall()
         version = conn.execute("PRAGMA user_version").fetchone()
     assert (after, version) == (before, (2,))
-    monkeypatch.setattr(_sqlite, "_has_table", real)
+    monkeypatch.setattr(_sqlite_schema, "has_table", real)
     async with SQLiteStore(path) as store:
         assert await store.load(paused.thread_id) == split
         assert await store.thread_ids() == ["whole", paused.thread_id]
@@ -560,8 +562,8 @@ async def test_sqlite_waits_in_a_worker_thread_while_another_writer_holds_the_lo
     assert released_after >= 5  # the loop ran while the save waited for the lock (~30 ticks)
 
 
-def test_a_store_subclass_overriding_save_is_used_whole() -> None:
-    """A subclass that overrides save (or load) but not save_changes is never bypassed."""
+def test_a_store_gets_changes_when_it_has_save_changes() -> None:
+    """The check is the attribute: the shipped SQL stores and their subclasses have it."""
 
     class CheckedSaves(MemoryStore):
         async def save(self, state: ThreadState, *, expected_version: int | None) -> ThreadState:
@@ -571,24 +573,40 @@ def test_a_store_subclass_overriding_save_is_used_whole() -> None:
         async def load(self, thread_id: str) -> ThreadState | None:
             return await super().load(thread_id)
 
-    class CheckedBoth(CheckedSaves):
-        async def save_changes(
-            self, state: ThreadState, changes: Changes, *, expected_version: int | None
-        ) -> ThreadState:
-            return await super().save_changes(state, changes, expected_version=expected_version)
+    class WholeSQLite(SQLiteStore):
+        save_changes = None  # type: ignore[assignment]  # given whole states
 
     stores = [
         MemoryStore(),
         CheckedSaves(),
         CheckedLoads(":memory:"),
-        CheckedBoth(),
+        WholeSQLite(":memory:"),
         RecordingStore(),
+        WholeStateStore(),
+        SQLiteStore(":memory:"),
     ]
-    assert [is_incremental(s) for s in stores] == [True, False, False, True, True]
-    assert [is_incremental(s) for s in (WholeStateStore(), SQLiteStore(":memory:"))] == [
-        False,
-        True,
-    ]
+    assert [saves_changes(s) for s in stores] == [False, False, True, False, True, False, True]
+
+
+async def test_a_store_without_save_changes_is_saved_through_its_own_save() -> None:
+    """save_changes = None on a SQLiteStore subclass: every save of a cycle goes through save."""
+    seen: list[int | None] = []
+
+    class WholeSQLite(SQLiteStore):
+        save_changes = None  # type: ignore[assignment]
+
+        async def save(self, state: ThreadState, *, expected_version: int | None) -> ThreadState:
+            seen.append(expected_version)
+            return await super().save(state, expected_version=expected_version)
+
+    store = WholeSQLite(":memory:")
+    chat = make_mailing_chat(store, [])
+    thread_id = await cycle(chat, None)
+    assert seen == [None, 1, 2, 3]
+    state = await store.load(thread_id)
+    assert state is not None
+    assert (state.version, roles(state)) == (4, ["user", "assistant", "tool", "assistant"])
+    await store.aclose()
 
 
 @pytest.mark.skipif(
@@ -656,7 +674,7 @@ async def test_a_0_1_0_postgres_table_is_migrated_on_first_use() -> None:
 
 async def test_the_stored_message_count_is_not_part_of_equality() -> None:
     """A state the chat saved (it remembers its stored message count) equals the one read back."""
-    store = MemoryStore()
+    store = SQLiteStore(":memory:")
     chat = make_mailing_chat(store, [])
     thread_id = await cycle(chat, None)
     saved = chat._threads.states[thread_id]
@@ -684,3 +702,113 @@ async def test_spending_a_standing_grant_writes_only_what_changed() -> None:
         (5, 4, ["user", "assistant", "tool"], [], []),
         (6, 7, ["assistant"], [], []),
     ]
+
+
+# ----------------------------------------------------------------------------- states handed over
+
+
+def handed(state: ThreadState, expected: int | None) -> ThreadState:
+    """``state`` as ReviewedChat hands it to a save: its version already the next one."""
+    return state.model_copy(update={"version": (expected or 0) + 1})
+
+
+async def test_a_memory_store_keeps_a_state_handed_over_and_reads_back_copies() -> None:
+    """The chat's saved state is kept as it is (never serialized on save); reads are copies."""
+    store = MemoryStore()
+    chat = make_mailing_chat(store, [])
+    thread_id = await cycle(chat, None)
+    version, kept = store._threads[thread_id]
+    assert isinstance(kept, ThreadState)
+    assert (version, kept.version) == (4, 4)
+    loaded = await store.load(thread_id)
+    assert loaded == kept
+    assert loaded is not kept
+    assert loaded is not None
+    assert loaded.messages is not kept.messages
+
+
+async def test_a_refused_save_of_a_state_handed_over_changes_nothing(tmp_path: Path) -> None:
+    """A stale save (stored version 4, expected 3) raises and leaves every store as it was."""
+    memory = MemoryStore()
+    chat = make_mailing_chat(memory, [])
+    thread_id = await cycle(chat, None)
+    before = dict(memory._threads)
+    stored = await memory.load(thread_id)
+    assert stored is not None
+    stale = handed(stored.model_copy(update={"status": "running"}), 3)
+    expected_error = (
+        f"Thread {thread_id!r} was changed by someone else (expected version 3, found 4)"
+    )
+    with pytest.raises(ConcurrentUpdateError) as caught:
+        await memory.save(stale, expected_version=3)
+    assert str(caught.value) == expected_error
+    assert memory._threads == before
+
+    async with SQLiteStore(tmp_path / "t.db") as sqlite:
+        await sqlite.save(stored.model_copy(update={"version": 0}), expected_version=None)
+        for version in (1, 2, 3):
+            await sqlite.save(stored, expected_version=version)
+        kept = await sqlite.load(thread_id)
+        assert kept is not None
+        assert kept.version == 4
+        with pytest.raises(ConcurrentUpdateError) as caught:
+            await sqlite.save_changes(stale, Changes(4, [], [], [], 4), expected_version=3)
+        assert str(caught.value) == expected_error
+        assert await sqlite.load(thread_id) == kept
+
+
+async def test_a_save_changes_returns_a_state_handed_over_as_it_is(tmp_path: Path) -> None:
+    """Handed over (version already next): the same object back; otherwise a copy."""
+    async with SQLiteStore(tmp_path / "t.db") as store:
+        state = ThreadState(thread_id="t", messages=[{"role": "user", "content": "hi"}])
+        given = handed(state, None)
+        saved = await store.save_changes(given, Changes.whole(given), expected_version=None)
+        assert saved is given
+        again = await store.save_changes(saved, Changes(1, stored_messages=1), expected_version=1)
+        assert again is not saved
+        assert (again.version, saved.version) == (2, 1)
+        assert await store.load("t") == again
+
+
+async def test_what_the_public_save_paths_were_given_and_returned_can_be_changed_freely() -> None:
+    """A MemoryStore's save writes JSON at once: later changes of either state change nothing."""
+    store = MemoryStore()
+    state = ThreadState(thread_id="t1", messages=[{"role": "user", "content": "hi"}])
+    saved = await store.save(state, expected_version=None)
+    saved.status = "running"
+    saved.messages.append({"role": "assistant", "content": "added"})
+    state.messages[0]["content"] = "changed"
+
+    first = await store.load("t1")
+
+    again = await store.save(saved, expected_version=1)
+    again.status = "idle"
+    again.messages.clear()
+
+    second = await store.load("t1")
+
+    assert first is not None
+    assert second is not None
+    assert (first.version, first.status, first.messages) == (
+        1,
+        "idle",
+        [{"role": "user", "content": "hi"}],
+    )
+    assert (second.version, second.status, second.messages) == (
+        2,
+        "running",
+        [{"role": "user", "content": "changed"}, {"role": "assistant", "content": "added"}],
+    )
+
+
+@pytest.mark.parametrize("handed_over", [False, True])
+async def test_a_lone_surrogate_pydantic_cannot_write_is_stored_escaped(handed_over: bool) -> None:
+    """A value past the cleaning that pydantic refuses to write never fails a MemoryStore."""
+    store = MemoryStore()
+    odd = ThreadState(thread_id="odd", messages=[{"role": "user", "content": "bad \ud800 text"}])
+    saved = await store.save(handed(odd, None) if handed_over else odd, expected_version=None)
+    assert saved.version == 1
+    loaded = await store.load("odd")
+    assert loaded is not None
+    assert loaded.messages == [{"role": "user", "content": "bad \ud800 text"}]
+    assert loaded == saved

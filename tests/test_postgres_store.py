@@ -30,8 +30,8 @@ from tests.helpers import (
     postgres_dsn,
 )
 from toolguard import ConcurrentUpdateError, ThreadState
-from toolguard._stores.memory import Changes
 from toolguard._stores.postgres import _CHUNK
+from toolguard._stores.protocol import Changes
 from toolguard.postgres import SCHEMA_VERSION, PostgresStore, SchemaVersionError
 from toolguard.records import AuditEvent
 

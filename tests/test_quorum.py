@@ -29,7 +29,8 @@ from toolguard import (
     ToolCall,
     Webhook,
 )
-from toolguard._stores.memory import ConcurrentUpdateError, MemoryStore
+from toolguard._core.errors import ConcurrentUpdateError
+from toolguard._stores.memory import MemoryStore
 from toolguard._stores.sqlite import SQLiteStore
 
 APPROVE = {"type": "approve"}

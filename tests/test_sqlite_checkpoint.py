@@ -19,7 +19,7 @@ from typing import Any
 
 import pytest
 
-from toolguard._stores.memory import ThreadState
+from toolguard._stores.protocol import ThreadState
 from toolguard._stores.sqlite import _CHECKPOINT_EVERY, _WAL_PAGES, SQLiteStore
 from toolguard.records import AuditEvent
 
@@ -282,7 +282,7 @@ async def test_a_failing_checkpoint_is_logged_and_harmless(
 
 async def test_creating_a_thread_checks_for_leftover_rows_in_one_statement(tmp_path: Path) -> None:
     """A new thread's save: the insert, one look for leftover list rows, the rows, commit."""
-    from toolguard._stores.memory import Changes
+    from toolguard._stores.protocol import Changes
 
     async with SQLiteStore(tmp_path / "t.db") as store:
         await _write(store, 1)  # opens the connection and creates the schema
@@ -306,7 +306,7 @@ async def test_a_save_writes_its_rows_with_one_statement(tmp_path: Path) -> None
     """An update: read key/version/next audit seq, update the head, ONE insert of all rows."""
     from toolguard._core.audit import requested_event
     from toolguard._core.records import Action
-    from toolguard._stores.memory import Changes
+    from toolguard._stores.protocol import Changes
 
     path = tmp_path / "t.db"
 
@@ -365,7 +365,7 @@ async def test_a_save_writes_its_rows_with_one_statement(tmp_path: Path) -> None
 
 async def test_rows_left_by_a_thread_removed_by_hand_are_not_inherited(tmp_path: Path) -> None:
     """A thread row deleted by hand leaves its rows; a new thread given its key drops them."""
-    from toolguard._stores.memory import Changes
+    from toolguard._stores.protocol import Changes
 
     path = tmp_path / "t.db"
     async with SQLiteStore(path) as store:

@@ -11,7 +11,7 @@ from typing import Any
 import pydantic
 
 import toolguard
-from toolguard import MemoryStore, ModelResponse, ReviewedChat, ToolCall
+from toolguard import MemoryStore, ModelResponse, ReviewedChat, ThreadState, ToolCall
 from toolguard._core.records import trusted
 from toolguard.records import ActionRequest, ReviewConfig, parse_tool_call
 
@@ -48,6 +48,14 @@ def make_chat() -> ReviewedChat:
     return ReviewedChat(Model(), [send_email], store=MemoryStore())
 
 
+def saved(chat: ReviewedChat, thread_id: str) -> ThreadState:
+    """The state the chat saved last, as it handed it over (a MemoryStore keeps it as it is)."""
+    assert isinstance(chat.store, MemoryStore)
+    kept = chat.store._threads[thread_id][1]
+    assert isinstance(kept, ThreadState)
+    return kept
+
+
 def assert_as_validated(model: pydantic.BaseModel) -> None:
     """``model`` equals the same class validated from its own fields, and dumps the same."""
     again = type(model).model_validate(dict(model.__dict__))
@@ -65,14 +73,14 @@ async def test_every_model_a_cycle_builds_without_validation_is_as_validated() -
         assert_as_validated(request)
     for config in paused.pending_review.review_configs:
         assert_as_validated(config)
-    state = chat._threads.states[paused.thread_id]
+    state = saved(chat, paused.thread_id)
     assert state.pending is not None
     assert_as_validated(state.pending)
     [action] = state.pending.actions
     assert_as_validated(action)
     done = await chat.submit_review([{"type": "approve"}], paused.thread_id)
     assert done.reply == "Done"
-    final = chat._threads.states[paused.thread_id]
+    final = saved(chat, paused.thread_id)
     assert [e.kind for e in final.audit] == ["requested", "decided", "executed"]
     for event in final.audit:
         assert_as_validated(event)
@@ -97,7 +105,7 @@ async def test_a_review_payload_and_the_audit_hold_their_own_arguments() -> None
     shown = paused.pending_review.action_requests[0].args
     shown["to"] = "mallory@example.com"
     paused.pending_review.review_configs[0].allowed_decisions.clear()
-    state = chat._threads.states[paused.thread_id]
+    state = saved(chat, paused.thread_id)
     assert state.pending is not None
     assert state.pending.actions[0].args["to"] == "alice@example.com"
     assert state.pending.actions[0].allowed_decisions == ["approve", "edit", "reject"]

@@ -30,8 +30,8 @@ from toolguard import (
 )
 from toolguard._cli.main import main
 from toolguard._cli.serve import ServeError, build_app, build_chat
-from toolguard._stores.memory import Store
 from toolguard._stores.outbox import sign
+from toolguard._stores.protocol import Store
 
 START = datetime(2026, 1, 2, 3, 4, 5, tzinfo=timezone.utc)
 ARGS = {"to": "alice@example.com", "body": "hi"}

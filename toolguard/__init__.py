@@ -79,8 +79,9 @@ from toolguard._policy.allow_once import allow_once
 from toolguard._policy.decisions import validate_decisions
 from toolguard._policy.redact import REDACTED
 from toolguard._policy.rules import Rules
-from toolguard._stores.memory import MemoryStore, Store, ThreadState
+from toolguard._stores.memory import MemoryStore
 from toolguard._stores.outbox import Webhook
+from toolguard._stores.protocol import Store, ThreadState
 from toolguard._stores.sqlite import SQLiteStore
 from toolguard._tools.approval import ApprovalPolicy
 from toolguard._tools.classify import DEFAULT_VERBS, SEED_VERBS, Classifier

@@ -36,7 +36,7 @@ from toolguard._core.records import (
 from toolguard._core.standing import GrantTerms, StandingGrant
 from toolguard._enforce.calls import parse_tool_call
 from toolguard._policy.rules import Rule, RuleDecision
-from toolguard._stores.memory import ThreadStatus
+from toolguard._stores.protocol import ThreadStatus
 
 __all__ = [
     "DECISION_TYPES",

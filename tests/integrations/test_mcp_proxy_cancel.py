@@ -34,7 +34,7 @@ from mcp_types import JSONRPCNotification, JSONRPCRequest  # noqa: E402
 from toolguard import SQLiteStore, Webhook  # noqa: E402
 from toolguard._gateway.proxy import ABANDONED, MCPProxy  # noqa: E402
 from toolguard._gateway.routes import DEFAULT_PORT, build_app  # noqa: E402
-from toolguard._stores.memory import ThreadState  # noqa: E402
+from toolguard._stores.protocol import ThreadState  # noqa: E402
 
 from .mcp_proxy_upstream import TOOLS, build_server  # noqa: E402
 

@@ -23,7 +23,7 @@ from toolguard._core.errors import AccessDeniedError, ConcurrentUpdateError, Rev
 from toolguard._core.records import Action
 from toolguard._core.standing import StandingGrant
 from toolguard._enforce import quorum
-from toolguard._stores.memory import ThreadState
+from toolguard._stores.protocol import ThreadState
 
 Authorizer: TypeAlias = Callable[[str | None, ThreadState, list[Action]], bool | Awaitable[bool]]
 """Decides whether ``reviewer`` may decide on ``actions`` of ``thread``."""

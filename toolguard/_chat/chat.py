@@ -52,8 +52,9 @@ from toolguard._enforce import grant_use, quorum, resume
 from toolguard._enforce.runner import EditPolicy, Runner
 from toolguard._policy.decisions import AnyDecision, validate_decisions
 from toolguard._policy.redact import SecretVault, scrub_notes
-from toolguard._stores.memory import MemoryStore, Store, ThreadState
+from toolguard._stores.memory import MemoryStore
 from toolguard._stores.outbox import Webhook
+from toolguard._stores.protocol import Store, ThreadState
 from toolguard._tools.classify import Classifier
 from toolguard._tools.toolset import Tools
 

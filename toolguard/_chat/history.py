@@ -20,7 +20,6 @@ from toolguard._core.records import (
     args_json,
     new_id,
     trusted,
-    with_fields,
 )
 from toolguard._core.results import ResultTemplates, result_text
 from toolguard._enforce.step import Step
@@ -114,8 +113,8 @@ def decided_action(
         "reject": "rejected",
         "respond": "responded",
     }[decision.type]
-    return with_fields(
-        action, {"status": status, "decision": decision, "reviewer": reviewer, "decided_at": now}
+    return action.model_copy(
+        update={"status": status, "decision": decision, "reviewer": reviewer, "decided_at": now}
     )
 
 
@@ -159,7 +158,7 @@ def with_reviewer(step: Step, reviewer: str | None) -> Step:
     return dataclasses.replace(
         step,
         actions=[
-            with_fields(a, {"reviewer": reviewer})
+            a.model_copy(update={"reviewer": reviewer})
             if a.decided_at is not None and a.reviewer is None
             else a
             for a in step.actions

@@ -15,8 +15,8 @@ import anyio
 
 from toolguard._chat.threads import Save, Threads, ThreadSettings, no_save, retry_on_conflict
 from toolguard._core.errors import ConcurrentUpdateError, CorruptThreadError
-from toolguard._stores.memory import ThreadState
 from toolguard._stores.outbox import OutboxItem, Webhook
+from toolguard._stores.protocol import ThreadState
 
 _log = logging.getLogger("toolguard")
 

@@ -36,7 +36,7 @@ from toolguard._enforce.close import CloseOutcome, close_turn, interrupted_turn
 from toolguard._enforce.step import Step
 from toolguard._policy.decisions import AnyDecision
 from toolguard._policy.redact import SecretVault, shown_decision
-from toolguard._stores.memory import ThreadState
+from toolguard._stores.protocol import ThreadState
 
 
 def stale(state: ThreadState, review_id: str, current: str | None) -> StaleReviewError:

@@ -19,20 +19,10 @@ from typing import Any, Protocol, TypeVar
 
 from toolguard._core.errors import ConcurrentUpdateError, UnknownThreadError
 from toolguard._core.jsonable import clean_text
-from toolguard._core.records import with_fields
+from toolguard._core.records import utcnow
 from toolguard._enforce import grant_use
-from toolguard._stores.memory import (
-    Changes,
-    PreparedStore,
-    Store,
-    ThreadState,
-    is_incremental,
-    mark_stored,
-    prepared_state,
-    stored_count,
-    takes_prepared,
-)
 from toolguard._stores.outbox import OutboxItem, Webhook, review_items
+from toolguard._stores.protocol import Changes, ChangesStore, Store, ThreadState, saves_changes
 
 _S = TypeVar("_S")
 _T = TypeVar("_T")
@@ -130,6 +120,22 @@ def first_changed(old: list[Any], new: list[Any], stored: int) -> int:
     return first
 
 
+def mark_stored(state: ThreadState) -> None:
+    """Remember how many messages ``state`` (just saved) has in the store."""
+    private = state.__pydantic_private__  # read directly: pydantic's __getattr__ costs more
+    if private is None:
+        state._stored_messages = len(state.messages)
+    else:
+        private["_stored_messages"] = len(state.messages)
+
+
+def stored_count(state: ThreadState) -> int:
+    """How many of ``state.messages`` the store holds (more may have been appended since)."""
+    private = state.__pydantic_private__
+    count = private.get("_stored_messages") if private is not None else None
+    return len(state.messages) if count is None else count
+
+
 def changes_of(base: ThreadState, update: dict[str, Any]) -> Changes | None:
     """What ``base.model_copy(update=update)`` changes, or ``None`` when not expressible.
 
@@ -184,8 +190,8 @@ class Threads:
 
     Keeps the last state it saved or read per thread (LRU), checked against
     the stored version before use (only with a store that has
-    ``load_version``), and notes the threads it saved webhook notifications
-    for (:attr:`outbox_hints`).
+    ``save_changes``, which comes with ``load_version``), and notes the
+    threads it saved webhook notifications for (:attr:`outbox_hints`).
     """
 
     def __init__(self, settings: ThreadSettings) -> None:
@@ -205,7 +211,7 @@ class Threads:
             # Lone surrogates: no stored thread has such an id (and no database takes it).
             raise UnknownThreadError(thread_id)
         store = self.settings.store
-        incremental = not fresh and is_incremental(store)
+        incremental = not fresh and saves_changes(store)
         if incremental:
             cached = self.states.get(thread_id)
             if cached is not None:
@@ -234,28 +240,23 @@ class Threads:
     ) -> ThreadState:
         """One compare-and-set save of ``state`` updated with ``changes``.
 
-        With an incremental store only what changed is written (see
-        :func:`changes_of`), and the saved state is cached; otherwise the whole
-        state (a store with only ``load`` and ``save``). A failed save drops the cache
-        entry, so the next read goes to the store.
+        With a store that has ``save_changes`` only what changed is written
+        (see :func:`changes_of`), and the saved state is cached; otherwise the
+        whole state (a store with only ``load`` and ``save``). A failed save
+        drops the cache entry, so the next read goes to the store.
         """
         store = self.settings.store
+        # The next state as it will be stored, in one copy: handed over to the store (see
+        # the protocol's save_changes), which keeps it rather than making a copy of its own.
+        update = {**changes, "version": (expected or 0) + 1, "updated_at": utcnow()}
+        new = state.model_copy(update=update)
         try:
-            if not is_incremental(store):
-                return await store.save(with_fields(state, changes), expected_version=expected)
-            # The stores toolguard ships take the next state as it will be stored (one copy).
-            prepared = takes_prepared(store)
-            new = (
-                prepared_state(state, changes, expected)
-                if prepared
-                else with_fields(state, changes)
-            )
+            if not saves_changes(store):
+                return await store.save(new, expected_version=expected)
             delta = Changes.whole(new) if expected is None else changes_of(state, changes)
-            incremental: PreparedStore = store  # type: ignore[assignment]
+            incremental: ChangesStore = store  # type: ignore[assignment]
             if delta is None:
                 saved = await incremental.save(new, expected_version=expected)
-            elif prepared:
-                saved = await incremental._save_prepared(new, delta, expected)
             else:
                 saved = await incremental.save_changes(new, delta, expected_version=expected)
         except BaseException:

@@ -30,7 +30,7 @@ from toolguard._enforce import grant_use
 from toolguard._enforce.runner import Runner
 from toolguard._enforce.step import Step
 from toolguard._policy.redact import SecretVault
-from toolguard._stores.memory import ThreadState
+from toolguard._stores.protocol import ThreadState
 from toolguard._tools.toolset import Toolset
 
 

@@ -33,7 +33,7 @@ from toolguard._cli.terminal import (
     render_outcome,
 )
 from toolguard._core.errors import ToolguardError
-from toolguard._stores.memory import Store
+from toolguard._stores.protocol import Store
 from toolguard._tools.tool import Tool
 from toolguard.demo import DemoModel, DemoWorkspace, build_demo_chat
 from toolguard.demo.workspace import weekday

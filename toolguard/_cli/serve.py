@@ -34,8 +34,8 @@ from toolguard._core.errors import RuleSyntaxError
 from toolguard._core.hosts import default_hosts
 from toolguard._core.llm import ChatModel
 from toolguard._policy.rules import Rules
-from toolguard._stores.memory import Store
 from toolguard._stores.outbox import Webhook
+from toolguard._stores.protocol import Store
 from toolguard._stores.sqlite import SQLiteStore
 from toolguard._tools.toolset import Tools, Toolset, guard
 from toolguard.demo import DemoModel, build_demo_chat

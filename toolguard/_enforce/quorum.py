@@ -33,7 +33,6 @@ from toolguard._core.records import (
     ToolCall,
     call_digest,
     new_id,
-    with_fields,
 )
 from toolguard._core.reveal import without_invisible
 from toolguard._enforce.actions import RunnerSettings, review_action, unreviewed
@@ -275,7 +274,9 @@ def plan(  # noqa: PLR0915 - one flat pass over the decisions reads best
 def shown_action(runner: RunnerSettings, action: Action) -> Action:
     """``action`` as the thread's records keep it: an edit's secret arguments as ``REDACTED``."""
     decision = shown_decision(action.decision, runner.toolset)
-    return action if decision is action.decision else with_fields(action, {"decision": decision})
+    return (
+        action if decision is action.decision else action.model_copy(update={"decision": decision})
+    )
 
 
 def _unique(actions: list[Action]) -> list[Action]:

@@ -33,7 +33,6 @@ from toolguard._core.records import (
     ToolCall,
     ToolResult,
     new_id,
-    with_fields,
 )
 from toolguard._enforce import quorum
 from toolguard._enforce.actions import (
@@ -410,7 +409,7 @@ class _Resumption:
         """The turn's step: complete, or paused on the edits put up for review again."""
         calls, results = self.calls, self.results
         actions = [
-            with_fields(action, {**changes, "decided_at": action.decided_at or self.now})
+            action.model_copy(update={**changes, "decided_at": action.decided_at or self.now})
             for action, changes in self.decided
         ]
         if not self.again:

@@ -65,7 +65,7 @@ from toolguard._gateway.question import APPROVAL_SCHEMA, approval_message
 from toolguard._gateway.upstream import read_only_handlers, wire
 from toolguard._policy.redact import check_redact
 from toolguard._policy.rules import Rule, Rules, denied_text
-from toolguard._stores.memory import Store, ThreadState
+from toolguard._stores.protocol import Store, ThreadState
 from toolguard._tools.classify import Classifier
 from toolguard._tools.schema_tool import SchemaTool
 from toolguard._tools.toolset import Toolset

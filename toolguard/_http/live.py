@@ -21,7 +21,7 @@ from toolguard._chat.access import reviewer_id
 from toolguard._chat.chat import ReviewedChat
 from toolguard._core.errors import CorruptThreadError
 from toolguard._http.answers import reply
-from toolguard._stores.memory import ThreadState, ThreadStatus
+from toolguard._stores.protocol import ThreadState, ThreadStatus
 
 _log = logging.getLogger("toolguard.http")
 

@@ -23,7 +23,7 @@ from toolguard._chat.turns import ChatTurn
 from toolguard._core.jsonable import clean_text
 from toolguard._core.records import Action, PendingReview
 from toolguard._core.standing import GrantStatus, StandingGrant
-from toolguard._stores.memory import ThreadState, ThreadStatus
+from toolguard._stores.protocol import ThreadState, ThreadStatus
 
 _ID_MAX_LENGTH = 128
 """The longest thread or review id a body or path may carry (ids toolguard makes have 32)."""

@@ -85,60 +85,30 @@ from psycopg.conninfo import conninfo_to_dict, make_conninfo
 from psycopg.pq import TransactionStatus
 
 from toolguard._core.checks import kind
-from toolguard._core.errors import ConcurrentUpdateError, SchemaVersionError
 from toolguard._core.records import utcnow
-from toolguard._stores.memory import (
+from toolguard._stores.postgres_schema import (
+    CLAIMS_SUFFIX,
+    LIST_SUFFIXES,
+    MAX_IDENTIFIER,
+    SCHEMA_VERSION,
+    create_claims,
+    prepare,
+    suffixed,
+)
+from toolguard._stores.protocol import (
     Changes,
     ThreadState,
-    _check_key,
-    head_json,
-    item_json,
+    check_key,
+    conflict,
+    handed_over,
     load_state,
     next_state,
 )
+from toolguard._stores.rows import SPLIT, assemble, head_json, item_rows, with_version
 
 __all__ = ["SCHEMA_VERSION", "PostgresStore"]
 
-SCHEMA_VERSION: Final = 2
-"""The schema version this version of toolguard writes and reads (kept in the table's comment)."""
-
-_COMMENT_PREFIX: Final = "toolguard schema version "
-_COMMENT_PATTERN: Final = re.compile(r"toolguard schema version (\d+)")
 _TABLE_PATTERN: Final = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
-_MAX_IDENTIFIER: Final = 63  # PostgreSQL's NAMEDATALEN - 1
-_LOCK_CLASS: Final = 0x7467  # first key of the advisory lock that guards table creation ("tg")
-
-_CREATE_TABLE: Final = """
-CREATE TABLE {table} (
-    thread_id TEXT PRIMARY KEY,
-    version BIGINT NOT NULL,
-    state JSON NOT NULL,
-    updated_at TIMESTAMPTZ NOT NULL,
-    seq BIGINT GENERATED ALWAYS AS IDENTITY,
-    layout SMALLINT NOT NULL DEFAULT 1
-)
-"""
-
-_ADD_LAYOUT: Final = "ALTER TABLE {table} ADD COLUMN layout SMALLINT NOT NULL DEFAULT 1"
-
-_CREATE_LIST: Final = """
-CREATE TABLE IF NOT EXISTS {table} (
-    thread_id TEXT NOT NULL,
-    seq BIGINT NOT NULL,
-    body TEXT NOT NULL,
-    PRIMARY KEY (thread_id, seq)
-)
-"""
-_LIST_SUFFIXES: Final = ("_messages", "_actions", "_audit")
-_SPLIT: Final = 2
-
-_CREATE_CLAIMS: Final = """
-CREATE TABLE IF NOT EXISTS {table} (
-    key TEXT PRIMARY KEY,
-    claimed_at TIMESTAMPTZ NOT NULL
-)
-"""
-_CLAIMS_SUFFIX: Final = "_claims"
 
 _T = TypeVar("_T")
 _Connection = psycopg.AsyncConnection[tuple[Any, ...]]
@@ -172,13 +142,6 @@ async def _roll_back(conn: _Connection) -> None:
         return
     with contextlib.suppress(psycopg.Error):
         await conn.execute(sql.SQL("ROLLBACK"))
-
-
-def _conflict(thread_id: str, expected: int | None, found: int | None) -> ConcurrentUpdateError:
-    return ConcurrentUpdateError(
-        f"Thread {thread_id!r} was changed by someone else"
-        f" (expected version {expected}, found {found})"
-    )
 
 
 def _require_asyncio() -> None:
@@ -237,8 +200,8 @@ class PostgresStore:
                 f" got {table!r}"
             )
             raise ValueError(msg)
-        if len(table) > _MAX_IDENTIFIER:
-            msg = f"table must be at most {_MAX_IDENTIFIER} characters: got {len(table)}"
+        if len(table) > MAX_IDENTIFIER:
+            msg = f"table must be at most {MAX_IDENTIFIER} characters: got {len(table)}"
             raise ValueError(msg)
         conninfo: object = dsn  # checked at run time for untyped callers
         if not isinstance(conninfo, str):
@@ -250,13 +213,10 @@ class PostgresStore:
         self._shown = make_conninfo("", **params)
         self._table = table
         self._ident = sql.Identifier(table)
-        self._claims_table = table[: _MAX_IDENTIFIER - len(_CLAIMS_SUFFIX)] + _CLAIMS_SUFFIX
+        self._claims_table = suffixed(table, CLAIMS_SUFFIX)
         self._claims_ident = sql.Identifier(self._claims_table)
         self._claims_ready = False
-        self._lists = [
-            sql.Identifier(table[: _MAX_IDENTIFIER - len(suffix)] + suffix)
-            for suffix in _LIST_SUFFIXES
-        ]
+        self._lists = [sql.Identifier(suffixed(table, suffix)) for suffix in LIST_SUFFIXES]
         messages_t, actions_t, audit_t = self._lists
         self._delete_lists = sql.SQL(
             "WITH m AS (DELETE FROM {} WHERE thread_id = %s),"
@@ -302,13 +262,9 @@ class PostgresStore:
         if row is None:
             return None
         text = str(row[0])
-        if row[1] == _SPLIT and any(row[3:]):
-            messages, actions, audit = (part or "" for part in row[3:])
-            text = f'{{"messages":[{messages}],"actions":[{actions}],"audit":[{audit}],{text[1:]}'
-        state = load_state(thread_id, text)
-        if state.version != row[2]:
-            state = state.model_copy(update={"version": int(row[2])})
-        return state
+        if row[1] == SPLIT:
+            text = assemble(text, *([part] if part else [] for part in row[3:]))
+        return with_version(load_state(thread_id, text), int(row[2]))
 
     async def load_version(self, thread_id: str) -> int | None:
         """The stored version of a thread (``None`` when unknown), without reading the thread."""
@@ -335,24 +291,17 @@ class PostgresStore:
             ConcurrentUpdateError: the stored version differs, or the thread
                 exists when creating; nothing was written.
         """
-        return await self._save_prepared(
-            next_state(state, expected_version), changes, expected_version
-        )
-
-    async def _save_prepared(
-        self, stored: ThreadState, changes: Changes, expected_version: int | None
-    ) -> ThreadState:
-        """``save_changes`` of ``stored``, already the next state (see ``PreparedStore``)."""
+        stored = handed_over(state, expected_version)
         head = head_json(stored)
         thread_id = stored.thread_id
         messages_t, actions_t, audit_t = self._lists
 
         def rows(whole: Changes) -> tuple[list[tuple[str, int, str]], ...]:
-            keep = whole.keep_messages
+            messages, actions, audit = item_rows(whole)
             return (
-                [(thread_id, keep + i, item_json(m)) for i, m in enumerate(whole.messages)],
-                [(thread_id, i, item_json(a)) for i, a in whole.actions],
-                [(thread_id, 0, item_json(e)) for e in whole.audit],
+                [(thread_id, seq, body) for seq, body in messages],
+                [(thread_id, seq, body) for seq, body in actions],
+                [(thread_id, 0, body) for body in audit],
             )
 
         async def write(
@@ -413,7 +362,7 @@ class PostgresStore:
                 await pipeline.sync()
                 if cursor.rowcount != 1:
                     found = await self._version_of(conn, thread_id)
-                    raise _conflict(thread_id, None, found)
+                    raise conflict(thread_id, None, found)
                 await write(conn, prepared, None)
                 return
             # The compare-and-set in one statement: a concurrent save of the row waits for
@@ -441,7 +390,7 @@ class PostgresStore:
             row = await cursor.fetchone()
             found = None if row is None else int(row[0])
             if row is None or found != expected_version:
-                raise _conflict(thread_id, expected_version, found)
+                raise conflict(thread_id, expected_version, found)
             # Stored whole (layout 1): write this state whole, split into rows.
             await conn.execute(
                 sql.SQL(
@@ -505,7 +454,7 @@ class PostgresStore:
                 cursor = await conn.execute(query, params)
                 if cursor.rowcount != 1:
                     found = await self._version_of(conn, thread_id)
-                    raise _conflict(thread_id, expected_version, found)
+                    raise conflict(thread_id, expected_version, found)
                 if expected_version is not None:  # the whole state is in the row now
                     await conn.execute(self._delete_lists, (thread_id, thread_id, thread_id))
 
@@ -547,7 +496,7 @@ class PostgresStore:
         Raises:
             TypeError: ``key`` is not text.
         """
-        _check_key(key)
+        check_key(key)
         text = key.encode("utf-8", "surrogatepass").decode("utf-8", "replace").replace("\0", "")
         query = sql.SQL(
             "INSERT INTO {} (key, claimed_at) VALUES (%s, %s) ON CONFLICT (key) DO NOTHING"
@@ -556,7 +505,8 @@ class PostgresStore:
 
         async def work(conn: _Connection) -> bool:
             if not self._claims_ready:
-                await self._create_claims(conn)
+                await create_claims(conn, self._table)
+                self._claims_ready = True
             cursor = await conn.execute(query, (text, claimed_at))
             return cursor.rowcount == 1
 
@@ -621,81 +571,12 @@ class PostgresStore:
         self._conn = None
         conn = await psycopg.AsyncConnection.connect(self._dsn, autocommit=True)
         try:
-            await self._prepare(conn)
+            await prepare(conn, self._table)
         except BaseException:
             await conn.close()
             raise
         self._conn = conn
         return conn
-
-    async def _prepare(self, conn: _Connection) -> None:
-        if await self._schema_version(conn) == SCHEMA_VERSION:
-            return
-        # Stores starting together must not both create the table: they queue on a session
-        # advisory lock, and each checks again in a transaction that starts after it holds
-        # the lock (so it sees the table another one committed meanwhile). On failure the
-        # caller closes the connection, which releases the lock.
-        key = (_LOCK_CLASS, self._table)
-        await conn.execute("SELECT pg_advisory_lock(%s, hashtext(%s))", key)
-        async with conn.transaction():
-            version = await self._schema_version(conn)
-            if version != SCHEMA_VERSION:
-                if version is None:
-                    await conn.execute(sql.SQL(_CREATE_TABLE).format(table=self._ident))
-                else:
-                    # toolguard 0.1.0 (schema 1): its rows stay whole until their next save.
-                    await conn.execute(sql.SQL(_ADD_LAYOUT).format(table=self._ident))
-                for table in self._lists:
-                    await conn.execute(sql.SQL(_CREATE_LIST).format(table=table))
-                await conn.execute(
-                    sql.SQL("COMMENT ON TABLE {} IS {}").format(
-                        self._ident, sql.Literal(f"{_COMMENT_PREFIX}{SCHEMA_VERSION}")
-                    )
-                )
-        await conn.execute("SELECT pg_advisory_unlock(%s, hashtext(%s))", key)
-
-    async def _create_claims(self, conn: _Connection) -> None:
-        """Create the claims table if missing (under the table-creation advisory lock)."""
-        key = (_LOCK_CLASS, self._table)
-        await conn.execute("SELECT pg_advisory_lock(%s, hashtext(%s))", key)
-        try:
-            await conn.execute(sql.SQL(_CREATE_CLAIMS).format(table=self._claims_ident))
-        finally:
-            await conn.execute("SELECT pg_advisory_unlock(%s, hashtext(%s))", key)
-        self._claims_ready = True
-
-    async def _schema_version(self, conn: _Connection) -> int | None:
-        """The table's schema version, or ``None`` when there is no table.
-
-        Raises:
-            SchemaVersionError: the version is newer than this toolguard's, or
-                the table was not made by toolguard.
-        """
-        cursor = await conn.execute(
-            "SELECT t.oid IS NOT NULL, obj_description(t.oid::oid, 'pg_class')"
-            " FROM (SELECT to_regclass(%s) AS oid) AS t",
-            (self._ident.as_string(conn),),
-        )
-        row = await cursor.fetchone()
-        if row is None or not row[0]:
-            return None
-        comment = row[1]
-        match = _COMMENT_PATTERN.fullmatch(comment) if isinstance(comment, str) else None
-        if match is None:
-            msg = (
-                f"Table {self._table!r} exists but was not created by toolguard (its comment is"
-                f" {comment!r}, not '{_COMMENT_PREFIX}{SCHEMA_VERSION}'): choose another table"
-            )
-            raise SchemaVersionError(msg)
-        version = int(match.group(1))
-        if version > SCHEMA_VERSION:
-            msg = (
-                f"Table {self._table!r} has toolguard schema version {version}, but this"
-                f" version of toolguard supports only version {SCHEMA_VERSION}:"
-                " upgrade toolguard to use it"
-            )
-            raise SchemaVersionError(msg)
-        return version
 
     async def _version_of(self, conn: _Connection, thread_id: str) -> int | None:
         cursor = await conn.execute(

@@ -62,16 +62,8 @@ before its next write (quick: the pages are already copied; a failure is
 only logged), which bounds the WAL as SQLite's default does. WAL needs a
 local file system: do not put the database on a network share.
 
-The schema version is kept in ``PRAGMA user_version`` (currently 3). An
-older database is migrated when a store first opens it, in one transaction
-under the write lock (so processes opening it together migrate it once):
-``toolguard_threads`` is rebuilt with ``thread_key`` (its old ``rowid``,
-so the threads keep their order); the rows of schema 2's
-``toolguard_messages``, ``toolguard_actions`` and ``toolguard_audit``
-move into ``toolguard_items``; the whole rows of toolguard 0.1.0
-(schema 1) stay whole until their next save. A database written by a
-newer toolguard is refused with :class:`SchemaVersionError` rather than
-misread, so the file should be dedicated to toolguard.
+The tables, the schema version and the migration of older databases are
+described in :mod:`toolguard._stores.sqlite_schema`.
 """
 
 from __future__ import annotations
@@ -88,71 +80,32 @@ from typing import Final, TypeVar
 import anyio.to_thread
 
 from toolguard._core.checks import kind, positive_seconds
-from toolguard._core.errors import ConcurrentUpdateError, SchemaVersionError
+from toolguard._core.errors import SchemaVersionError
 from toolguard._core.records import utcnow
-from toolguard._stores.memory import (
+from toolguard._stores.protocol import (
     Changes,
     ThreadState,
-    _check_key,
-    assemble,
-    head_json,
-    item_json,
+    check_key,
+    conflict,
+    handed_over,
     load_state,
     next_state,
+)
+from toolguard._stores.rows import SPLIT, ItemRows, assemble, head_json, item_rows, with_version
+from toolguard._stores.sqlite_schema import (
+    ACTION,
+    AUDIT,
+    CREATE_CLAIMS,
+    MESSAGE,
+    SCHEMA_VERSION,
+    prepare,
+    rollback,
 )
 
 __all__ = ["SCHEMA_VERSION", "SQLiteStore", "SchemaVersionError"]
 
-SCHEMA_VERSION: Final = 3
-"""The ``PRAGMA user_version`` this version of toolguard writes and reads."""
-
-_CREATE_TABLE: Final = """
-CREATE TABLE IF NOT EXISTS toolguard_threads (
-    thread_key INTEGER PRIMARY KEY,
-    thread_id TEXT NOT NULL UNIQUE,
-    version INTEGER NOT NULL,
-    state TEXT NOT NULL,
-    updated_at TEXT NOT NULL,
-    layout INTEGER NOT NULL DEFAULT 1
-)
-"""
-
-_CREATE_ITEMS: Final = """
-CREATE TABLE IF NOT EXISTS toolguard_items (
-    thread_key INTEGER NOT NULL,
-    kind INTEGER NOT NULL,
-    seq INTEGER NOT NULL,
-    body TEXT NOT NULL,
-    PRIMARY KEY (thread_key, kind, seq)
-) WITHOUT ROWID
-"""
-"""One row per message (``kind`` 0), action (1) and audit event (2) of a thread (``layout = 2``).
-
-Keyed by the thread's integer ``thread_key``, which grows with each new
-thread: the rows of the threads in use sit together at the end of the
-table, so a save touches one or two pages of it instead of a page in each
-of three tables (schema 2), and the WAL (and the checkpoints' ``fsync``)
-carries about 40% fewer pages per approval cycle.
-"""
-
-_MESSAGE, _ACTION, _AUDIT = 0, 1, 2
-"""``toolguard_items.kind`` of a message, an action and an audit event."""
-
-_OLD_LIST_TABLES: Final = ("toolguard_messages", "toolguard_actions", "toolguard_audit")
-"""Schema 2's list tables (``thread_id``, ``seq``, ``body``), one per kind, in kind order."""
-
-_SPLIT: Final = 2
-"""``layout`` of a thread whose ``state`` is its head and whose lists are rows."""
-
 _BUSY: Final = (5, 6)
 """SQLITE_BUSY and SQLITE_LOCKED (primary result codes)."""
-
-_CREATE_CLAIMS: Final = """
-CREATE TABLE IF NOT EXISTS toolguard_claims (
-    key TEXT PRIMARY KEY,
-    claimed_at TEXT NOT NULL
-)
-"""
 
 _T = TypeVar("_T")
 
@@ -166,13 +119,6 @@ _WAL_PAGES: Final = 1000
 """Pages left in the WAL after a background checkpoint that make the next write checkpoint too."""
 
 _log = logging.getLogger("toolguard")
-
-
-def _conflict(thread_id: str, expected: int | None, found: int | None) -> ConcurrentUpdateError:
-    return ConcurrentUpdateError(
-        f"Thread {thread_id!r} was changed by someone else"
-        f" (expected version {expected}, found {found})"
-    )
 
 
 class SQLiteStore:
@@ -251,7 +197,7 @@ class SQLiteStore:
                 ).fetchone()
                 if row is None:
                     return None
-                if row[1] != _SPLIT:
+                if row[1] != SPLIT:
                     return str(row[0]), int(row[2])
                 lists: tuple[list[str], list[str], list[str]] = ([], [], [])
                 for item_kind, body in conn.execute(
@@ -259,20 +205,17 @@ class SQLiteStore:
                     " ORDER BY kind, seq",
                     (row[3],),
                 ):
-                    if item_kind in (_MESSAGE, _ACTION, _AUDIT):
+                    if item_kind in (MESSAGE, ACTION, AUDIT):
                         lists[item_kind].append(str(body))
                 return assemble(str(row[0]), *lists), int(row[2])
             finally:
-                _rollback(conn)
+                rollback(conn)
 
         found = await self._run(work)
         if found is None:
             return None
-        state = load_state(thread_id, found[0])
-        if state.version != found[1]:
-            # The row's version column is what compare-and-set checks: it wins.
-            state = state.model_copy(update={"version": found[1]})
-        return state
+        # The row's version column is what compare-and-set checks: it wins.
+        return with_version(load_state(thread_id, found[0]), found[1])
 
     async def load_version(self, thread_id: str) -> int | None:
         """The stored version of a thread (``None`` when unknown), without reading the thread."""
@@ -289,33 +232,18 @@ class SQLiteStore:
         changed actions (by position) and the new audit events. A crash
         leaves the old version or the new one, never a mix. A thread stored
         whole (by toolguard 0.1.0 or by :meth:`save`) is written whole once,
-        split into rows.
+        split into rows. A ``state`` handed over (see
+        :class:`~toolguard._stores.protocol.ChangesStore`) is returned as it is.
 
         Raises:
             ConcurrentUpdateError: the stored version differs, or the thread
                 exists when creating; nothing was written.
         """
-        return await self._save_prepared(
-            next_state(state, expected_version), changes, expected_version
-        )
-
-    async def _save_prepared(
-        self, stored: ThreadState, changes: Changes, expected_version: int | None
-    ) -> ThreadState:
-        """``save_changes`` of ``stored``, already the next state (see ``PreparedStore``)."""
+        stored = handed_over(state, expected_version)
         head = head_json(stored)
         updated_at = stored.updated_at.isoformat()
         thread_id = stored.thread_id
-
-        def rows(whole: Changes) -> _Rows:
-            keep = whole.keep_messages
-            return (
-                [(keep + i, item_json(m)) for i, m in enumerate(whole.messages)],
-                [(i, item_json(a)) for i, a in whole.actions],
-                [item_json(e) for e in whole.audit],
-            )
-
-        prepared = rows(changes if expected_version is not None else Changes.whole(stored))
+        prepared = item_rows(changes if expected_version is not None else Changes.whole(stored))
 
         def work(conn: sqlite3.Connection) -> None:
             conn.execute("BEGIN IMMEDIATE")
@@ -329,14 +257,14 @@ class SQLiteStore:
                             (thread_id, stored.version, head, updated_at),
                         )
                     except sqlite3.IntegrityError:
-                        raise _conflict(thread_id, None, _version_of(conn, thread_id)) from None
+                        raise conflict(thread_id, None, _version_of(conn, thread_id)) from None
                     _write_lists(conn, _inserted_key(cursor), prepared, 0, 0, fresh=True)
                 else:
                     # Under BEGIN IMMEDIATE no other writer can come between this read and
                     # the update; the update checks the version again all the same.
                     found = conn.execute(_READ_FOR_UPDATE, (thread_id,)).fetchone()
                     if found is None or found[1] != expected_version:
-                        raise _conflict(
+                        raise conflict(
                             thread_id, expected_version, None if found is None else int(found[1])
                         )
                     key = int(found[0])
@@ -346,18 +274,18 @@ class SQLiteStore:
                         (stored.version, head, updated_at, key, expected_version),
                     )
                     if cursor.rowcount != 1:  # pragma: no cover - the write lock is held
-                        raise _conflict(thread_id, expected_version, _version_of(conn, thread_id))
-                    if found[2] == _SPLIT:
+                        raise conflict(thread_id, expected_version, _version_of(conn, thread_id))
+                    if found[2] == SPLIT:
                         keep = changes.keep_messages
                         if changes.stored_messages == keep:
                             keep = -1  # nothing replaced: no messages to delete
                         _write_lists(conn, key, prepared, keep, int(found[3]), fresh=False)
                     else:
                         # Stored whole (layout 1): write this state whole, split into rows.
-                        _write_lists(conn, key, rows(Changes.whole(stored)), 0, 0, fresh=True)
+                        _write_lists(conn, key, item_rows(Changes.whole(stored)), 0, 0, fresh=True)
                 conn.execute("COMMIT")
             except BaseException:
-                _rollback(conn)
+                rollback(conn)
                 raise
 
         await self._run(work, write=True)
@@ -395,7 +323,7 @@ class SQLiteStore:
                             (thread_id, stored.version, text, updated_at),
                         )
                     except sqlite3.IntegrityError:
-                        raise _conflict(thread_id, None, _version_of(conn, thread_id)) from None
+                        raise conflict(thread_id, None, _version_of(conn, thread_id)) from None
                 else:
                     cursor = conn.execute(
                         "UPDATE toolguard_threads SET version = ?, state = ?, updated_at = ?,"
@@ -404,7 +332,7 @@ class SQLiteStore:
                     )
                     if cursor.rowcount != 1:
                         found = _version_of(conn, thread_id)
-                        raise _conflict(thread_id, expected_version, found)
+                        raise conflict(thread_id, expected_version, found)
                     conn.execute(
                         "DELETE FROM toolguard_items WHERE thread_key ="
                         " (SELECT thread_key FROM toolguard_threads WHERE thread_id = ?)",
@@ -412,7 +340,7 @@ class SQLiteStore:
                     )
                 conn.execute("COMMIT")
             except BaseException:
-                _rollback(conn)
+                rollback(conn)
                 raise
 
         await self._run(work, write=True)
@@ -449,20 +377,20 @@ class SQLiteStore:
         Raises:
             TypeError: ``key`` is not text.
         """
-        _check_key(key)
+        check_key(key)
         claimed_at = utcnow().isoformat()
 
         def work(conn: sqlite3.Connection) -> bool:
             conn.execute("BEGIN IMMEDIATE")
             try:
-                conn.execute(_CREATE_CLAIMS)
+                conn.execute(CREATE_CLAIMS)
                 cursor = conn.execute(
                     "INSERT OR IGNORE INTO toolguard_claims (key, claimed_at) VALUES (?, ?)",
                     (key.encode("utf-8", "surrogatepass").decode("utf-8", "replace"), claimed_at),
                 )
                 conn.execute("COMMIT")
             except BaseException:
-                _rollback(conn)
+                rollback(conn)
                 raise
             return cursor.rowcount == 1
 
@@ -675,37 +603,8 @@ class SQLiteStore:
         return conn
 
     def _prepare(self, conn: sqlite3.Connection) -> None:
-        conn.execute(f"PRAGMA busy_timeout = {int(self._timeout * 1000)}")
-        conn.execute("PRAGMA journal_mode = WAL")
-        conn.execute("PRAGMA synchronous = NORMAL")
-        if self._schema_version(conn) == SCHEMA_VERSION:
-            return
-        conn.execute("BEGIN IMMEDIATE")
-        try:
-            version = self._schema_version(conn)  # again, now that we hold the write lock
-            if version != SCHEMA_VERSION:
-                if version in (1, 2) and _has_table(conn, "toolguard_threads"):
-                    _migrate(conn, version)
-                else:
-                    conn.execute(_CREATE_TABLE)
-                    conn.execute(_CREATE_ITEMS)
-                conn.execute(f"PRAGMA user_version = {SCHEMA_VERSION}")
-            conn.execute("COMMIT")
-        except BaseException:
-            _rollback(conn)
-            raise
-
-    def _schema_version(self, conn: sqlite3.Connection) -> int:
-        """The database's ``user_version``; raises when it is newer than this toolguard's."""
-        version = int(conn.execute("PRAGMA user_version").fetchone()[0])
-        if version > SCHEMA_VERSION:
-            msg = (
-                f"Database {self._path!r} has toolguard schema version {version}, but this"
-                f" version of toolguard supports only version {SCHEMA_VERSION}:"
-                " upgrade toolguard to use it"
-            )
-            raise SchemaVersionError(msg)
-        return version
+        """Set up a new connection: WAL, and the schema created or migrated when needed."""
+        prepare(conn, self._path, self._timeout)
 
 
 def _checkpoint_here(conn: sqlite3.Connection) -> None:
@@ -749,48 +648,6 @@ def _is_busy(exc: sqlite3.OperationalError) -> bool:
     return str(exc).startswith(("database is locked", "database table is locked"))
 
 
-def _has_table(conn: sqlite3.Connection, name: str) -> bool:
-    row = conn.execute("SELECT 1 FROM sqlite_master WHERE type = 'table' AND name = ?", (name,))
-    return row.fetchone() is not None
-
-
-_Rows = tuple[list[tuple[int, str]], list[tuple[int, str]], list[str]]
-"""A save's new rows: (seq, body) of messages and of actions, bodies of audit events."""
-
-
-def _migrate(conn: sqlite3.Connection, version: int) -> None:
-    """Rewrite a schema 1 or 2 database as schema 3, inside the caller's transaction.
-
-    ``toolguard_threads`` is rebuilt with the integer ``thread_key`` (its
-    old ``rowid``, so the threads keep their order) and the lists of schema
-    2 move into ``toolguard_items``. Schema 1 rows (toolguard 0.1.0) stay
-    whole (``layout`` 1) until their next save.
-    """
-    old = f"toolguard_threads_schema{version}"
-    conn.execute(f"ALTER TABLE toolguard_threads RENAME TO {old}")
-    conn.execute(_CREATE_TABLE)
-    layout = "layout" if version == 2 else "1"
-    columns = "thread_id, version, state, updated_at"
-    copy = (
-        f"INSERT INTO toolguard_threads (thread_key, {columns}, layout)"  # noqa: S608 - fixed names
-        f" SELECT rowid, {columns}, {layout} FROM {old} ORDER BY rowid"
-    )
-    conn.execute(copy)
-    conn.execute(_CREATE_ITEMS)
-    if version == 2:
-        for item_kind, table in enumerate(_OLD_LIST_TABLES):
-            if not _has_table(conn, table):
-                continue
-            move = (
-                "INSERT INTO toolguard_items (thread_key, kind, seq, body)"  # noqa: S608 - fixed names
-                f" SELECT t.thread_key, {item_kind}, l.seq, l.body FROM {table} AS l"
-                " JOIN toolguard_threads AS t ON t.thread_id = l.thread_id"
-            )
-            conn.execute(move)
-            conn.execute(f"DROP TABLE {table}")
-    conn.execute(f"DROP TABLE {old}")
-
-
 def _inserted_key(cursor: sqlite3.Cursor) -> int:
     """The ``thread_key`` of the thread row ``cursor`` just inserted."""
     key = cursor.lastrowid
@@ -811,7 +668,7 @@ _READ_FOR_UPDATE: Final = (
 def _write_lists(
     conn: sqlite3.Connection,
     key: int,
-    rows: _Rows,
+    rows: ItemRows,
     keep_messages: int,
     next_audit: int,
     *,
@@ -832,9 +689,9 @@ def _write_lists(
             "DELETE FROM toolguard_items WHERE thread_key = ? AND kind = 0 AND seq >= ?",
             (key, keep_messages),
         )
-    values = [(key, _MESSAGE, seq, body) for seq, body in messages]
-    values.extend((key, _ACTION, seq, body) for seq, body in actions)
-    values.extend((key, _AUDIT, seq, body) for seq, body in enumerate(audit, next_audit))
+    values = [(key, MESSAGE, seq, body) for seq, body in messages]
+    values.extend((key, ACTION, seq, body) for seq, body in actions)
+    values.extend((key, AUDIT, seq, body) for seq, body in enumerate(audit, next_audit))
     if values:
         conn.executemany(
             "INSERT OR REPLACE INTO toolguard_items (thread_key, kind, seq, body)"
@@ -849,9 +706,3 @@ def _has_list_rows(conn: sqlite3.Connection, key: int) -> bool:
         "SELECT 1 FROM toolguard_items WHERE thread_key = ? LIMIT 1", (key,)
     ).fetchone()
     return row is not None
-
-
-def _rollback(conn: sqlite3.Connection) -> None:
-    """Roll back the open transaction, if SQLite has not already done so."""
-    if conn.in_transaction:
-        conn.execute("ROLLBACK")

@@ -12,7 +12,7 @@ import sys
 
 from toolguard._chat.chat import ReviewedChat
 from toolguard._core.llm import ChatModel
-from toolguard._stores.memory import Store
+from toolguard._stores.protocol import Store
 from toolguard.demo.model import DemoModel
 from toolguard.demo.workspace import DemoWorkspace, demo_system_prompt, demo_toolset
 
