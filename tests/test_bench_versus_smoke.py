@@ -84,8 +84,10 @@ def test_quick_run_compares_both_stores() -> None:
         "openai",
         "rounds",
         "rows",
+        "turns",
     ]
     assert (report["benchmark"], report["cycles"], report["rounds"]) == ("bench_versus", 2, 2)
+    assert report["turns"] == 0  # a new thread per cycle
     assert report["openai"] is False
     # PostgreSQL joins by default when a DSN is set (its tables are dropped at the end).
     with_postgres = bool(os.environ.get("TOOLGUARD_POSTGRES_DSN"))
@@ -216,3 +218,10 @@ def test_a_revision_that_looks_like_an_option_is_refused(tmp_path: Path) -> None
     with pytest.raises(SystemExit) as exc:
         bench_versus.main(["--", "-HEAD", "--stores", "memory"])
     assert exc.value.code == 2
+
+
+def test_turns_measures_cycles_in_one_long_thread() -> None:
+    """``--turns N``: every subject's cycles go on in one thread that held N cycles first."""
+    report = _json_report("--turns", "3", "--cycles", "1", "--rounds", "1", "--stores", "memory")
+    assert (report["turns"], [row["store"] for row in report["rows"]]) == (3, ["memory"])
+    assert report["rows"][0]["ratio"] > 0

@@ -22,7 +22,14 @@ from toolguard._core.jsonable import clean_text
 from toolguard._core.records import utcnow
 from toolguard._enforce import grant_use
 from toolguard._stores.outbox import OutboxItem, Webhook, review_items
-from toolguard._stores.protocol import Changes, ChangesStore, Store, ThreadState, saves_changes
+from toolguard._stores.protocol import (
+    Changes,
+    ChangesStore,
+    Store,
+    ThreadState,
+    keeps_versions,
+    saves_changes,
+)
 
 _S = TypeVar("_S")
 _T = TypeVar("_T")
@@ -190,8 +197,8 @@ class Threads:
 
     Keeps the last state it saved or read per thread (LRU), checked against
     the stored version before use (only with a store that has
-    ``save_changes``, which comes with ``load_version``), and notes the
-    threads it saved webhook notifications for (:attr:`outbox_hints`).
+    ``load_version``), and notes the threads it saved webhook notifications
+    for (:attr:`outbox_hints`).
     """
 
     def __init__(self, settings: ThreadSettings) -> None:
@@ -211,7 +218,7 @@ class Threads:
             # Lone surrogates: no stored thread has such an id (and no database takes it).
             raise UnknownThreadError(thread_id)
         store = self.settings.store
-        incremental = not fresh and saves_changes(store)
+        incremental = not fresh and keeps_versions(store)
         if incremental:
             cached = self.states.get(thread_id)
             if cached is not None:
@@ -241,8 +248,8 @@ class Threads:
         """One compare-and-set save of ``state`` updated with ``changes``.
 
         With a store that has ``save_changes`` only what changed is written
-        (see :func:`changes_of`), and the saved state is cached; otherwise the
-        whole state (a store with only ``load`` and ``save``). A failed save
+        (see :func:`changes_of`); otherwise the whole state. With a store
+        that has ``load_version`` the saved state is cached. A failed save
         drops the cache entry, so the next read goes to the store.
         """
         store = self.settings.store
@@ -252,7 +259,12 @@ class Threads:
         new = state.model_copy(update=update)
         try:
             if not saves_changes(store):
-                return await store.save(new, expected_version=expected)
+                saved = await store.save(new, expected_version=expected)
+                if not keeps_versions(store):
+                    return saved
+                mark_stored(saved)
+                self.remember(saved)
+                return saved
             delta = Changes.whole(new) if expected is None else changes_of(state, changes)
             incremental: ChangesStore = store  # type: ignore[assignment]
             if delta is None:

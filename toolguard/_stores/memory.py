@@ -37,6 +37,11 @@ class MemoryStore:
         kept = entry[1]
         return load_state(thread_id, _as_json(kept) if isinstance(kept, ThreadState) else kept)
 
+    async def load_version(self, thread_id: str) -> int | None:
+        """The stored version of a thread (``None`` when unknown), without reading it."""
+        entry = self._threads.get(thread_id)
+        return None if entry is None else entry[0]
+
     async def save(self, state: ThreadState, *, expected_version: int | None) -> ThreadState:
         """Compare-and-set save of the whole state (see :class:`~toolguard.Store`).
 

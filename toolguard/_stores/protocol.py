@@ -7,15 +7,18 @@ what makes two racing submissions of the same review run the approved tool
 once — across processes too, with a shared database — without holding a lock.
 
 Every :class:`Store` has ``load`` and ``save`` (whole states). A store may
-also have one optional method, ``save_changes`` (see :class:`ChangesStore`;
-``load_version`` comes with it): then ``ReviewedChat`` writes only what a
-save changes, never the whole history again, and keeps the last state of
-each thread it saved or read, checked with ``load_version`` before each use
-(``load`` is read only when the stored version differs). The SQLite and
-PostgreSQL stores have it; :func:`saves_changes` is the check, a plain
-look-up of the attribute. A subclass of such a store that overrides ``save``
-to add something to every save overrides ``save_changes`` too (or sets
-``save_changes = None`` to be given whole states).
+also have one optional method for writing, ``save_changes`` (see
+:class:`ChangesStore`): then ``ReviewedChat`` writes only what a save
+changes, never the whole history again. :func:`saves_changes` is the check,
+a plain look-up of the attribute; the SQLite and PostgreSQL stores have it.
+A subclass of such a store that overrides ``save`` to add something to
+every save overrides ``save_changes`` too (or sets ``save_changes = None``
+to be given whole states).
+
+A store may also have ``load_version`` (every store toolguard ships has
+it; a store with ``save_changes`` must): then ``ReviewedChat`` keeps the
+last state of each thread it saved or read, and reads ``load`` only when
+the stored version differs (:func:`keeps_versions`).
 
 ``ReviewedChat`` hands each state it saves over: its ``version`` is already
 the next one (``expected_version + 1``) and its ``updated_at`` set, and the
@@ -199,6 +202,11 @@ class ChangesStore(Store, Protocol):
 def saves_changes(store: object) -> bool:
     """Whether ``store`` writes only what changed: it has a ``save_changes`` method."""
     return callable(getattr(store, "save_changes", None))
+
+
+def keeps_versions(store: object) -> bool:
+    """Whether ``store`` has ``load_version``: the chat may keep its states, checked by version."""
+    return callable(getattr(store, "load_version", None))
 
 
 def next_state(state: ThreadState, expected_version: int | None) -> ThreadState:
