@@ -73,6 +73,7 @@ from toolguard._core.records import (
     ToolCall,
     ToolResult,
 )
+from toolguard._enforce.judge import Judge
 from toolguard._enforce.runner import Runner
 from toolguard._enforce.step import Step
 from toolguard._policy.allow_once import allow_once
@@ -114,6 +115,7 @@ __all__ = [
     "EditDecision",
     "EditedAction",
     "InvalidReviewDecisionError",
+    "Judge",
     "Limits",
     "MemoryStore",
     "Message",

@@ -23,6 +23,7 @@ This module holds their parts:
 from __future__ import annotations
 
 from toolguard._core.audit import AuditEvent, AuditKind
+from toolguard._core.judgement import Judgement, JudgeOutcome, Risk
 from toolguard._core.records import (
     DECISION_TYPES,
     Action,
@@ -47,9 +48,12 @@ __all__ = [
     "AuditKind",
     "DecisionType",
     "GrantTerms",
+    "JudgeOutcome",
+    "Judgement",
     "QuorumProgress",
     "ResultOutcome",
     "ReviewConfig",
+    "Risk",
     "Rule",
     "RuleDecision",
     "StandingGrant",

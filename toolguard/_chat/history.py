@@ -147,6 +147,7 @@ def decided_event(
             "decision": decision.type,
             "detail": detail,
             "digest": action.digest,
+            "judgement": None,
         },
     )
 

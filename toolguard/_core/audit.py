@@ -7,9 +7,10 @@ from collections.abc import Iterable
 from datetime import datetime
 from typing import Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import BaseModel, ConfigDict, Field, SerializerFunctionWrapHandler, model_serializer
 
-from toolguard._core.records import Action, new_id, trusted
+from toolguard._core.judgement import Judgement
+from toolguard._core.records import EXCLUDE_IF, Action, is_none, new_id, omit_when, trusted
 
 AuditKind = Literal[
     "requested",
@@ -28,6 +29,7 @@ AuditKind = Literal[
     "granted",
     "grant_revoked",
     "grant_ended",
+    "judged",
 ]
 
 
@@ -57,6 +59,12 @@ class AuditEvent(BaseModel):
     under a grant without a review; ``actor`` is who granted it, ``detail``
     names the grant and the uses left), ``grant_revoked`` (``actor``: who)
     and ``grant_ended`` (used up, or found expired by a matching call).
+
+    ``judged`` records a :class:`~toolguard.Judge`'s verdict on a call
+    (``judgement``: risk, outcome, whether the person asked for it, the
+    rationale, the model and its latency). For a call the judge approved on
+    its own, ``actor`` is ``"judge"``, ``decision`` is ``approve`` and
+    ``detail`` the rationale; it has no approval request.
     """
 
     model_config = ConfigDict(extra="ignore", frozen=True)
@@ -85,6 +93,17 @@ class AuditEvent(BaseModel):
     """The reject reason, the respond message, the result text, or why something was refused."""
     digest: str | None = None
     """Digest of the name and arguments shown for review, bound to the thread and the review."""
+    judgement: Judgement | None = Field(None, **omit_when(is_none))
+    """The judge's verdict (``judged`` events only); left out of dumps when ``None``."""
+
+    if not EXCLUDE_IF:  # pragma: no cover - pydantic < 2.12 has no Field(exclude_if=...)
+
+        @model_serializer(mode="wrap")
+        def _dump(self, handler: SerializerFunctionWrapHandler) -> dict[str, Any]:
+            data: dict[str, Any] = handler(self)
+            if self.judgement is None:
+                data.pop("judgement", None)
+            return data
 
 
 def requested_event(thread_id: str, review_id: str, action: Action) -> AuditEvent:
@@ -106,6 +125,7 @@ def requested_event(thread_id: str, review_id: str, action: Action) -> AuditEven
                 f"expires at {action.expires_at.isoformat()}" if action.expires_at else None
             ),
             "digest": action.digest,
+            "judgement": None,
         },
     )
 
@@ -130,6 +150,7 @@ def final_event(
             "decision": None,
             "detail": result.content if result is not None else None,
             "digest": None,
+            "judgement": None,
         },
     )
 

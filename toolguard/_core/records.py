@@ -27,6 +27,7 @@ from pydantic import (
 )
 
 from toolguard._core.catalog import message
+from toolguard._core.judgement import Judgement
 from toolguard._core.standing import GrantTerms
 
 args_json: Final = json.JSONEncoder(ensure_ascii=False).encode
@@ -134,16 +135,16 @@ def call_digest(
     return hashlib.sha256(canonical).hexdigest()
 
 
-_EXCLUDE_IF: Final = "exclude_if" in inspect.signature(Field).parameters
+EXCLUDE_IF: Final = "exclude_if" in inspect.signature(Field).parameters
 """Whether this pydantic can leave a field out of dumps by value (2.12+); else a serializer does."""
 
 
-def _omit_when(test: Callable[[Any], bool]) -> dict[str, Any]:
+def omit_when(test: Callable[[Any], bool]) -> dict[str, Any]:
     """``Field`` options that leave the field out of dumps when ``test(value)`` holds."""
-    return {"exclude_if": test} if _EXCLUDE_IF else {}
+    return {"exclude_if": test} if EXCLUDE_IF else {}
 
 
-def _is_none(value: Any) -> bool:
+def is_none(value: Any) -> bool:
     return value is None
 
 
@@ -207,11 +208,11 @@ class ReviewConfig(_Wire):
     allowed_decisions: list[DecisionType] = Field(default_factory=lambda: list(ALLOWED_DECISIONS))
     """``["approve", "edit", "reject"]`` unless the tool allows others
     (``requires_approval(allowed_decisions=...)``; LangChain payloads may list ``respond``)."""
-    approvals: QuorumProgress | None = Field(None, **_omit_when(_is_none))
+    approvals: QuorumProgress | None = Field(None, **omit_when(is_none))
     """A quorum action's progress (only when it needs more than one approval);
     left out of dumps otherwise, so the payload is the specification's."""
 
-    if not _EXCLUDE_IF:  # pragma: no cover - pydantic < 2.12 has no Field(exclude_if=...)
+    if not EXCLUDE_IF:  # pragma: no cover - pydantic < 2.12 has no Field(exclude_if=...)
 
         @model_serializer(mode="wrap")
         def _dump(self, handler: SerializerFunctionWrapHandler) -> dict[str, Any]:
@@ -307,11 +308,11 @@ class ApproveDecision(_Wire):
 
     type: Literal["approve"] = "approve"
     """Always ``"approve"``."""
-    grant: GrantTerms | None = Field(None, **_omit_when(_is_none))
+    grant: GrantTerms | None = Field(None, **omit_when(is_none))
     """A standing grant made with this approve, or ``None``. Left out of dumps
     when ``None``, so a plain approve dumps as LangChain's."""
 
-    if not _EXCLUDE_IF:  # pragma: no cover - pydantic < 2.12 has no Field(exclude_if=...)
+    if not EXCLUDE_IF:  # pragma: no cover - pydantic < 2.12 has no Field(exclude_if=...)
 
         @model_serializer(mode="wrap")
         def _dump(self, handler: SerializerFunctionWrapHandler) -> dict[str, Any]:
@@ -335,11 +336,11 @@ class RejectDecision(_Wire):
 
     type: Literal["reject"] = "reject"
     """Always ``"reject"``."""
-    message: str | None = Field(None, **_omit_when(_is_none))
+    message: str | None = Field(None, **omit_when(is_none))
     """Why; missing or empty means ``REJECTED_BY_USER_MESSAGE``. Left out of
     dumps when ``None``, as LangChain's ``RejectDecision`` has no null message."""
 
-    if not _EXCLUDE_IF:  # pragma: no cover - pydantic < 2.12 has no Field(exclude_if=...)
+    if not EXCLUDE_IF:  # pragma: no cover - pydantic < 2.12 has no Field(exclude_if=...)
 
         @model_serializer(mode="wrap")
         def _dump(self, handler: SerializerFunctionWrapHandler) -> dict[str, Any]:
@@ -424,7 +425,7 @@ class ToolResult(_Wire):
     """The text for the model: the tool's return value as text, or the error."""
     value: Any = None
     """The return value as JSON data (``None`` for errors)."""
-    outcome: ResultOutcome | None = Field(None, **_omit_when(_is_none))
+    outcome: ResultOutcome | None = Field(None, **omit_when(is_none))
     """``None`` when the tool ran and returned; else why not: ``rejected``,
     ``no_decision``, ``expired``, ``cancelled``, ``failed`` (the tool raised),
     ``invalid_arguments``, ``unknown_tool``, ``tampered``, ``interrupted`` or
@@ -432,7 +433,7 @@ class ToolResult(_Wire):
     or ``denied`` (a ``deny`` rule refused the call; nobody was asked).
     Left out of dumps when ``None``: a success result dumps without it."""
 
-    if not _EXCLUDE_IF:  # pragma: no cover - pydantic < 2.12 has no Field(exclude_if=...)
+    if not EXCLUDE_IF:  # pragma: no cover - pydantic < 2.12 has no Field(exclude_if=...)
 
         @model_serializer(mode="wrap")
         def _dump(self, handler: SerializerFunctionWrapHandler) -> dict[str, Any]:
@@ -492,17 +493,20 @@ class Action(_Wire):
     reviewer: str | None = None
     """Who decided, when the decision came with a reviewer identity."""
     allowed_decisions: list[DecisionType] = Field(
-        default_factory=lambda: list(ALLOWED_DECISIONS), **_omit_when(_is_default_allowed)
+        default_factory=lambda: list(ALLOWED_DECISIONS), **omit_when(_is_default_allowed)
     )
     """The decisions the reviewer may take (the tool's ``allowed_decisions``).
     Left out of dumps when it is ``ALLOWED_DECISIONS`` (the usual case)."""
-    approvals_required: int = Field(1, **_omit_when(_is_one))
+    approvals_required: int = Field(1, **omit_when(_is_one))
     """How many distinct reviewers must approve (a quorum when above 1); left out of dumps at 1."""
-    approved_by: list[str] = Field(default_factory=list, **_omit_when(_is_empty))
+    approved_by: list[str] = Field(default_factory=list, **omit_when(_is_empty))
     """The reviewers who approved these arguments so far, while a quorum is incomplete;
     left out of dumps when empty."""
+    judgement: Judgement | None = Field(None, **omit_when(is_none))
+    """What a :class:`~toolguard.Judge` said about the call, if one judged it; left out of
+    dumps when ``None``."""
 
-    if not _EXCLUDE_IF:  # pragma: no cover - pydantic < 2.12 has no Field(exclude_if=...)
+    if not EXCLUDE_IF:  # pragma: no cover - pydantic < 2.12 has no Field(exclude_if=...)
 
         @model_serializer(mode="wrap")
         def _dump(self, handler: SerializerFunctionWrapHandler) -> dict[str, Any]:
@@ -513,6 +517,8 @@ class Action(_Wire):
                 data.pop("approvals_required", None)
             if not self.approved_by:
                 data.pop("approved_by", None)
+            if self.judgement is None:
+                data.pop("judgement", None)
             return data
 
     @property

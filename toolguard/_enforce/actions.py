@@ -15,8 +15,10 @@ from datetime import datetime, timedelta
 from typing import Any, Protocol
 
 from toolguard._core.catalog import message
+from toolguard._core.judgement import Judgement
 from toolguard._core.limits import Limits
 from toolguard._core.records import (
+    ALLOWED_DECISIONS,
     Action,
     PendingTurn,
     ToolCall,
@@ -72,11 +74,24 @@ class RunnerSettings(Protocol):
 
 
 def review_action(
-    runner: RunnerSettings, call: ToolCall, tool: Tool[Any, Any], thread_id: str, review_id: str
+    runner: RunnerSettings,
+    call: ToolCall,
+    tool: Tool[Any, Any],
+    thread_id: str,
+    review_id: str,
+    *,
+    judgement: Judgement | None = None,
 ) -> Action:
-    """The request asking a reviewer about ``call`` in review ``review_id`` of ``thread_id``."""
+    """The request asking a reviewer about ``call`` in review ``review_id`` of ``thread_id``.
+
+    A judge's verdict, when one judged the call, is part of what the reviewer
+    reads: its summary follows the description.
+    """
     now = runner.clock()
     ttl = tool.approval.ttl if tool.approval and tool.approval.ttl else runner.review_ttl
+    description = tool.review_description() or message("action_description", name=call.name)
+    if judgement is not None:
+        description = f"{description}\n\n{judgement.summary()}"
     return trusted(
         Action,
         {
@@ -85,9 +100,7 @@ def review_action(
             "name": call.name,
             # What the reviewer is shown: secret values replaced; the digest covers the real ones.
             "args": dict(tool.shown_args(call.args)),
-            "description": (
-                tool.review_description() or message("action_description", name=call.name)
-            ),
+            "description": description,
             "status": "requested",
             "decision": None,
             "result": None,
@@ -99,9 +112,13 @@ def review_action(
                 call.name, call.args, runner.signing_key, thread_id=thread_id, review_id=review_id
             ),
             "reviewer": None,
-            "allowed_decisions": list(tool.approval.allowed_decisions if tool.approval else ()),
+            # A tool without its own policy (asked by a rule or a judge): the usual decisions.
+            "allowed_decisions": list(
+                tool.approval.allowed_decisions if tool.approval else ALLOWED_DECISIONS
+            ),
             "approvals_required": tool.approvals,
             "approved_by": [],
+            "judgement": judgement,
         },
     )
 

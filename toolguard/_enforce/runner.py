@@ -18,7 +18,9 @@ from uuid import UUID
 import anyio
 
 from toolguard._core import checks as check
+from toolguard._core.judgement import Judgement
 from toolguard._core.limits import Limits, check_limits
+from toolguard._core.llm import Message
 from toolguard._core.records import (
     Action,
     PendingTurn,
@@ -36,6 +38,7 @@ from toolguard._enforce.calls import check_thread_id, parse_tool_call, unique_id
 from toolguard._enforce.close import CloseOutcome, close_turn, interrupted_turn
 from toolguard._enforce.decide import decide
 from toolguard._enforce.execute import Executor, Job
+from toolguard._enforce.judge import Judge
 from toolguard._enforce.once import FINISHED, Claims
 from toolguard._enforce.step import Step, error_result
 from toolguard._tools.approval import ttl_seconds
@@ -48,6 +51,9 @@ from toolguard._tools.toolset import Tools, Toolset
 EditPolicy = Literal["run", "recheck"]
 
 GrantCheck = Callable[[list[ToolCall]], Awaitable[set[str]]]
+
+Review = tuple[ToolCall, Tool[Any, Any], dict[str, Any], bool]
+"""A call up for review: the call, its tool, the validated arguments, asked by a rule."""
 """Which of these calls (that would need a review) a standing grant covers: their ids."""
 
 
@@ -91,6 +97,8 @@ class Runner:
             :class:`Limits`); arguments beyond them get an error result
             without review, results beyond them are kept in a bounded form.
             ``None``: ``Limits()``.
+        judge: a :class:`~toolguard.Judge`: a model's second opinion on the
+            calls (see docs/judge.md). ``None`` (the default): no judge.
     """
 
     __slots__ = (
@@ -98,6 +106,7 @@ class Runner:
         "clock",
         "edit_policy",
         "executor",
+        "judge",
         "limits",
         "review_ttl",
         "signing_key",
@@ -118,6 +127,7 @@ class Runner:
         signing_key: bytes | None = None,
         claims: Claims | None = None,
         limits: Limits | None = None,
+        judge: Judge | None = None,
     ) -> None:
         policy: object = edit_policy  # checked at run time for untyped callers
         if not isinstance(policy, str) or policy not in ("run", "recheck"):
@@ -147,6 +157,11 @@ class Runner:
             raise TypeError(msg)
         self.claims: Claims | None = claims
         self.limits: Limits = check_limits(limits)
+        given: object = judge  # checked at run time for untyped callers
+        if given is not None and not isinstance(given, Judge):
+            msg = f"judge must be a toolguard.Judge or None, got {type(given).__name__}"
+            raise TypeError(msg)
+        self.judge: Judge | None = judge
 
     def allowed_decisions(self, action: Action) -> tuple[str, ...]:
         """The decision types ``action`` may get: shown to the reviewer AND allowed by the tool.
@@ -169,7 +184,13 @@ class Runner:
     # ------------------------------------------------------------------ run
 
     async def run(
-        self, calls: Sequence[Any], *, thread_id: str = "", grants: GrantCheck | None = None
+        self,
+        calls: Sequence[Any],
+        *,
+        thread_id: str = "",
+        grants: GrantCheck | None = None,
+        conversation: Sequence[Message] = (),
+        judged_before: int | None = None,
     ) -> Step:
         """Run one model turn of tool calls.
 
@@ -188,6 +209,12 @@ class Runner:
                 the calls that would need a review (not those an ``ask``
                 rule matched), in order; the ids it returns run without a
                 review. ``None``: every such call is reviewed.
+            conversation: the conversation so far (OpenAI Chat Completions
+                messages); a judge reads the person's own messages (role
+                ``user``) from it, nothing else.
+            judged_before: how many calls the judge already approved on its
+                own in this thread (``ReviewedChat`` counts them in the audit
+                trail); ``None``: the judge's count in this process.
 
         Returns:
             A complete :class:`Step` (one result per call, in order) or a
@@ -201,7 +228,7 @@ class Runner:
         results: dict[str, ToolResult] = {}
         jobs: list[Job] = []
         actions: list[Action] = []
-        reviews: list[tuple[ToolCall, Tool[Any, Any], dict[str, Any], bool]] = []
+        reviews: list[Review] = []
         for call in parsed:
             # One core decides for every path: run now, ask a person, or refuse.
             verdict = decide(self.toolset, call)
@@ -219,11 +246,18 @@ class Runner:
         covered: set[str] = set()
         if grants is not None and any(not asked for *_, asked in reviews):
             covered = set(await grants([c for c, _, _, asked in reviews if not asked]))
-        for call, tool, validated, asked in reviews:
-            if call.id in covered and not asked:
-                jobs.append((call, tool, validated))
-            else:
-                actions.append(review_action(self, call, tool, thread_id, review_id))
+        granted = [(c, t, v) for c, t, v, asked in reviews if c.id in covered and not asked]
+        reviews = [r for r in reviews if r[0].id not in covered or r[3]]
+        judgements: dict[str, Judgement] = {}
+        if self.judge is not None:
+            jobs, reviews, judgements = await self._judged(
+                jobs, reviews, thread_id, conversation, judged_before
+            )
+        jobs += granted
+        for call, tool, _, _ in reviews:
+            opinion = judgements.get(call.id)
+            actions.append(review_action(self, call, tool, thread_id, review_id, judgement=opinion))
+        judged = [judgements[c.id] for c in parsed if c.id in judgements]
         if jobs:
             ran = await self.executor.run_all(
                 jobs, in_thread=self.sync_in_thread, limits=self.limits
@@ -231,7 +265,7 @@ class Runner:
             for result in ran:
                 results[result.call_id] = result
         if not actions:
-            return Step(calls=parsed, results=[results[c.id] for c in parsed])
+            return Step(calls=parsed, results=[results[c.id] for c in parsed], judgements=judged)
         pending = trusted(
             PendingTurn,
             {
@@ -242,8 +276,56 @@ class Runner:
                 "replaced_calls": [],
             },
         )
-        step = Step(calls=parsed, results=pending.results, pending=pending, actions=actions)
+        step = Step(
+            calls=parsed,
+            results=pending.results,
+            pending=pending,
+            actions=actions,
+            judgements=judged,
+        )
         return await resume.answer_with_stand_in(self, step, thread_id)
+
+    async def _judged(
+        self,
+        jobs: list[Job],
+        reviews: list[Review],
+        thread_id: str,
+        conversation: Sequence[Message],
+        judged_before: int | None,
+    ) -> tuple[list[Job], list[Review], dict[str, Judgement]]:
+        """Route calls by the judge's verdicts: which run now, which a person reviews.
+
+        A verdict never refuses a call. A call up for review runs without a
+        person only when the judge may approve it on its own and the thread
+        has auto-approvals left; with ``scope="all"`` a call that would run
+        at once goes to a person when the judge asks (or cannot decide).
+        """
+        judge = cast("Judge", self.judge)
+        judged_jobs = jobs if judge.scope == "all" else []
+        items = [(call, tool) for call, tool, _, _ in reviews]
+        items += [(call, tool) for call, tool, _ in judged_jobs]
+        verdicts = await judge.judge_all(items, thread_id=thread_id, conversation=conversation)
+        by_id = {v.call_id: v for v in verdicts}
+        used = judge.auto_approvals(thread_id) if judged_before is None else judged_before
+        kept_jobs: list[Job] = [] if judged_jobs else list(jobs)
+        kept_reviews: list[Review] = []
+        for call, tool, validated, asked in reviews:
+            verdict = by_id[call.id]
+            if judge.may_approve(verdict, tool, asked_by_rule=asked) and (
+                used < judge.max_auto_approvals
+            ):
+                used += 1
+                judge.count_auto_approval(thread_id)
+                by_id[call.id] = verdict.model_copy(update={"auto_approved": True})
+                kept_jobs.append((call, tool, validated))
+            else:
+                kept_reviews.append((call, tool, validated, asked))
+        for call, tool, validated in judged_jobs:
+            if by_id[call.id].outcome == "allow":  # an undecided verdict is an ask
+                kept_jobs.append((call, tool, validated))
+            else:
+                kept_reviews.append((call, tool, validated, True))
+        return kept_jobs, kept_reviews, by_id
 
     # ------------------------------------------------------------------ resume
 

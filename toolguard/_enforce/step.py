@@ -5,6 +5,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any
 
+from toolguard._core.judgement import Judgement
 from toolguard._core.records import (
     Action,
     PendingReview,
@@ -30,6 +31,8 @@ class Step:
         pending: the paused turn (store it, resume it later), or ``None``.
         replaced_calls: the calls rewritten by edit decisions.
         actions: the approval requests this step touched, with their status.
+        judgements: what a :class:`~toolguard.Judge` said about this step's
+            calls, in call order (empty without a judge).
     """
 
     calls: list[ToolCall]
@@ -37,6 +40,7 @@ class Step:
     pending: PendingTurn | None = None
     replaced_calls: list[ToolCall] = field(default_factory=list)
     actions: list[Action] = field(default_factory=list)
+    judgements: list[Judgement] = field(default_factory=list)
 
     @property
     def paused(self) -> bool:

@@ -8,7 +8,7 @@ from dataclasses import dataclass
 from datetime import timedelta
 from typing import Any
 
-from toolguard._core.checks import kind, optional_text, positive_int
+from toolguard._core.checks import flag, kind, optional_text, positive_int
 from toolguard._core.records import ALLOWED_DECISIONS, DECISION_TYPES, DecisionType
 from toolguard._policy.redact import check_redact
 from toolguard._policy.when import may_skip
@@ -38,6 +38,9 @@ class ApprovalPolicy:
             tool (checked against the tool's parameters when it is built).
         approvals: how many distinct, named reviewers must approve a call
             before it runs (a quorum; default 1, see docs/policies.md).
+        judge: whether a :class:`~toolguard.Judge` with ``auto_approve=True``
+            may approve a call of this tool (``False``: a person always
+            decides; the judge's verdict still informs them).
 
     Raises:
         TypeError: ``allowed_decisions`` is not a list or tuple of texts.
@@ -50,6 +53,7 @@ class ApprovalPolicy:
     allowed_decisions: tuple[DecisionType, ...] = ALLOWED_DECISIONS
     redact: tuple[str, ...] = ()
     approvals: int = 1
+    judge: bool = True
 
     def needs_approval(self, args: Mapping[str, Any]) -> bool:
         """Whether a call with these arguments must wait for a human.
@@ -75,6 +79,7 @@ class ApprovalPolicy:
         object.__setattr__(self, "allowed_decisions", checked)  # frozen: normalise once
         object.__setattr__(self, "redact", check_redact(self.redact))
         positive_int(self.approvals, "approvals")
+        flag(self.judge, "judge")
 
 
 def allowed_decisions_tuple(value: Iterable[str]) -> tuple[DecisionType, ...]:

@@ -48,6 +48,7 @@ def requires_approval(
     allowed_decisions: Iterable[DecisionType] = ALLOWED_DECISIONS,
     redact: Iterable[str] = (),
     approvals: int = 1,
+    judge: bool = True,
     in_thread: bool = True,
 ) -> _Guard: ...
 def requires_approval(
@@ -60,6 +61,7 @@ def requires_approval(
     allowed_decisions: Iterable[DecisionType] = ALLOWED_DECISIONS,
     redact: Iterable[str] = (),
     approvals: int = 1,
+    judge: bool = True,
     in_thread: bool = True,
 ) -> Any:
     """Guard a function or tool: calling it needs a human's approval first.
@@ -107,6 +109,9 @@ def requires_approval(
             must approve a call before it runs (default 1). One reject ends
             the review; an edit restarts the count. See "A quorum of
             reviewers" in docs/policies.md.
+        judge: ``False`` keeps a :class:`~toolguard.Judge` from approving
+            calls of this tool on its own (with ``auto_approve=True``): a
+            person always decides; the judge's verdict still informs them.
         in_thread: ``False`` runs a sync function on the event loop's thread
             once the runner may run it (no worker-thread hop). It then blocks
             the event loop while it runs: only for quick functions. See
@@ -116,7 +121,7 @@ def requires_approval(
         TypeError: for classes, generators and non-callables, at decoration
             time; for ``allowed_decisions`` that is not a list of texts; for
             ``redact`` that is not a list of texts; for ``in_thread`` that is
-            not ``True`` or ``False``.
+            not ``True`` or ``False`` (and for ``judge`` likewise).
         ValueError: for a ``ttl`` that is not positive; for
             ``allowed_decisions`` that is empty or names an unknown type; for
             a ``redact`` name that is not a parameter of the function, or
@@ -142,6 +147,7 @@ def requires_approval(
             allowed_decisions=allowed_decisions_tuple(allowed_decisions),
             redact=check_redact(redact),
             approvals=approvals,
+            judge=judge,
         ),
         in_thread=flag(in_thread, "in_thread"),
     )
