@@ -49,6 +49,7 @@ from toolguard._core.records import PendingTurn, new_id, utcnow
 from toolguard._core.results import ResultTemplates, check_templates
 from toolguard._core.standing import StandingGrant
 from toolguard._enforce import grant_use, quorum, resume
+from toolguard._enforce.judge import Judge
 from toolguard._enforce.runner import EditPolicy, Runner
 from toolguard._policy.decisions import AnyDecision, validate_decisions
 from toolguard._policy.redact import SecretVault, scrub_notes
@@ -141,6 +142,11 @@ class ReviewedChat:
             (a restart, another process) never runs its calls with the
             placeholder: they fail with ``SECRET_GONE``. The model then
             reads its own earlier calls with ``REDACTED`` values.
+        judge: a :class:`~toolguard.Judge`: a model's second opinion on the
+            calls (see docs/judge.md). It reads the person's own messages of
+            the thread and the proposed call, never tool results; each
+            verdict is a ``judged`` audit event. ``None`` (the default): no
+            judge.
 
     Attributes:
         max_recorded_refusals: most ``refused`` audit events kept per review
@@ -171,6 +177,7 @@ class ReviewedChat:
         limits: Limits | None = None,
         notify: Webhook | None = None,
         store_secrets: bool = True,
+        judge: Judge | None = None,
     ) -> None:
         notify_arg: object = notify
         if notify_arg is not None and not isinstance(notify_arg, Webhook):
@@ -193,6 +200,7 @@ class ReviewedChat:
             clock=clock,
             signing_key=signing_key,
             limits=limits,
+            judge=judge,
         )
         self.toolset = self.runner.toolset
         self.store: Store = store if store is not None else MemoryStore()
@@ -204,6 +212,9 @@ class ReviewedChat:
         self.notify = notify
         # store_secrets=False: redacted values are stored as REDACTED, the real ones kept here.
         self.store_secrets = check.flag(store_secrets, "store_secrets")
+        # The judge reads the thread's user messages as the person's own words; a front
+        # that writes them itself (the MCP gateway) turns this off.
+        self.judge_reads_messages = True
         self._vault = None if self.store_secrets else SecretVault(self.toolset)
         self._threads = Threads(self)
         self._gate = AccessGate(self, self._threads)

@@ -179,6 +179,8 @@ def step_events(
     """The audit events of a step; ``fresh``: the step ran the model's calls just now."""
     events: list[AuditEvent] = []
     calls = {c.id: c for c in step.calls} if fresh else {}
+    if fresh and step.judgements:
+        events += judged_events(thread_id, step, toolset, now)
     for result in step.results:
         if result.outcome == "denied" and result.call_id in calls:
             # A deny rule refused the call: nobody was asked, so no action; audit it here.
@@ -202,4 +204,37 @@ def step_events(
             denied = action.result is not None and action.result.outcome == "denied"
             kind: AuditKind = "denied" if denied else action.status
             events.append(final_event(thread_id, review_id, action, kind, now))
+    return events
+
+
+def judged_events(thread_id: str, step: Step, toolset: Toolset, now: datetime) -> list[AuditEvent]:
+    """A ``judged`` event per verdict of a fresh step, in call order.
+
+    A verdict that informed a review names its approval request; a call the
+    judge approved on its own has ``actor`` ``"judge"``, ``decision``
+    ``approve`` and the rationale as ``detail``.
+    """
+    calls = {c.id: c for c in step.calls}
+    actions = {a.call_id: a for a in step.actions}
+    review_id = step.pending.review_id if step.pending is not None else None
+    events = []
+    for judgement in step.judgements:
+        call = calls[judgement.call_id]
+        action = actions.get(judgement.call_id)
+        approved = judgement.auto_approved
+        events.append(
+            AuditEvent(
+                at=now,
+                kind="judged",
+                thread_id=thread_id,
+                review_id=review_id if action is not None else None,
+                action_id=action.id if action is not None else None,
+                tool=call.name,
+                args=shown_call_args(call, toolset),
+                actor="judge" if approved else None,
+                decision="approve" if approved else None,
+                detail=judgement.rationale,
+                judgement=judgement,
+            )
+        )
     return events

@@ -9,6 +9,7 @@ stores the pending review and returns it, a reply ends the turn.
 from __future__ import annotations
 
 import inspect
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any, Protocol
 
@@ -21,6 +22,7 @@ from toolguard._chat.history import (
 )
 from toolguard._chat.threads import Save, Threads, ThreadSettings, retry_on_conflict
 from toolguard._core import checks as check
+from toolguard._core.audit import AuditEvent
 from toolguard._core.errors import ConcurrentUpdateError, ModelError, StepLimitError
 from toolguard._core.jsonable import clean_text
 from toolguard._core.llm import ChatModel, Message, ModelResponse
@@ -110,6 +112,20 @@ class TurnSettings(ThreadSettings, Protocol):
 
     @property
     def result_templates(self) -> ResultTemplates | None: ...
+
+    @property
+    def judge_reads_messages(self) -> bool:
+        """Whether the thread's messages are the person's own (the gateway's are not)."""
+        ...
+
+
+def auto_approvals(audit: Sequence[AuditEvent]) -> int:
+    """How many calls a judge approved on its own in a thread, from its audit trail."""
+    return sum(
+        1
+        for event in audit
+        if event.kind == "judged" and event.judgement is not None and event.judgement.auto_approved
+    )
 
 
 class GrantSpender:
@@ -238,6 +254,8 @@ class TurnLoop:
                     response.tool_calls,
                     thread_id=state.thread_id,
                     grants=spender.spend if spender is not None else None,
+                    conversation=messages if settings.judge_reads_messages else (),
+                    judged_before=auto_approvals(state.audit),
                 )
                 if spender is not None:
                     state, expected = spender.state, spender.expected

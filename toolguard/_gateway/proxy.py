@@ -256,6 +256,7 @@ class MCPProxy:
             tools.append(tool)
         self.toolset = Toolset(tools, classifier=classifier, rules=rules)
         self.chat = ReviewedChat(self.model, self.toolset, store=store, review_ttl=ttl)
+        self.chat.judge_reads_messages = False  # its user messages are not a person's words
         self._asked: dict[str, _Asked] = {}
         self._tasks: anyio.abc.TaskGroup | None = None
 
