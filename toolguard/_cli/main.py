@@ -16,6 +16,7 @@ from collections.abc import Callable, Sequence
 from typing import Any
 
 from toolguard._cli import demo, mcp_proxy
+from toolguard._cli.judge import add_judge_options
 from toolguard._cli.options import positive_int
 from toolguard._tools.toolset import Toolset, guard
 from toolguard._version import __version__
@@ -56,6 +57,9 @@ def _serve(args: argparse.Namespace) -> int:
         **({"rules": args.rules} if args.rules is not None else {}),
         **({"notify_url": args.notify_url} if args.notify_url is not None else {}),
         **({"notify_secret": args.notify_secret} if args.notify_secret is not None else {}),
+        **({"judge_model": args.judge_model} if args.judge_model is not None else {}),
+        **({"judge_auto_approve": True} if args.judge_auto_approve else {}),
+        **({"judge_scope": args.judge_scope} if args.judge_scope is not None else {}),
     )
     return result if isinstance(result, int) else 0
 
@@ -136,6 +140,7 @@ def _add_serve(commands: Any) -> None:
         metavar="N",
         help="run N server processes on the one --db (default: 1)",
     )
+    add_judge_options(serve)
     serve.set_defaults(handler=_serve)
 
 

@@ -16,15 +16,17 @@ from typing import Any
 import anyio
 
 from toolguard._chat.chat import ReviewedChat
+from toolguard._cli.judge import JudgeOptionError, add_judge_options, build_judge
 from toolguard._cli.options import positive_int
 from toolguard._core.errors import RuleSyntaxError
+from toolguard._enforce.judge import Judge
 from toolguard._gateway.proxy import CallModel
 from toolguard._gateway.routes import DEFAULT_MAX_BODY_BYTES, build_app
 from toolguard._gateway.run import DEFAULT_DB, run
 from toolguard._policy.rules import Rules
 from toolguard._stores.outbox import Webhook
 
-__all__ = ["add_parser", "run_command"]
+__all__ = ["add_parser", "judge_of", "run_command"]
 
 
 def add_parser(commands: Any) -> None:
@@ -94,6 +96,7 @@ def add_parser(commands: Any) -> None:
         metavar="S",
         help="the secret of the X-Toolguard-Signature HMAC of each webhook body",
     )
+    add_judge_options(proxy)
     proxy.add_argument("upstream", nargs=argparse.REMAINDER, help="the upstream server's command")
     proxy.set_defaults(handler=run_command)
 
@@ -147,6 +150,11 @@ def run_command(args: argparse.Namespace) -> int:
             sys.stderr.write(f"error: --rules {rules_file}: {exc}\n")
             return 2
     try:
+        judge = judge_of(args)
+    except JudgeOptionError as exc:
+        sys.stderr.write(f"error: {exc}\n")
+        return 2
+    try:
         import fastapi  # noqa: F401, PLC0415
         import mcp  # noqa: F401, PLC0415
         import uvicorn  # noqa: F401, PLC0415
@@ -177,11 +185,27 @@ def run_command(args: argparse.Namespace) -> int:
                 ttl=args.ttl,
                 rules=rules,
                 notify=notify,
+                judge=judge,
                 **http_options,
             )
         )
     except KeyboardInterrupt:
         return 130
+
+
+def judge_of(args: argparse.Namespace) -> Judge | None:
+    """The :class:`~toolguard.Judge` of ``--judge-model``, ``--judge-auto-approve`` and
+    ``--judge-scope``, or ``None`` without ``--judge-model``.
+
+    Raises:
+        JudgeOptionError: an option cannot be used (see
+            :func:`toolguard._cli.judge.build_judge`).
+    """
+    return build_judge(
+        getattr(args, "judge_model", None),
+        auto_approve=bool(getattr(args, "judge_auto_approve", False)),
+        scope=getattr(args, "judge_scope", None),
+    )
 
 
 def _http_problem(host: str, port: int, options: Mapping[str, Any]) -> str | None:

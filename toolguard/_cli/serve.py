@@ -30,9 +30,11 @@ from typing import TYPE_CHECKING, Any
 import anyio
 
 from toolguard._chat.chat import ReviewedChat
+from toolguard._cli.judge import JudgeOptionError, build_judge, describe_judge
 from toolguard._core.errors import RuleSyntaxError
 from toolguard._core.hosts import default_hosts
 from toolguard._core.llm import ChatModel
+from toolguard._enforce.judge import Judge
 from toolguard._policy.rules import Rules
 from toolguard._stores.outbox import Webhook
 from toolguard._stores.protocol import Store
@@ -182,16 +184,24 @@ def build_chat(
     rules: str | None = None,
     notify_url: str | None = None,
     notify_secret: str | None = None,
+    judge_model: str | None = None,
+    judge_auto_approve: bool = False,
+    judge_scope: str | None = None,
 ) -> ReviewedChat:
     """The chat ``toolguard serve`` runs (arguments as in :func:`serve`).
 
     Raises:
         ServeError: a setting cannot be used (see :func:`load_tools`,
-            :func:`load_rules` and :func:`choose_model`), or the registry is
-            not a list, mapping or toolset of tools.
+            :func:`load_rules`, :func:`choose_model` and
+            :func:`toolguard._cli.judge.build_judge`), or the registry is not
+            a list, mapping or toolset of tools.
     """
     webhook = _webhook(notify_url, notify_secret)
-    chat = _build_chat(tools, model, base_url, db, rules)
+    try:
+        judge = build_judge(judge_model, auto_approve=judge_auto_approve, scope=judge_scope)
+    except JudgeOptionError as exc:
+        raise ServeError(str(exc)) from exc
+    chat = _build_chat(tools, model, base_url, db, rules, judge)
     chat.notify = webhook
     return chat
 
@@ -210,8 +220,13 @@ def _webhook(url: str | None, secret: str | None) -> Webhook | None:
         raise ServeError(msg) from exc
 
 
-def _build_chat(
-    tools: str | None, model: str | None, base_url: str | None, db: str | None, rules: str | None
+def _build_chat(  # noqa: PLR0917 - the settings of one chat
+    tools: str | None,
+    model: str | None,
+    base_url: str | None,
+    db: str | None,
+    rules: str | None,
+    judge: Judge | None,
 ) -> ReviewedChat:
     registry: Tools | None = load_tools(tools) if tools is not None else None
     argument_rules = load_rules(rules) if rules is not None else None
@@ -219,17 +234,20 @@ def _build_chat(
     store = open_store(db)
     if registry is None:
         chat = build_demo_chat(store=store, model=chat_model)
-        if argument_rules is None:
+        if argument_rules is None and judge is None:
             return chat
-        registry = chat.toolset
         return ReviewedChat(
             chat_model,
-            Toolset(registry, rules=argument_rules),
+            Toolset(chat.toolset, rules=argument_rules),
             store=store,
             system_prompt=chat.system_prompt,
+            sync_in_thread=False,  # as the demo chat: its in-memory tools run on the event loop
+            judge=judge,
         )
     try:
-        return ReviewedChat(chat_model, guard(registry, rules=argument_rules), store=store)
+        return ReviewedChat(
+            chat_model, guard(registry, rules=argument_rules), store=store, judge=judge
+        )
     except (TypeError, ValueError) as exc:
         msg = f"--tools {tools}: {exc}"
         raise ServeError(msg) from exc
@@ -293,6 +311,9 @@ def build_app(
     rules: str | None = None,
     notify_url: str | None = None,
     notify_secret: str | None = None,
+    judge_model: str | None = None,
+    judge_auto_approve: bool = False,
+    judge_scope: str | None = None,
 ) -> FastAPI:
     """The app ``toolguard serve`` runs: the chat API under ``/hitl`` and the page at ``/``.
 
@@ -316,6 +337,9 @@ def build_app(
         rules=rules,
         notify_url=notify_url,
         notify_secret=notify_secret,
+        judge_model=judge_model,
+        judge_auto_approve=judge_auto_approve,
+        judge_scope=judge_scope,
     )
     try:
         app = protected_app(
@@ -438,6 +462,12 @@ def _describe(model: ChatModel) -> str:
     return repr(model)
 
 
+def _judge_part(chat: ReviewedChat) -> str:
+    """`` | judge: ...`` for the startup line of a chat with a judge, else nothing."""
+    judge = chat.runner.judge
+    return f" | judge: {describe_judge(judge)}" if judge is not None else ""
+
+
 def serve(
     *,
     tools: str | None,
@@ -453,6 +483,9 @@ def serve(
     rules: str | None = None,
     notify_url: str | None = None,
     notify_secret: str | None = None,
+    judge_model: str | None = None,
+    judge_auto_approve: bool = False,
+    judge_scope: str | None = None,
 ) -> int:
     """Serve the chat API and the approval page until interrupted.
 
@@ -474,6 +507,11 @@ def serve(
         notify_url: POST webhooks of review events here (with ``notify_secret``;
             see :class:`toolguard.Webhook`); a background task delivers them.
         notify_secret: the secret that signs the webhooks.
+        judge_model: let this OpenAI-compatible model (on the server of
+            ``OPENAI_BASE_URL``, else OpenAI, with ``OPENAI_API_KEY``) judge
+            the calls: a :class:`~toolguard.Judge` (see docs/judge.md).
+        judge_auto_approve: the judge's ``auto_approve``.
+        judge_scope: the judge's ``scope``: ``guarded`` (when ``None``) or ``all``.
         workers: how many server processes uvicorn runs; more than 1 needs a
             database the processes share (a SQLite file or PostgreSQL, not
             ``":memory:"``). Each worker builds its app with :func:`app_from_env`.
@@ -499,6 +537,12 @@ def serve(
         options["notify_url"] = notify_url
     if notify_secret is not None:
         options["notify_secret"] = notify_secret
+    if judge_model is not None:
+        options["judge_model"] = judge_model
+    if judge_auto_approve:
+        options["judge_auto_approve"] = True
+    if judge_scope is not None:
+        options["judge_scope"] = judge_scope
     try:
         import uvicorn  # noqa: PLC0415 - the http extra is optional
 
@@ -530,7 +574,7 @@ def serve(
     where = f"[{host}]" if ":" in host else host
     sys.stdout.write(
         f"toolguard serve: http://{where}:{port}/"
-        f" | model: {_describe(chat.model)} | db: {shown_db(db)}\n"
+        f" | model: {_describe(chat.model)} | db: {shown_db(db)}{_judge_part(chat)}\n"
     )
     sys.stdout.flush()
     try:
@@ -568,7 +612,7 @@ def _serve_workers(
     where = f"[{host}]" if ":" in host else host
     sys.stdout.write(
         f"toolguard serve: http://{where}:{port}/ | model: {_describe(chat.model)}"
-        f" | db: {shown_db(options['db'])} | workers: {workers}\n"
+        f" | db: {shown_db(options['db'])}{_judge_part(chat)} | workers: {workers}\n"
     )
     sys.stdout.flush()
     try:

@@ -44,6 +44,7 @@ Run one proxy per store file.
 from __future__ import annotations
 
 import contextlib
+import contextvars
 import dataclasses
 import functools
 import inspect
@@ -61,6 +62,7 @@ from toolguard._chat.chat import ReviewedChat
 from toolguard._core.errors import ToolguardError
 from toolguard._core.llm import Message, ModelResponse
 from toolguard._core.records import Action, ToolCall
+from toolguard._enforce.judge import Judge
 from toolguard._gateway.question import APPROVAL_SCHEMA, approval_message
 from toolguard._gateway.upstream import read_only_handlers, wire
 from toolguard._policy.redact import check_redact
@@ -116,6 +118,10 @@ BAD_STATE: Final = (
     " (unknown, already used, or for another tool or other arguments). Nothing was executed;"
     " call the tool again."
 )
+
+# The upstream's answers to the calls that ran while the current task opened their thread
+# (a call a judge let run without a review): the proxy returns them as they came.
+_RAN: contextvars.ContextVar[list[Any] | None] = contextvars.ContextVar("_RAN", default=None)
 
 EventHook = Callable[[str, dict[str, Any]], Awaitable[None] | None]
 """Called as ``hook(event, payload)`` on ``review.requested``, ``review.decided`` and
@@ -193,6 +199,12 @@ class MCPProxy:
             the approval question, the page, the review list and the audit
             trail show ``REDACTED`` instead of their values; the upstream
             server gets the real values.
+        judge: a :class:`~toolguard.Judge`: a model's second opinion on the
+            calls that need approval (with ``scope="all"``, on every call,
+            each then in its own thread). A gateway has no person's messages:
+            the judge reads only the call. Its verdict joins the review; with
+            ``auto_approve=True`` a call it lets run is forwarded without a
+            review and answers as the upstream did.
 
     Raises:
         ValueError: ``ttl`` is not positive; ``redact`` names a tool the
@@ -210,6 +222,7 @@ class MCPProxy:
         on_event: EventHook | None = None,
         rules: Rules | None = None,
         redact: Mapping[str, Iterable[str]] | None = None,
+        judge: Judge | None = None,
     ) -> None:
         if not ttl > 0:
             msg = f"ttl must be a positive number of seconds, got {ttl!r}"
@@ -255,7 +268,10 @@ class MCPProxy:
             tool.annotations = dict(annotations) if isinstance(annotations, Mapping) else {}
             tools.append(tool)
         self.toolset = Toolset(tools, classifier=classifier, rules=rules)
-        self.chat = ReviewedChat(self.model, self.toolset, store=store, review_ttl=ttl)
+        self.chat = ReviewedChat(self.model, self.toolset, store=store, review_ttl=ttl, judge=judge)
+        # The threads' user messages are the proxy's own, not a person's words.
+        self.chat.judge_reads_messages = False
+        self.judges_every_call = judge is not None and judge.scope == "all"
         self.chat.judge_reads_messages = False  # its user messages are not a person's words
         self._asked: dict[str, _Asked] = {}
         self._tasks: anyio.abc.TaskGroup | None = None
@@ -266,7 +282,11 @@ class MCPProxy:
         """The function the guarded tool ``name`` runs: the call on the current upstream."""
 
         async def forward(**args: Any) -> dict[str, Any]:
-            return wire(await self.upstream.call_tool(name, args))
+            answer = await self.upstream.call_tool(name, args)
+            ran = _RAN.get()
+            if ran is not None:
+                ran.append(answer)
+            return wire(answer)
 
         forward.__name__ = forward.__qualname__ = name
         return forward
@@ -342,7 +362,8 @@ class MCPProxy:
             if decided.effect == "deny" and decided.rule is not None:
                 return await self._deny(name, args, decided.rule)
             effect = decided.effect
-        if effect == "allow" or (effect is None and not self.needs_approval(name)):
+        runs_at_once = effect == "allow" or (effect is None and not self.needs_approval(name))
+        if runs_at_once and not self.judges_every_call:
             return await self.upstream.call_tool(name, args)
         session = ctx.session
         capabilities = getattr(session, "client_capabilities", None)
@@ -363,8 +384,8 @@ class MCPProxy:
             can_elicit = False  # cannot be shown faithfully: only the page may decide
             question = ""
         opened = await self._open(name, args)
-        if isinstance(opened, str):
-            return self._error(opened)
+        if not isinstance(opened, tuple):
+            return opened  # ran without a review (a judge let it), or refused
         thread_id, review_id, call_id, pending_review = opened
         # From here on, a client that gives up on the call (notifications/cancelled, its
         # own timeout, a closed connection: the MCP server cancels this handler) gets
@@ -452,20 +473,29 @@ class MCPProxy:
 
     async def _open(
         self, name: str, args: dict[str, Any]
-    ) -> tuple[str, str, str, dict[str, Any]] | str:
-        """A new thread whose review holds exactly this call, or the error text of a refused one.
+    ) -> tuple[str, str, str, dict[str, Any]] | Any:
+        """A new thread whose review holds exactly this call, or the call's final answer.
 
         Returns the thread id, the review id, the call id and the ``pending_review``
-        payload. Shielded from cancellation: a client giving up meanwhile finds the
+        payload; or, for a call that needed no review after all (a judge let it
+        run), the upstream's ``CallToolResult``; or the error of a refused one.
+        Shielded from cancellation: a client giving up meanwhile finds the
         review saved and known to the caller, which then cancels it (never an open
         review nobody waits for).
         """
         call_id = self.model.open(name, args)
-        with anyio.CancelScope(shield=True):
-            turn = await self.chat.send_message(f"{_MESSAGE_PREFIX}{call_id}")
+        ran: list[Any] = []
+        token = _RAN.set(ran)
+        try:
+            with anyio.CancelScope(shield=True):
+                turn = await self.chat.send_message(f"{_MESSAGE_PREFIX}{call_id}")
+        finally:
+            _RAN.reset(token)
         if turn.pending_review is None or turn.review_id is None:
+            if ran:
+                return ran[-1]
             state = await self.chat.get_thread(turn.thread_id)
-            return _tool_text(state, call_id) or f"The call to `{name}` was refused."
+            return self._error(_tool_text(state, call_id) or f"The call to `{name}` was refused.")
         pending = turn.pending_review.model_dump(mode="json")
         return turn.thread_id, turn.review_id, call_id, pending
 

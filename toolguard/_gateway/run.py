@@ -15,6 +15,7 @@ from typing import Any, Final
 
 import anyio
 
+from toolguard._enforce.judge import Judge
 from toolguard._gateway.proxy import DEFAULT_TTL, EventHook, MCPProxy
 from toolguard._gateway.routes import DEFAULT_MAX_BODY_BYTES, DEFAULT_PORT, build_app
 from toolguard._gateway.upstream import list_upstream
@@ -43,6 +44,7 @@ async def run(
     allow_hosts: Sequence[str] = (),
     allow_origins: Sequence[str] = (),
     max_body_bytes: int = DEFAULT_MAX_BODY_BYTES,
+    judge: Judge | None = None,
 ) -> int:
     """Run the gateway until the client closes stdin; return the exit code.
 
@@ -50,7 +52,8 @@ async def run(
     process's whole environment), or the streamable-HTTP server at
     ``upstream_url`` when ``command`` is ``None``. ``allow_hosts``,
     ``allow_origins`` and ``max_body_bytes`` are the HTTP app's (see
-    :func:`build_app`).
+    :func:`build_app`). ``judge``: a :class:`~toolguard.Judge` for the calls
+    (see :class:`~toolguard._gateway.proxy.MCPProxy`).
     """
     import uvicorn  # noqa: PLC0415
     from mcp import Client, StdioServerParameters  # noqa: PLC0415
@@ -63,7 +66,15 @@ async def run(
     try:
         async with Client(target) as upstream:
             listed = await list_upstream(upstream)
-            proxy = MCPProxy(upstream, listed, store=store, ttl=ttl, on_event=on_event, rules=rules)
+            proxy = MCPProxy(
+                upstream,
+                listed,
+                store=store,
+                ttl=ttl,
+                on_event=on_event,
+                rules=rules,
+                judge=judge,
+            )
             proxy.chat.notify = notify  # webhooks: review.requested / decided / expired
             closed = await proxy.close_stale()
             if closed:
@@ -111,7 +122,7 @@ async def run(
                 where = f"[{host}]" if ":" in host else host
                 sys.stderr.write(
                     f"toolguard mcp-proxy: approval page http://{where}:{port}/ | db: {db}"
-                    f" | ttl: {ttl:g}s | upstream: {command or upstream_url}\n"
+                    f" | ttl: {ttl:g}s | upstream: {command or upstream_url}{_judge_part(judge)}\n"
                 )
                 sys.stderr.flush()
                 server = proxy.server()
@@ -122,3 +133,11 @@ async def run(
     finally:
         store.close()
     return 0
+
+
+def _judge_part(judge: Judge | None) -> str:
+    """`` | judge: NAME (informs, scope guarded)`` for the startup line, or nothing."""
+    if judge is None:
+        return ""
+    mode = "auto-approves" if judge.auto_approve else "informs"
+    return f" | judge: {judge.model_name} ({mode}, scope {judge.scope})"

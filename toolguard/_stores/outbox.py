@@ -1,7 +1,8 @@
 """Webhook notifications: review events POSTed from a durable outbox in the thread's store.
 
 A save of :class:`~toolguard.ReviewedChat` that records a review event
-(``requested``, ``decided`` or ``expired`` audit events) also appends an
+(``judged``, ``requested``, ``decided``, ``expired`` or ``cancelled`` audit
+events) also appends an
 :class:`OutboxItem` to ``ThreadState.outbox`` — in the same compare-and-set
 save, so an event is never recorded without its notification, nor the other
 way round. :meth:`ReviewedChat.deliver_notifications` POSTs the due items,
@@ -25,7 +26,7 @@ from toolguard._core.audit import AuditEvent
 from toolguard._core.records import new_id
 
 NotificationEvent = Literal[
-    "review.requested", "review.decided", "review.expired", "review.cancelled"
+    "review.judged", "review.requested", "review.decided", "review.expired", "review.cancelled"
 ]
 
 SIGNATURE_HEADER = "X-Toolguard-Signature"
@@ -160,8 +161,26 @@ def review_items(
     changes: dict[str, Any],
     now: datetime,
 ) -> list[OutboxItem]:
-    """The notifications for the audit events ``added`` by one save with ``changes``."""
-    items: list[OutboxItem] = []
+    """The notifications for the audit events ``added`` by one save with ``changes``.
+
+    A judge's verdicts come first (``review.judged``, one per call judged, in
+    call order: the verdict informed the request or let the call run), then
+    the review's own events.
+    """
+    items: list[OutboxItem] = [
+        _item(
+            "review.judged",
+            now,
+            thread_id=thread_id,
+            review_id=e.review_id,
+            action_id=e.action_id,
+            tool=e.tool,
+            args=e.args,
+            judgement=e.judgement.model_dump(mode="json"),
+        )
+        for e in added
+        if e.kind == "judged" and e.judgement is not None
+    ]
     requested = [e for e in added if e.kind == "requested"]
     pending = changes.get("pending")
     if requested and pending is not None:
