@@ -106,7 +106,7 @@ def _converse(
         if text:
             term.say(f"assistant: {prose(text)}")
         try:
-            decisions = ask_decisions(term, turn.pending_review, tools)
+            decisions = ask_decisions(term, turn.pending_review, tools, turn.actions)
         except InputEndedError:
             term.say("The input ended while actions waited for your approval: nothing was run.")
             raise

@@ -15,6 +15,7 @@ import json
 from collections.abc import Callable, Mapping, Sequence
 from typing import Any, Literal, TextIO
 
+from toolguard._core.judgement import Judgement
 from toolguard._core.records import Action, ActionRequest, PendingReview
 from toolguard._core.reveal import (
     Segment,
@@ -74,6 +75,7 @@ def render_card(
     total: int = 1,
     mark: Callable[[str], str] | None = None,
     why: str | None = None,
+    judgement: Judgement | None = None,
 ) -> str:
     """The approval card of one action: header, description and the FULL arguments.
 
@@ -85,6 +87,10 @@ def render_card(
             colour terminal); by default it is shown as it is.
         why: why the tool needs approval (the classifier's reason), shown
             under the description as ``Why it asks: ...``.
+        judgement: what a :class:`~toolguard.Judge` said about the call (the
+            action's ``judgement``), shown on its own line under that as
+            ``Judge (MODEL): RISK risk, ...``; the description's copy of it
+            is left out, so it shows once.
 
     Returns:
         Plain text without a trailing newline; the arguments are indented
@@ -96,7 +102,13 @@ def render_card(
         text or act on the terminal; the escaped JSON still parses back to
         exactly the arguments.
     """
-    shown = reveal_action(request.name, request.args, request.description)
+    description = request.description
+    verdict: list[str] = []
+    if judgement is not None:
+        summary = judgement.summary()
+        description = description.removesuffix(f"\n\n{summary}")
+        verdict.append(prose(summary))
+    shown = reveal_action(request.name, request.args, description)
     warning = warning_lines(shown.findings)
 
     def text(segments: list[Segment]) -> str:
@@ -109,6 +121,7 @@ def render_card(
             f"== Approval {index}/{total}: {text(shown.name)} ==",
             text(shown.description),
             *([f"Why it asks: {prose(why)}"] if why else []),
+            *verdict,
             *warning[:1],
             *(f"  - {item}" for item in warning[1:]),
             "Arguments:",
@@ -333,10 +346,24 @@ def _why(tools: Mapping[str, Tool[..., Any]] | None, name: str) -> str | None:
     return found.reason if found.needs_approval else None
 
 
+def _judgements(
+    requests: Sequence[ActionRequest], actions: Sequence[Action]
+) -> list[Judgement | None]:
+    """The judge's verdict on each waiting request, from the actions of the turn that asked."""
+    waiting = [a for a in actions if a.status == "requested"]
+    if len(waiting) != len(requests) or any(
+        a.name != r.name or a.description != r.description
+        for a, r in zip(waiting, requests, strict=True)
+    ):
+        return [None] * len(requests)
+    return [a.judgement for a in waiting]
+
+
 def ask_decisions(
     term: Terminal,
     review: PendingReview,
     tools: Mapping[str, Tool[..., Any]] | None = None,
+    actions: Sequence[Action] = (),
 ) -> list[dict[str, Any]]:
     """One decision per action, asked card by card (wire-format dicts, in order).
 
@@ -346,6 +373,8 @@ def ask_decisions(
         tools: the chat's tools by name: an edit of a known tool is asked
             field by field and checked against its schema; without it, as
             one line of JSON.
+        actions: the actions of the turn that asked (``ChatTurn.actions``):
+            a card shows the judge's verdict on its action, if one judged it.
 
     Raises:
         InputEndedError: the input ended before every action was decided.
@@ -356,12 +385,18 @@ def ask_decisions(
     if total > 1:
         term.say(f"{total} actions wait for your approval.")
     prompt = BATCH_PROMPT if total > 1 else DECISION_PROMPT
+    verdicts = _judgements(requests, actions)
     decisions: list[dict[str, Any]] = []
     while len(decisions) < total:
         index = len(decisions)
         request = requests[index]
         card = render_card(
-            request, index=index + 1, total=total, mark=term.mark, why=_why(tools, request.name)
+            request,
+            index=index + 1,
+            total=total,
+            mark=term.mark,
+            why=_why(tools, request.name),
+            judgement=verdicts[index],
         )
         term.say(term.strong(card))
         while True:

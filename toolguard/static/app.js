@@ -1,7 +1,8 @@
 // toolguard's chat page: a chat view plus approval cards for pending tool calls.
 // Plain JavaScript, no build step, no network access beyond this server's API:
 //   POST /hitl/chat, POST /hitl/review, GET /hitl/threads/{id}, GET /hitl/tools,
-//   GET /hitl/events (live list of pending reviews; GET /hitl/reviews when that fails).
+//   GET /hitl/events (live list of pending reviews; GET /hitl/reviews when that fails),
+//   GET /hitl/threads/{id}/audit (who approved a call that ran without a review: a judge).
 "use strict";
 
 (() => {
@@ -20,6 +21,7 @@
     failed: ["failed", "error"],
   };
   const DECIDED_VERBS = { approve: "Approved", edit: "Edited", reject: "Rejected" };
+  const RISKS = ["low", "medium", "high"]; // a judge's verdict (toolguard.Judge)
   // Standing grants: "approve, and stop asking for this tool in this conversation".
   const GRANT_DURATIONS = [
     ["", "until revoked"],
@@ -67,6 +69,8 @@
     reviewKey: null, // identifies the review the cards were built for
     reviewId: null,
     actions: new Map(), // call_id -> the thread's action for that call (who decided, when)
+    judged: new Map(), // call_id -> {judgement, at}: calls a judge let run without a review
+    judgedLooked: new Set(), // call ids of unreviewed calls already looked up in the audit trail
     tools: null, // name -> JSON Schema of its arguments, from GET /hitl/tools
     reasons: new Map(), // name -> why the tool needs approval, from GET /hitl/tools
     toolsLoading: null,
@@ -261,6 +265,10 @@
   // ------------------------------------------------------------------ thread id in the URL
 
   function setThread(id) {
+    if (id !== state.threadId) {
+      state.judged = new Map();
+      state.judgedLooked = new Set();
+    }
     state.threadId = id;
     const url = new URL(window.location.href);
     if (id) url.searchParams.set("thread", id);
@@ -352,6 +360,7 @@
       const content = textOf(message.content);
       // A reviewed call shows its outcome: a rejection is not a crashed tool.
       const action = state.actions.get(message.tool_call_id);
+      const judged = action ? undefined : state.judged.get(message.tool_call_id);
       const outcome = action ? OUTCOMES[action.status] : undefined;
       const [label, kind] = outcome ?? [status === "error" ? "error" : "ok", status];
       const head = [
@@ -387,6 +396,7 @@
         );
       }
       if (outcome) item.append(decidedLine(action));
+      else if (judged) item.append(...judgeApprovedLines(judged));
       return item;
     }
     return null; // system messages and anything unknown are not shown
@@ -417,6 +427,110 @@
     return line;
   }
 
+  // ------------------------------------------------------------------ a judge's verdict
+  // The verdict comes from a model: every text of it is shown as text, revealed
+  // like the other untrusted text of the page (never markup).
+
+  function judgementOf(value) {
+    return value && typeof value === "object" && typeof value.rationale === "string" ? value : null;
+  }
+
+  // The one-line summary the server appends to the action's description
+  // (toolguard.records.Judgement.summary): the card shows it on its own instead.
+  function judgeSummary(judgement) {
+    if (judgement.decided === false) {
+      return `Judge (${judgement.model}) could not decide: ${judgement.rationale}`;
+    }
+    const asked = judgement.user_authorized ? "the user asked for it" : "the user did not ask for it";
+    return `Judge (${judgement.model}): ${judgement.risk} risk, ${asked}. ${judgement.rationale}`;
+  }
+
+  function singleLineNodes(text) {
+    return revealNodes(reveal.textSegments(String(text ?? ""), { singleLine: true, letters: false }));
+  }
+
+  // The verdict on a waiting action's card: the risk as a badge, whether the user
+  // asked for the call, the rationale and the model.
+  function judgeNode(judgement, id) {
+    const box = el("section", { className: "judge", "data-testid": "judge", "aria-labelledby": `${id}-judge` });
+    const decided = judgement.decided !== false && RISKS.includes(judgement.risk);
+    const head = el("p", { className: "judge-head" });
+    head.append(
+      el("span", { className: "judge-title", id: `${id}-judge`, text: "Judge" }),
+      " ",
+      el("code", { className: "judge-model", "data-testid": "judge-model" }, ...singleLineNodes(judgement.model)),
+      " ",
+      el("span", {
+        className: `badge ${decided ? `risk-${judgement.risk}` : "muted"}`,
+        "data-testid": "judge-risk",
+        text: decided ? `${judgement.risk} risk` : "no verdict",
+      }),
+    );
+    box.append(head);
+    if (decided) {
+      box.append(
+        el("p", {
+          className: "judge-asked",
+          "data-testid": "judge-authorized",
+          text: judgement.user_authorized === true ? "The user asked for it." : "The user did not ask for it.",
+        }),
+        el("p", { className: "judge-rationale", "data-testid": "judge-rationale" }, ...singleLineNodes(judgement.rationale)),
+      );
+    } else {
+      box.append(
+        el(
+          "p",
+          { className: "judge-rationale", "data-testid": "judge-rationale" },
+          "could not decide: ",
+          ...singleLineNodes(judgement.rationale),
+        ),
+      );
+    }
+    return box;
+  }
+
+  // "Approved by the judge (model) at <time>" and its rationale: a call that ran
+  // without a review because the judge approved it.
+  function judgeApprovedLines({ judgement, at }) {
+    const line = el("p", { className: "decided", "data-testid": "decided-by" });
+    line.append("Approved by the judge (", el("span", { className: "reviewer" }, ...singleLineNodes(judgement.model)), ")");
+    if (at) line.append(" at ", el("time", { datetime: String(at), text: formatTime(at) }));
+    const why = el("p", { className: "decided judge-rationale", "data-testid": "judge-rationale" }, ...singleLineNodes(judgement.rationale));
+    return [line, why];
+  }
+
+  // The `judged` audit events of calls that ran without a review (a judge approved
+  // them), read once per new such call; a trail that cannot be read shows nothing.
+  async function loadJudged(id, thread) {
+    const unreviewed = (Array.isArray(thread.messages) ? thread.messages : [])
+      .filter((m) => m && m.role === "tool" && typeof m.tool_call_id === "string")
+      .map((m) => m.tool_call_id)
+      .filter((callId) => !state.actions.has(callId) && !state.judgedLooked.has(callId));
+    if (unreviewed.length === 0) return;
+    let text;
+    try {
+      const response = await fetch(`${threadPath(id)}/audit`, { headers: { Accept: "application/x-ndjson" } });
+      if (!response.ok) return;
+      text = await response.text();
+    } catch {
+      return;
+    }
+    if (id !== state.threadId) return;
+    for (const line of text.split("\n")) {
+      let event;
+      try {
+        event = line ? JSON.parse(line) : null;
+      } catch {
+        event = null;
+      }
+      const judgement = event && event.kind === "judged" ? judgementOf(event.judgement) : null;
+      if (judgement && judgement.auto_approved === true && event.actor === "judge") {
+        state.judged.set(judgement.call_id, { judgement, at: event.at });
+      }
+    }
+    for (const callId of unreviewed) state.judgedLooked.add(callId);
+  }
+
   // Renders the history, keeping the nodes of messages already shown so that
   // the aria-live list only announces what is new.
   function renderMessages(messages) {
@@ -429,7 +543,8 @@
       }
       if (!["user", "assistant", "tool"].includes(message.role)) continue;
       const action = message.role === "tool" ? state.actions.get(message.tool_call_id) : undefined;
-      items.push({ key: JSON.stringify([message, action ?? null]), message });
+      const judged = message.role === "tool" ? state.judged.get(message.tool_call_id) : undefined;
+      items.push({ key: JSON.stringify([message, action ?? judged ?? null]), message });
     }
     const nodes = Array.from(dom.messages.children);
     let same = 0;
@@ -719,7 +834,7 @@
     });
   }
 
-  function buildCard(request, config, index, total) {
+  function buildCard(request, config, index, total, action) {
     const single = total === 1;
     const id = `card-${index}`;
     const allowed =
@@ -733,7 +848,13 @@
       tabindex: "0",
     });
     const card = { request, choice: null, root, buttons: {} };
-    const shown = reveal.revealAction(request.name, request.args ?? {}, request.description);
+    const judgement = action ? judgementOf(action.judgement) : null;
+    let description = request.description;
+    if (judgement && typeof description === "string") {
+      const summary = `\n\n${judgeSummary(judgement)}`;
+      if (description.endsWith(summary)) description = description.slice(0, -summary.length);
+    }
+    const shown = reveal.revealAction(request.name, request.args ?? {}, description);
     const warning = reveal.warningLines(shown.findings);
 
     const title = el("h3", { id: `${id}-title`, className: "tool-name" });
@@ -761,6 +882,7 @@
     if (!why.textContent) loadTools().then(showWhy);
     const quorum = quorumNode(config);
     if (quorum) root.append(quorum);
+    if (judgement) root.append(judgeNode(judgement, id));
     if (warning.length > 0) {
       root.classList.add("deceptive");
       root.append(
@@ -987,6 +1109,16 @@
     dom.reviewDeadline.hidden = !text;
   }
 
+  // The thread's actions behind the review's requests (same order, same tool and
+  // description), or none when they do not line up.
+  function waitingActions(requests) {
+    const waiting = Array.from(state.actions.values()).filter((a) => a.status === "requested");
+    const match =
+      waiting.length === requests.length &&
+      waiting.every((a, i) => a.name === requests[i].name && a.description === requests[i].description);
+    return match ? waiting : [];
+  }
+
   function renderReview(pending, reviewId, expiresAt = null) {
     const requests = pending && Array.isArray(pending.action_requests) ? pending.action_requests : [];
     if (requests.length === 0) {
@@ -1008,8 +1140,9 @@
     state.pending = pending;
     state.reviewKey = key;
     state.reviewId = reviewId ?? null;
+    const waiting = waitingActions(requests);
     state.cards = requests.map((request, index) =>
-      buildCard(request, configs[index], index, requests.length),
+      buildCard(request, configs[index], index, requests.length, waiting[index]),
     );
     dom.cards.replaceChildren(...state.cards.map((card) => card.root));
     const several = requests.length > 1;
@@ -1045,6 +1178,9 @@
     // A slower, older load (e.g. a live refresh) never overwrites a newer one.
     if (load !== state.loads || id !== state.threadId) return;
     renderThread(thread);
+    await loadJudged(id, thread);
+    if (load !== state.loads || id !== state.threadId) return;
+    renderMessages(thread.messages);
   }
 
   // After a chat or review call: show the whole thread (tool results included).
