@@ -24,12 +24,13 @@ from fastapi import FastAPI
 from tests import openai_server
 from tests.helpers import MODEL_ENV_VARS
 from tests.openai_server import ScriptedOpenAIServer, reply_text, reply_tool_calls
-from toolguard import Judge
+from toolguard import Judge, ToolCall
 from toolguard._cli import mcp_proxy
 from toolguard._cli.judge import build_judge, describe_judge
 from toolguard._cli.main import _parser
 from toolguard._cli.main import main as cli_main
 from toolguard._cli.serve import build_app
+from toolguard._enforce.judge import call_key
 from toolguard.openai import OpenAIChatModel
 
 scripted_openai = openai_server.scripted_openai  # the fixture, for the tests below
@@ -282,7 +283,7 @@ async def test_the_verdict_informs_the_review(
     [action] = thread["actions"]
     judgement = action["judgement"]
     description = (
-        "Tool `send_email` is awaiting approval\n\nJudge (judge-model): low risk, the user"
+        "Tool `send_email` is awaiting approval | Judge (judge-model): low risk, the user"
         " asked for it. The user asked to email Alice about the meeting."
     )
     assert turn["pending_review"]["action_requests"] == [
@@ -359,7 +360,7 @@ async def test_with_auto_approve_the_call_runs_without_a_person(
         "actor": "judge",
         "decision": "approve",
         "detail": ALLOW["rationale"],
-        "digest": None,
+        "digest": call_key(ToolCall(id="call_1", name="send_email", args=ALICE), turn["thread_id"]),
         "judgement": {
             "call_id": "call_1",
             "tool": "send_email",
@@ -390,7 +391,7 @@ async def test_a_judge_that_answers_nonsense_sends_the_call_to_a_person(
             "name": "send_email",
             "args": ALICE,
             "description": (
-                "Tool `send_email` is awaiting approval\n\nJudge (judge-model) could not decide:"
+                "Tool `send_email` is awaiting approval | Judge (judge-model) could not decide:"
                 " its reply was not one JSON object"
             ),
         }

@@ -63,21 +63,19 @@ async def test_the_card_shows_the_verdict_once_on_its_own_line() -> None:
 
 
 def test_without_the_actions_the_description_carries_the_verdict_once() -> None:
-    """No judgement given: the description is shown as it is (its line breaks escaped)."""
+    """No judgement given: the description is shown as it is, one line, nothing flagged."""
     request = ActionRequest(
         name="send_email",
         args={"to": "a"},
-        description="Tool `send_email` is awaiting approval\n\nJudge (m) could not decide: it"
+        description="Tool `send_email` is awaiting approval | Judge (m) could not decide: it"
         " did not answer within 30 seconds",
     )
     assert render_card(request).splitlines() == [
         "== Approval 1/1: send_email ==",
         (
-            "Tool `send_email` is awaiting approval\\n\\nJudge (m) could not decide: it did not"
+            "Tool `send_email` is awaiting approval | Judge (m) could not decide: it did not"
             " answer within 30 seconds"
         ),
-        "⚠ This action contains invisible or look-alike characters (shown escaped as \\uXXXX):",
-        "  - U+000A LINE FEED in the description",
         "Arguments:",
         "{",
         '  "to": "a"',
@@ -100,7 +98,7 @@ def test_an_undecided_verdict_says_so() -> None:
     request = ActionRequest(
         name="send_email",
         args={},
-        description=f"Tool `send_email` is awaiting approval\n\n{verdict.summary()}",
+        description=f"Tool `send_email` is awaiting approval | {verdict.summary()}",
     )
     assert render_card(request, judgement=verdict).splitlines() == [
         "== Approval 1/1: send_email ==",

@@ -128,7 +128,7 @@ async def test_the_verdict_joins_the_approval_question(
             "name": "delete_file",
             "args": {"path": "scratch.txt"},
             "description": (
-                "Tool `delete_file` is awaiting approval\n\nJudge (judge-model): low risk, the"
+                "Tool `delete_file` is awaiting approval | Judge (judge-model): low risk, the"
                 " user asked for it. Deleting a scratch file is harmless."
             ),
         }

@@ -22,6 +22,7 @@ from toolguard._core.records import (
     trusted,
 )
 from toolguard._core.results import ResultTemplates, result_text
+from toolguard._enforce.judge import call_key
 from toolguard._enforce.step import Step
 from toolguard._policy.decisions import AnyDecision
 from toolguard._policy.redact import shown_call_args
@@ -212,7 +213,9 @@ def judged_events(thread_id: str, step: Step, toolset: Toolset, now: datetime) -
 
     A verdict that informed a review names its approval request; a call the
     judge approved on its own has ``actor`` ``"judge"``, ``decision``
-    ``approve`` and the rationale as ``detail``.
+    ``approve`` and the rationale as ``detail``. ``digest`` identifies the
+    call (name and real arguments in this thread), so a judge in another
+    process never approves the same call twice in the thread.
     """
     calls = {c.id: c for c in step.calls}
     actions = {a.call_id: a for a in step.actions}
@@ -234,6 +237,7 @@ def judged_events(thread_id: str, step: Step, toolset: Toolset, now: datetime) -
                 actor="judge" if approved else None,
                 decision="approve" if approved else None,
                 detail=judgement.rationale,
+                digest=call_key(call, thread_id),
                 judgement=judgement,
             )
         )

@@ -119,13 +119,13 @@ class TurnSettings(ThreadSettings, Protocol):
         ...
 
 
-def auto_approvals(audit: Sequence[AuditEvent]) -> int:
-    """How many calls a judge approved on its own in a thread, from its audit trail."""
-    return sum(
-        1
+def auto_approved(audit: Sequence[AuditEvent]) -> list[str]:
+    """The calls a judge approved on its own in a thread (digests), from its audit trail."""
+    return [
+        event.digest or ""
         for event in audit
         if event.kind == "judged" and event.judgement is not None and event.judgement.auto_approved
-    )
+    ]
 
 
 class GrantSpender:
@@ -255,7 +255,7 @@ class TurnLoop:
                     thread_id=state.thread_id,
                     grants=spender.spend if spender is not None else None,
                     conversation=messages if settings.judge_reads_messages else (),
-                    judged_before=auto_approvals(state.audit),
+                    auto_approved=auto_approved(state.audit),
                 )
                 if spender is not None:
                     state, expected = spender.state, spender.expected

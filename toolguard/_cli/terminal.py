@@ -15,7 +15,7 @@ import json
 from collections.abc import Callable, Mapping, Sequence
 from typing import Any, Literal, TextIO
 
-from toolguard._core.judgement import Judgement
+from toolguard._core.judgement import JUDGEMENT_SEPARATOR, Judgement
 from toolguard._core.records import Action, ActionRequest, PendingReview
 from toolguard._core.reveal import (
     Segment,
@@ -106,7 +106,7 @@ def render_card(
     verdict: list[str] = []
     if judgement is not None:
         summary = judgement.summary()
-        description = description.removesuffix(f"\n\n{summary}")
+        description = description.removesuffix(f"{JUDGEMENT_SEPARATOR}{summary}")
         verdict.append(prose(summary))
     shown = reveal_action(request.name, request.args, description)
     warning = warning_lines(shown.findings)

@@ -9,6 +9,9 @@ from pydantic import BaseModel, ConfigDict
 Risk = Literal["low", "medium", "high"]
 """How much harm the judge thinks the call could do."""
 
+JUDGEMENT_SEPARATOR = " | "
+"""Between an approval request's own description and the judge's summary (one line)."""
+
 JudgeOutcome = Literal["allow", "ask"]
 """``allow``: the judge sees no reason to ask a person; ``ask``: a person should decide."""
 

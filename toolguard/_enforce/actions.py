@@ -15,7 +15,7 @@ from datetime import datetime, timedelta
 from typing import Any, Protocol
 
 from toolguard._core.catalog import message
-from toolguard._core.judgement import Judgement
+from toolguard._core.judgement import JUDGEMENT_SEPARATOR, Judgement
 from toolguard._core.limits import Limits
 from toolguard._core.records import (
     ALLOWED_DECISIONS,
@@ -85,13 +85,13 @@ def review_action(
     """The request asking a reviewer about ``call`` in review ``review_id`` of ``thread_id``.
 
     A judge's verdict, when one judged the call, is part of what the reviewer
-    reads: its summary follows the description.
+    reads: its one-line summary follows the description.
     """
     now = runner.clock()
     ttl = tool.approval.ttl if tool.approval and tool.approval.ttl else runner.review_ttl
     description = tool.review_description() or message("action_description", name=call.name)
     if judgement is not None:
-        description = f"{description}\n\n{judgement.summary()}"
+        description = f"{description}{JUDGEMENT_SEPARATOR}{judgement.summary()}"
     return trusted(
         Action,
         {

@@ -75,7 +75,9 @@ class Judge:
     ``auto_approve=True`` a call it allows with low risk, that the person's
     own messages asked for, runs without a person — except a call of a quorum
     tool, of a tool marked ``requires_approval(judge=False)``, one an ``ask``
-    rule matched, and every call after ``max_auto_approvals`` of them in one
+    rule matched, a call identical (same tool and arguments) to one it
+    already approved in the thread (a planted "do it again" cannot repeat a
+    payment), and every call after ``max_auto_approvals`` of them in one
     thread. A deny rule refuses a call before any judge sees it; a judge never
     rejects, never edits, and a judge that cannot decide sends the call to a
     person.
@@ -133,7 +135,7 @@ class Judge:
         self.max_auto_approvals: int = limit if limit is not None else 20
         self.model_name = _model_name(model)
         self._cache: OrderedDict[tuple[str, str], Judgement] = OrderedDict()
-        self._auto_approvals: OrderedDict[str, int] = OrderedDict()
+        self._auto_approved: OrderedDict[str, list[str]] = OrderedDict()
 
     def __repr__(self) -> str:
         return (
@@ -152,7 +154,7 @@ class Judge:
         conversation: Sequence[Message] = (),
     ) -> Judgement:
         """The verdict on ``call`` (from the cache when this thread already had it judged)."""
-        key = (thread_id, call_digest(call.name, call.args, thread_id=thread_id))
+        key = (thread_id, call_key(call, thread_id))
         cached = self._cache.get(key)
         if cached is not None:
             self._cache.move_to_end(key)
@@ -244,15 +246,24 @@ class Judge:
         )
 
     def auto_approvals(self, thread_id: str) -> int:
-        """How many calls this judge approved in ``thread_id`` in this process."""
-        return self._auto_approvals.get(thread_id, 0)
+        """How many calls this judge approved on its own in ``thread_id`` in this process."""
+        return len(self._auto_approved.get(thread_id, ()))
 
-    def count_auto_approval(self, thread_id: str) -> None:
+    def approved_calls(self, thread_id: str) -> list[str]:
+        """The digests (:func:`call_key`) of the calls it approved in ``thread_id``, in order."""
+        return list(self._auto_approved.get(thread_id, ()))
+
+    def remember_approval(self, thread_id: str, key: str) -> None:
         """Remember one more auto-approval in ``thread_id`` (bounded, oldest threads forgotten)."""
-        self._auto_approvals[thread_id] = self._auto_approvals.get(thread_id, 0) + 1
-        self._auto_approvals.move_to_end(thread_id)
-        while len(self._auto_approvals) > CACHE_SIZE:
-            self._auto_approvals.popitem(last=False)
+        self._auto_approved.setdefault(thread_id, []).append(key)
+        self._auto_approved.move_to_end(thread_id)
+        while len(self._auto_approved) > CACHE_SIZE:
+            self._auto_approved.popitem(last=False)
+
+
+def call_key(call: ToolCall, thread_id: str) -> str:
+    """The digest of a call's name and real arguments in a thread (cache and budget key)."""
+    return call_digest(call.name, call.args, thread_id=thread_id)
 
 
 def parse_reply(text: str | None) -> dict[str, Any] | str:

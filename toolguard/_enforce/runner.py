@@ -38,7 +38,7 @@ from toolguard._enforce.calls import check_thread_id, parse_tool_call, unique_id
 from toolguard._enforce.close import CloseOutcome, close_turn, interrupted_turn
 from toolguard._enforce.decide import decide
 from toolguard._enforce.execute import Executor, Job
-from toolguard._enforce.judge import Judge
+from toolguard._enforce.judge import Judge, call_key
 from toolguard._enforce.once import FINISHED, Claims
 from toolguard._enforce.step import Step, error_result
 from toolguard._tools.approval import ttl_seconds
@@ -190,7 +190,7 @@ class Runner:
         thread_id: str = "",
         grants: GrantCheck | None = None,
         conversation: Sequence[Message] = (),
-        judged_before: int | None = None,
+        auto_approved: Sequence[str] | None = None,
     ) -> Step:
         """Run one model turn of tool calls.
 
@@ -212,9 +212,10 @@ class Runner:
             conversation: the conversation so far (OpenAI Chat Completions
                 messages); a judge reads the person's own messages (role
                 ``user``) from it, nothing else.
-            judged_before: how many calls the judge already approved on its
-                own in this thread (``ReviewedChat`` counts them in the audit
-                trail); ``None``: the judge's count in this process.
+            auto_approved: the calls a judge already approved on its own in
+                this thread (their ``call_key`` digests; ``ReviewedChat`` reads
+                them from the audit trail); ``None``: the judge's own memory
+                of this process.
 
         Returns:
             A complete :class:`Step` (one result per call, in order) or a
@@ -251,7 +252,7 @@ class Runner:
         judgements: dict[str, Judgement] = {}
         if self.judge is not None:
             jobs, reviews, judgements = await self._judged(
-                jobs, reviews, thread_id, conversation, judged_before
+                jobs, reviews, thread_id, conversation, auto_approved
             )
         jobs += granted
         for call, tool, _, _ in reviews:
@@ -291,13 +292,14 @@ class Runner:
         reviews: list[Review],
         thread_id: str,
         conversation: Sequence[Message],
-        judged_before: int | None,
+        auto_approved: Sequence[str] | None,
     ) -> tuple[list[Job], list[Review], dict[str, Judgement]]:
         """Route calls by the judge's verdicts: which run now, which a person reviews.
 
         A verdict never refuses a call. A call up for review runs without a
-        person only when the judge may approve it on its own and the thread
-        has auto-approvals left; with ``scope="all"`` a call that would run
+        person only when the judge may approve it on its own, the thread has
+        auto-approvals left and the judge has not approved this very call in
+        the thread before; with ``scope="all"`` a call that would run
         at once goes to a person when the judge asks (or cannot decide).
         """
         judge = cast("Judge", self.judge)
@@ -306,16 +308,21 @@ class Runner:
         items += [(call, tool) for call, tool, _ in judged_jobs]
         verdicts = await judge.judge_all(items, thread_id=thread_id, conversation=conversation)
         by_id = {v.call_id: v for v in verdicts}
-        used = judge.auto_approvals(thread_id) if judged_before is None else judged_before
+        approved = judge.approved_calls(thread_id) if auto_approved is None else list(auto_approved)
+        seen = set(approved)
         kept_jobs: list[Job] = [] if judged_jobs else list(jobs)
         kept_reviews: list[Review] = []
         for call, tool, validated, asked in reviews:
             verdict = by_id[call.id]
-            if judge.may_approve(verdict, tool, asked_by_rule=asked) and (
-                used < judge.max_auto_approvals
+            key = call_key(call, thread_id)
+            if (
+                judge.may_approve(verdict, tool, asked_by_rule=asked)
+                and len(approved) < judge.max_auto_approvals
+                and key not in seen  # the same call again: a person decides
             ):
-                used += 1
-                judge.count_auto_approval(thread_id)
+                approved.append(key)
+                seen.add(key)
+                judge.remember_approval(thread_id, key)
                 by_id[call.id] = verdict.model_copy(update={"auto_approved": True})
                 kept_jobs.append((call, tool, validated))
             else:
@@ -444,9 +451,24 @@ class Runner:
 
     # ------------------------------------------------------------------ without an event loop
 
-    def run_sync(self, calls: Sequence[Any], *, thread_id: str = "") -> Step:
+    def run_sync(
+        self,
+        calls: Sequence[Any],
+        *,
+        thread_id: str = "",
+        conversation: Sequence[Message] = (),
+        auto_approved: Sequence[str] | None = None,
+    ) -> Step:
         """:meth:`run` for code without an event loop (starts one with anyio)."""
-        return anyio.run(functools.partial(self.run, calls, thread_id=thread_id))
+        return anyio.run(
+            functools.partial(
+                self.run,
+                calls,
+                thread_id=thread_id,
+                conversation=conversation,
+                auto_approved=auto_approved,
+            )
+        )
 
     def resume_sync(
         self,

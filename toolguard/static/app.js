@@ -851,7 +851,7 @@
     const judgement = action ? judgementOf(action.judgement) : null;
     let description = request.description;
     if (judgement && typeof description === "string") {
-      const summary = `\n\n${judgeSummary(judgement)}`;
+      const summary = ` | ${judgeSummary(judgement)}`; // JUDGEMENT_SEPARATOR
       if (description.endsWith(summary)) description = description.slice(0, -summary.length);
     }
     const shown = reveal.revealAction(request.name, request.args ?? {}, description);
