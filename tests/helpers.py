@@ -742,3 +742,13 @@ def nothing_hidden(text: str) -> bool:
     (line feeds aside)."""
     text.encode()
     return scan(text, letters=False) == {}
+
+
+def checkpoints_done(store: Any, timeout: float) -> bool:
+    """Wait until a SQLiteStore has no background checkpoint asked for or running."""
+    with store._checkpoint_lock:
+        return bool(
+            store._checkpoint_lock.wait_for(
+                lambda: not (store._checkpoint_wanted or store._checkpoint_running), timeout
+            )
+        )

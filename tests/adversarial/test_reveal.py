@@ -8,7 +8,7 @@ is cleared, recoloured or retitled. Whatever it sends, the terminal card shows
 every such character escaped (``\\uXXXX``) and lists it in a warning, nothing
 reaches the terminal as a control character, and the escaped JSON parses back
 to exactly the arguments (an edit keeps them). The page's copy of the rules is
-attacked in tests/test_page_reveal.py.
+attacked in tests/page/test_reveal.py.
 """
 
 from __future__ import annotations

@@ -50,8 +50,7 @@ XFAIL: dict[tuple[str, str], str] = {}
 
 NA[("d", "decorator")] = (
     "not applicable: `allow_once` is one person's grant, so a quorum tool refuses it with"
-    " QuorumReviewerError (tested in tests/test_tool_direct_policies.py); votes need a Runner"
-    " or ReviewedChat"
+    " QuorumReviewerError; votes need a Runner or ReviewedChat"
 )
 NA[("h", "decorator")] = (
     "not applicable: a direct call has no thread or review: `allow_once(exc.call)` covers"

@@ -123,9 +123,9 @@ def call_digest(
     SHA-256 of the canonical JSON ``{"args", "name", "review_id",
     "thread_id"}`` (keys sorted, no spaces, non-ASCII kept), or HMAC-SHA-256
     with ``key``. Covering the thread and review ids means a digested action
-    copied into another review or thread no longer matches. Digests written
-    by toolguard 0.1.0 covered only the name and the arguments: they never
-    match this format, so such an action fails closed (``TAMPERED``).
+    copied into another review or thread no longer matches. A stored digest
+    of any other form never matches, so such an action fails closed
+    (``TAMPERED``).
     """
     canonical = _canonical_json(
         {"name": name, "args": args, "thread_id": thread_id, "review_id": review_id}

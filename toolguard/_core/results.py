@@ -58,8 +58,8 @@ class ResultTemplates:
     (its stored tool messages then hold the marked text, which any model
     adapter sends as it is), or as ``templates=`` to
     :meth:`~toolguard.Step.openai_messages` / :meth:`~toolguard.Step.tool_messages`
-    in a hand-written loop. :meth:`verbatim` sends every content as it is
-    (0.1.0's behaviour).
+    in a hand-written loop. :meth:`verbatim` sends every content as it is,
+    unmarked.
 
     Attributes:
         rejected: a reviewer rejected the call.

@@ -10,7 +10,7 @@ escaped as ``\\uXXXX`` (JSON's notation, so escaped JSON still parses back to
 exactly the same data). The payload itself is never changed.
 
 What is flagged (the same rules as ``toolguard/static/reveal.js``, whose
-tables ``tests/test_page_reveal.py`` compares with :data:`TABLES`):
+tables ``tests/page/test_reveal.py`` compares with :data:`TABLES`):
 
 * always: control characters (C0, DEL, C1; ``\\n`` and ``\\t`` only in
   single-line text such as names and keys), bidi controls, zero-width and

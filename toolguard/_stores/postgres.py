@@ -53,8 +53,8 @@ refuses). Queries can still use ``state->>'status'`` or cast with
 
 The table is created on first use (under an advisory lock, so processes
 starting together do not race) and marked with the comment ``toolguard
-schema version 2``. A table of toolguard 0.1.0 (``toolguard schema version
-1``) is migrated on first use, under the same advisory lock and in one
+schema version 2``. A table of ``toolguard schema version
+1`` is migrated on first use, under the same advisory lock and in one
 transaction: the ``layout`` column and the three tables are added; its rows
 stay whole until their next save. A table with a newer schema version, or one that exists
 without that comment (another application's table of the same name), is
@@ -285,7 +285,7 @@ class PostgresStore:
         those after ``changes.keep_messages``), new or changed actions (by
         position) and new audit events written to ``<table>_messages``,
         ``<table>_actions`` and ``<table>_audit``. A thread stored whole (by
-        0.1.0 or :meth:`save`) is written whole once, split into rows.
+        schema 1 or :meth:`save`) is written whole once, split into rows.
 
         Raises:
             ConcurrentUpdateError: the stored version differs, or the thread

@@ -2,8 +2,8 @@
 
 The threads table is created on first use (under an advisory lock, so
 processes starting together do not race) and marked with the comment
-``toolguard schema version 2``. A table of toolguard 0.1.0 (``toolguard
-schema version 1``) is migrated on first use, under the same advisory lock
+``toolguard schema version 2``. A table of ``toolguard
+schema version 1`` is migrated on first use, under the same advisory lock
 and in one transaction: the ``layout`` column and the three list tables are
 added; its rows stay whole until their next save. A table with a newer
 schema version, or one that exists without that comment (another
@@ -71,7 +71,7 @@ def suffixed(table: str, suffix: str) -> str:
 
 
 async def prepare(conn: Connection, table: str) -> None:
-    """Create the tables, or migrate a 0.1.0 table, unless they are there already."""
+    """Create the tables, or migrate a schema 1 table, unless they are there already."""
     ident = sql.Identifier(table)
     if await schema_version(conn, table) == SCHEMA_VERSION:
         return
@@ -87,7 +87,7 @@ async def prepare(conn: Connection, table: str) -> None:
             if version is None:
                 await conn.execute(sql.SQL(_CREATE_TABLE).format(table=ident))
             else:
-                # toolguard 0.1.0 (schema 1): its rows stay whole until their next save.
+                # Schema 1: its rows stay whole until their next save.
                 await conn.execute(sql.SQL(_ADD_LAYOUT).format(table=ident))
             for suffix in LIST_SUFFIXES:
                 list_table = sql.Identifier(suffixed(table, suffix))

@@ -228,9 +228,10 @@ def handed_over(state: ThreadState, expected_version: int | None) -> ThreadState
 def load_state(thread_id: str, text: str | bytes) -> ThreadState:
     """Read a stored state back, or raise :class:`CorruptThreadError`.
 
-    pydantic-core reads JSON nested at most 200 levels deep; toolguard 0.1.0
-    could store deeper arguments, so a state it refuses is read again with
-    Python's ``json`` (about 990 levels) before giving up.
+    pydantic-core reads JSON nested at most 200 levels deep; a store written
+    before the argument limits existed may hold deeper arguments, so a state it
+    refuses is read again with Python's ``json`` (about 990 levels) before
+    giving up.
     """
     try:
         return ThreadState.model_validate_json(text)

@@ -55,7 +55,7 @@ def assemble(
     """The whole state's JSON from its head and its lists' items.
 
     The head's keys come last, so a row that still holds a whole state (written
-    by toolguard 0.1.0 or by a whole-state ``save``) wins over empty lists, and
+    under schema 1 or by a whole-state ``save``) wins over empty lists, and
     a damaged one stays damaged (``CorruptThreadError``, never silently empty).
     """
     if not (messages or actions or audit):

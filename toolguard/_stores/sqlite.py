@@ -7,7 +7,7 @@ and audit event in ``toolguard_items`` (``thread_key``, ``kind`` 0/1/2,
 ``seq``, ``body`` as JSON text). With ``layout = 2``, ``state`` holds the
 thread's head (the state without those three lists) and a save writes the
 head and only the new or changed rows, all in one transaction; with
-``layout = 1`` (a row written by toolguard 0.1.0 or by a whole-state
+``layout = 1`` (a row written under schema 1 or by a whole-state
 :meth:`SQLiteStore.save`), ``state`` holds the whole thread. The integer
 ``thread_key`` grows with each new thread, so the rows of the threads in
 use sit together at the end of ``toolguard_items``: a save touches few
@@ -231,7 +231,7 @@ class SQLiteStore:
         messages (replacing those after ``changes.keep_messages``), the new or
         changed actions (by position) and the new audit events. A crash
         leaves the old version or the new one, never a mix. A thread stored
-        whole (by toolguard 0.1.0 or by :meth:`save`) is written whole once,
+        whole (under schema 1 or by :meth:`save`) is written whole once,
         split into rows. A ``state`` handed over (see
         :class:`~toolguard._stores.protocol.ChangesStore`) is returned as it is.
 
@@ -529,13 +529,6 @@ class SQLiteStore:
         if rows and int(rows[0][1]) >= _WAL_PAGES:
             self._wal_full = True  # writes kept coming meanwhile: the WAL never started again
         return conn
-
-    def _checkpoints_done(self, timeout: float) -> bool:
-        """Wait until no checkpoint is asked for or running (tests); whether that happened."""
-        with self._checkpoint_lock:
-            return self._checkpoint_lock.wait_for(
-                lambda: not (self._checkpoint_wanted or self._checkpoint_running), timeout
-            )
 
     async def _run_work(self, work: Callable[[sqlite3.Connection], _T]) -> _T:
         """Run ``work`` with the connection, one call at a time.

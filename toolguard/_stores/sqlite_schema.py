@@ -6,7 +6,7 @@ under the write lock (so processes opening it together migrate it once):
 ``toolguard_threads`` is rebuilt with ``thread_key`` (its old ``rowid``, so
 the threads keep their order); the rows of schema 2's
 ``toolguard_messages``, ``toolguard_actions`` and ``toolguard_audit`` move
-into ``toolguard_items``; the whole rows of toolguard 0.1.0 (schema 1) stay
+into ``toolguard_items``; the whole rows of schema 1 stay
 whole until their next save. A database written by a newer toolguard is
 refused with :class:`SchemaVersionError` rather than misread, so the file
 should be dedicated to toolguard.
@@ -118,7 +118,7 @@ def _migrate(conn: sqlite3.Connection, version: int) -> None:
 
     ``toolguard_threads`` is rebuilt with the integer ``thread_key`` (its
     old ``rowid``, so the threads keep their order) and the lists of schema
-    2 move into ``toolguard_items``. Schema 1 rows (toolguard 0.1.0) stay
+    2 move into ``toolguard_items``. Schema 1 rows stay
     whole (``layout`` 1) until their next save.
     """
     old = f"toolguard_threads_schema{version}"

@@ -1,0 +1,1 @@
+"""ReviewedChat: the turn loop, threads, trust."""

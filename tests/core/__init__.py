@@ -1,0 +1,1 @@
+"""The base layer: errors, records, the text catalog, reveal, digests."""

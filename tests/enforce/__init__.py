@@ -1,0 +1,1 @@
+"""The enforcement core: the runner, quorum, standing grants, the judge."""

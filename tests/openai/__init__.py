@@ -1,0 +1,1 @@
+"""The OpenAI adapters through the real openai client and a local scripted server."""

@@ -1,0 +1,1 @@
+"""The approval page in headless Chromium."""

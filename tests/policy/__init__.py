@@ -1,0 +1,1 @@
+"""A tool's policy: rules, redaction, decision checks, stand-in reviewers."""

@@ -1,0 +1,1 @@
+"""The project as a whole: docs, examples, scripts, the public API, the layers."""

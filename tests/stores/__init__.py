@@ -1,0 +1,1 @@
+"""The stores: one contract for memory, SQLite and PostgreSQL; durability; the outbox."""

@@ -1,0 +1,1 @@
+"""Tools, guards and the classifier."""

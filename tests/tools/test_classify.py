@@ -1,0 +1,674 @@
+"""The default classifier: approval verbs by domain, read verbs, unknown names, positions."""
+
+from __future__ import annotations
+
+import re
+from pathlib import Path
+
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+import toolguard
+import toolguard.classify
+from toolguard._tools.classify import (
+    DEFAULT_VERBS,
+    DESTRUCTIVE_VERBS,
+    INFO_NOUNS,
+    READ_VERBS,
+    SEED_VERBS,
+    VERB_GROUPS,
+    Classification,
+    Classifier,
+    split_words,
+)
+
+DOCS = Path(__file__).resolve().parents[2] / "docs"
+
+
+def verb(name: str, word: str, domain: str | None) -> Classification:
+    """A name that needs approval because of the approval verb ``word``."""
+    suffix = f" ({domain})" if domain else ""
+    return Classification(
+        name=name,
+        needs_approval=True,
+        rule="verb",
+        matched_word=word,
+        matched_verb=word,
+        reason=f"the word '{word}' is an approval verb{suffix}",
+    )
+
+
+def read(name: str, reason: str) -> Classification:
+    """A name that a read verb lets run."""
+    return Classification(
+        name=name,
+        needs_approval=False,
+        rule="read",
+        matched_word=None,
+        matched_verb=None,
+        reason=reason,
+    )
+
+
+def unknown(name: str, words: list[str], setting: str) -> Classification:
+    """A name with no known verb, decided by ``unknown=``."""
+    return Classification(
+        name=name,
+        needs_approval=setting == "ask",
+        rule="unknown",
+        matched_word=None,
+        matched_verb=None,
+        reason=f'no known verb in {words!r}: unknown="{setting}"',
+    )
+
+
+# --- the vocabulary -------------------------------------------------------------------------
+
+
+def test_the_default_vocabulary_covers_every_domain_once() -> None:
+    """Nine domains, each with a one-line reason; every verb is one lowercase word, in one group."""
+    assert [group.domain for group in VERB_GROUPS] == [
+        "money",
+        "messaging and publishing",
+        "code and devops",
+        "data",
+        "accounts and permissions",
+        "commerce",
+        "files",
+        "pages and apps",
+        "scheduling",
+    ]
+    for group in VERB_GROUPS:
+        assert group.why
+        assert "\n" not in group.why
+        assert group.verbs
+        for word in group.verbs:
+            assert split_words(word) == (word,)
+    assert tuple(word for group in VERB_GROUPS for word in group.verbs) == DEFAULT_VERBS
+    assert len(set(DEFAULT_VERBS)) == len(DEFAULT_VERBS)
+
+
+def test_the_default_vocabulary_keeps_the_original_verbs_and_no_read_verb() -> None:
+    """The original 13 are approval verbs still; no word is both an approval and a read verb."""
+    assert set(SEED_VERBS) <= set(DEFAULT_VERBS)
+    assert len(SEED_VERBS) == 13
+    assert set(READ_VERBS).isdisjoint(DEFAULT_VERBS)
+    assert set(DEFAULT_VERBS) >= DESTRUCTIVE_VERBS
+    for word in READ_VERBS:
+        assert split_words(word) == (word,)
+    assert {
+        "get",
+        "list",
+        "search",
+        "find",
+        "read",
+        "fetch",
+        "query",
+        "lookup",
+        "check",
+        "count",
+        "describe",
+        "show",
+        "view",
+        "retrieve",
+        "calculate",
+    } <= set(READ_VERBS)
+
+
+def test_the_vocabularies_are_public() -> None:
+    """The approval verbs are exported at the top level, the read verbs in toolguard.classify."""
+    assert toolguard.DEFAULT_VERBS is DEFAULT_VERBS
+    assert toolguard.SEED_VERBS is SEED_VERBS
+    assert toolguard.classify.READ_VERBS is READ_VERBS
+
+
+def test_the_default_classifier_settings() -> None:
+    """Classifier() uses every default verb, every read verb and asks about unknown names."""
+    classifier = Classifier()
+    assert classifier.verbs == frozenset(DEFAULT_VERBS)
+    assert classifier.reads == frozenset(READ_VERBS)
+    assert classifier.unknown == "ask"
+    assert classifier == Classifier(verbs=DEFAULT_VERBS, reads=READ_VERBS, unknown="ask")
+    assert repr(classifier) == (
+        "Classifier(verbs=DEFAULT_VERBS, reads=READ_VERBS, unknown='ask', always=[], never=[])"
+    )
+
+
+@pytest.mark.parametrize(
+    ("domain", "word"),
+    [(group.domain, word) for group in VERB_GROUPS for word in group.verbs],
+)
+def test_every_approval_verb_asks_and_names_its_domain(domain: str, word: str) -> None:
+    """Each default verb leads to approval in snake, camel and namespaced names, with its domain."""
+    classifier = Classifier()
+    for name in (f"{word}_item", f"{word}Item", f"mcp__svc__{word}_item", f"svc.items.{word}"):
+        assert classifier.explain(name) == verb(name, word, domain)
+
+
+# --- the names people really have -----------------------------------------------------------
+
+WRITES = [
+    ("run_command", "run", "code and devops"),
+    ("execute_sql", "execute", "code and devops"),
+    ("kubectl_apply", "apply", "code and devops"),
+    ("exec_in_pod", "exec", "code and devops"),
+    ("merge_pull_request", "merge", "code and devops"),
+    ("push_files", "push", "code and devops"),
+    ("transfer_funds", "transfer", "money"),
+    ("pay_invoice", "pay", "money"),
+    ("share_file", "share", "accounts and permissions"),
+    ("post_webpage", "post", "messaging and publishing"),
+    ("reserve_hotel", "reserve", "commerce"),
+    ("schedule_transaction", "schedule", "scheduling"),
+    ("invite_user_to_slack", "invite", "accounts and permissions"),
+    ("append_to_file", "append", "files"),
+    ("modify_pending_order_items", "modify", "data"),
+    ("grant_access", "grant", "accounts and permissions"),
+    ("drop_table", "drop", "data"),
+    ("deploy_service", "deploy", "code and devops"),
+    ("publish_post", "publish", "messaging and publishing"),
+    ("place_order", "place", "commerce"),
+    ("upload_file", "upload", "files"),
+    ("reset_password", "reset", "data"),
+    ("create_or_update_file", "create", "data"),
+    ("rerun_workflow_run", "rerun", "code and devops"),
+    ("slack_post_message", "post", "messaging and publishing"),
+    ("mcp__github__merge_pull_request", "merge", "code and devops"),
+    ("createPullRequest", "create", "data"),
+    ("sendEmail", "send", "messaging and publishing"),
+    ("slack.chat.postMessage", "post", "messaging and publishing"),
+    ("gmail.users.messages.send", "send", "messaging and publishing"),
+    ("stripe.refunds.create", "create", "data"),
+    ("github/create_issue", "create", "data"),
+    ("fs:write", "write", "files"),
+    ("browser_click", "click", "pages and apps"),
+    ("puppeteer_fill", "fill", "pages and apps"),
+    ("jira_transition_issue", "transition", "pages and apps"),
+]
+
+
+@pytest.mark.parametrize(("name", "word", "domain"), WRITES)
+def test_dangerous_real_tool_names_need_approval(name: str, word: str, domain: str) -> None:
+    """Tools that change the world, in every naming style, ask a person; the verb is named."""
+    assert Classifier().explain(name) == verb(name, word, domain)
+
+
+@pytest.mark.parametrize(
+    ("name", "reason"),
+    [
+        ("get_settings", "the word 'get' is a read verb"),
+        ("list_posts", "the word 'list' is a read verb"),
+        (
+            "get_order_details",
+            "the read verb 'get' leads the action: 'order' is read as a thing, not an action",
+        ),
+        ("list_workflow_runs", "the word 'list' is a read verb"),
+        ("get_current_time", "the word 'get' is a read verb"),
+        (
+            "list_pull_requests",
+            "the read verb 'list' leads the action: 'pull' is read as a thing, not an action",
+        )
+        if "pull" in DEFAULT_VERBS
+        else ("list_pull_requests", "the word 'list' is a read verb"),
+        (
+            "get_transfer_status",
+            "the read verb 'get' leads the action: 'transfer' is read as a thing, not an action",
+        ),
+        (
+            "getSendQuota",
+            "the read verb 'get' leads the action: 'send' is read as a thing, not an action",
+        ),
+        (
+            "check_deploy_status",
+            "the read verb 'check' leads the action: 'deploy' is read as a thing, not an action",
+        ),
+        (
+            "mcp__github__get_pull_request_review_comments",
+            "the read verb 'get' leads the action: 'review' is read as a thing, not an action"
+            if "review" in DEFAULT_VERBS
+            else "the word 'get' is a read verb",
+        ),
+        (
+            "search_posts_by_tag",
+            "the read verb 'search' leads the action: 'tag' is read as a thing, not an action",
+        ),
+        (
+            "deploy__list_apps",
+            "the read verb 'list' leads the action: 'deploy' is read as a thing, not an action",
+        ),
+        ("calendar.events.list", "the word 'list' is a read verb"),
+        ("findCalendarEvents", "the word 'find' is a read verb"),
+        ("weather_lookup", "the word 'lookup' is a read verb"),
+        ("is_admin", "the word 'is' is a read verb"),
+        ("browser_navigate", "the word 'navigate' is a read verb"),
+        ("git_status", "the word 'status' names information and the name holds no verb"),
+        ("kubectl_logs", "the word 'logs' names information and the name holds no verb"),
+    ],
+)
+def test_reads_with_nouns_that_look_like_verbs_run(name: str, reason: str) -> None:
+    """A leading read verb decides: the approval verbs after it are things, not actions."""
+    assert Classifier().explain(name) == read(name, reason)
+
+
+@pytest.mark.parametrize(
+    ("name", "word", "reason"),
+    [
+        (
+            "search_and_replace",
+            "replace",
+            (
+                "the word 'replace' is a destructive verb: the read verb 'search' before it does "
+                "not exempt it"
+            ),
+        ),
+        (
+            "find_delete",
+            "delete",
+            (
+                "the word 'delete' is a destructive verb: the read verb 'find' before it does "
+                "not exempt it"
+            ),
+        ),
+        (
+            "get_or_create_user",
+            "create",
+            (
+                "the word 'create' is an approval verb (data), joined by 'or' after the read verb "
+                "'get'"
+            ),
+        ),
+        (
+            "fetchThenSendReport",
+            "send",
+            (
+                "the word 'send' is an approval verb (messaging and publishing), joined by 'then' "
+                "after the read verb 'fetch'"
+            ),
+        ),
+        (
+            "list_and_archive_emails",
+            "archive",
+            (
+                "the word 'archive' is an approval verb (data), joined by 'and'"
+                " after the read verb 'list'"
+            ),
+        ),
+    ],
+)
+def test_a_leading_read_verb_does_not_hide_a_destructive_or_joined_action(
+    name: str, word: str, reason: str
+) -> None:
+    """Destructive verbs, and approval verbs joined by and/or/then, ask after a read verb."""
+    assert Classifier().explain(name) == Classification(
+        name=name,
+        needs_approval=True,
+        rule="verb",
+        matched_word=word,
+        matched_verb=word,
+        reason=reason,
+    )
+
+
+def test_a_namespace_that_reads_does_not_hide_the_action() -> None:
+    """The words after the last namespace separator decide: a server called fetch still sends."""
+    classifier = Classifier()
+    assert classifier.explain("fetch__send_email") == verb(
+        "fetch__send_email", "send", "messaging and publishing"
+    )
+    assert classifier.explain("search/delete_index") == verb(
+        "search/delete_index", "delete", "data"
+    )
+    # No verb after the last separator: the whole name decides.
+    assert classifier.explain("delete.user") == verb("delete.user", "delete", "data")
+    assert classifier.explain("get.user") == read("get.user", "the word 'get' is a read verb")
+
+
+def test_a_verb_that_is_not_first_still_asks_without_a_read_verb() -> None:
+    """Without a leading read verb, any approval verb decides, whatever stands before it."""
+    classifier = Classifier()
+    assert classifier.explain("slack_post_message") == verb(
+        "slack_post_message", "post", "messaging and publishing"
+    )
+    assert classifier.explain("order_status") == verb("order_status", "order", "commerce")
+
+
+# --- unknown names --------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    ("name", "words"),
+    [
+        ("frobnicate_widget", ["frobnicate", "widget"]),
+        ("sequentialthinking", ["sequentialthinking"]),
+        ("sender_widget", ["sender", "widget"]),
+        ("", []),
+        ("✉️", []),
+    ],
+)
+@pytest.mark.parametrize("setting", ["ask", "allow"])
+def test_unknown_names_follow_the_unknown_setting(
+    name: str, words: list[str], setting: str
+) -> None:
+    """A name with neither kind of verb asks with unknown="ask" and runs with "allow"."""
+    classifier = Classifier(unknown=setting)  # type: ignore[arg-type]
+    assert classifier.explain(name) == unknown(name, words, setting)
+
+
+def test_unknown_asks_by_default_and_the_explicit_setting_wins() -> None:
+    """The default is "ask"; SEED_VERBS allows unknown names unless told otherwise."""
+    assert Classifier().explain("frobnicate_widget") == unknown(
+        "frobnicate_widget", ["frobnicate", "widget"], "ask"
+    )
+    seed_asking = Classifier(verbs=SEED_VERBS, unknown="ask")
+    assert seed_asking.explain("frobnicate_widget") == unknown(
+        "frobnicate_widget", ["frobnicate", "widget"], "ask"
+    )
+    assert seed_asking.explain("get_stats") == unknown("get_stats", ["get", "stats"], "ask")
+
+
+@pytest.mark.parametrize("bad", ["deny", "ASK", "", None, True, 1])
+def test_unknown_rejects_other_values(bad: object) -> None:
+    """unknown= takes "ask" or "allow" only (None means the default)."""
+    if bad is None:
+        assert Classifier(unknown=None).unknown == "ask"
+        return
+    with pytest.raises(ValueError, match=r"^unknown must") as info:
+        Classifier(unknown=bad)  # type: ignore[arg-type]
+    assert str(info.value) == f'unknown must be "ask" or "allow", got {bad!r}'
+
+
+# --- custom read verbs ----------------------------------------------------------------------
+
+
+def test_custom_reads_replace_the_read_vocabulary() -> None:
+    """reads= sets the read verbs; () turns the read rule off."""
+    classifier = Classifier(reads=["peek"])
+    assert classifier.reads == frozenset({"peek"})
+    assert classifier.explain("peek_order") == read(
+        "peek_order",
+        "the read verb 'peek' leads the action: 'order' is read as a thing, not an action",
+    )
+    assert classifier.explain("get_order") == verb("get_order", "order", "commerce")
+    no_reads = Classifier(reads=())
+    assert no_reads.explain("get_order_details") == verb("get_order_details", "order", "commerce")
+    assert no_reads.explain("get_stats") == unknown("get_stats", ["get", "stats"], "ask")
+
+
+def test_a_word_in_both_verbs_and_explicit_reads_is_rejected() -> None:
+    """An explicit reads list may not share a word with verbs; the default drops shared words."""
+    with pytest.raises(ValueError, match=r"^words in both") as info:
+        Classifier(verbs=["check", "send"], reads=["check", "get"])
+    assert str(info.value) == (
+        "words in both verbs and reads: ['check']; keep each word in only one of the two"
+    )
+    classifier = Classifier(verbs=["check", "send"])
+    assert "check" not in classifier.reads
+    assert classifier.explain("check_in") == verb("check_in", "check", None)
+
+
+def test_reads_are_validated_like_verbs() -> None:
+    """A read verb must be one word; a bare string is refused."""
+    with pytest.raises(ValueError, match=r"^read ") as info:
+        Classifier(reads=["get_all"])
+    assert str(info.value) == (
+        "read 'get_all' is not a single word (it splits into ['get', 'all']); "
+        "list each word as its own read, or put the exact tool name in always"
+    )
+    with pytest.raises(TypeError) as type_info:
+        Classifier(reads="get")
+    assert str(type_info.value) == (
+        "reads must be a collection of strings, not a single string; write reads=['get']"
+    )
+
+
+def test_the_lists_win_over_every_verb_rule() -> None:
+    """always and never decide before verbs, reads and unknown names."""
+    classifier = Classifier(always=["findCalendarEvents", "get_env"], never=["run_report"])
+    assert classifier.requires_approval("findCalendarEvents") is True
+    assert classifier.requires_approval("get_env") is True
+    assert classifier.requires_approval("run_report") is False
+    assert classifier.explain("run_report").reason == "listed in never (exempt)"
+
+
+# --- the original rule ----------------------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    ("name", "needs"),
+    [
+        ("send_email", True),
+        ("get_book", True),
+        ("frobnicate_widget", False),
+        ("transfer_funds", False),
+        ("get_order_details", False),
+        ("search_and_replace", False),
+    ],
+)
+def test_seed_verbs_give_the_original_rule(name: str, needs: bool) -> None:
+    """verbs=SEED_VERBS: any of the 13 verbs anywhere asks, nothing else does."""
+    classifier = Classifier(verbs=SEED_VERBS)
+    assert classifier.reads == frozenset()
+    assert classifier.unknown == "allow"
+    result = classifier.explain(name)
+    assert result.needs_approval is needs
+    assert result.rule == ("verb" if needs else "default")
+
+
+@settings(max_examples=300)
+@given(
+    st.lists(st.sampled_from([*SEED_VERBS, *READ_VERBS[:10], "x", "item", "_", "."]), max_size=6)
+)
+def test_seed_verbs_agree_with_the_plain_word_rule(pieces: list[str]) -> None:
+    """With SEED_VERBS a name asks exactly when a word is one of the 13 verbs."""
+    name = "_".join(pieces)
+    words = split_words(name)
+    assert Classifier(verbs=SEED_VERBS).requires_approval(name) == any(
+        word in SEED_VERBS for word in words
+    )
+
+
+# --- the default rule, stated plainly -------------------------------------------------------
+
+PIECES = st.sampled_from(
+    [
+        "get",
+        "list",
+        "search",
+        "send",
+        "order",
+        "delete",
+        "replace",
+        "create",
+        "and",
+        "or",
+        "item",
+        "user",
+        "frob",
+        "mcp",
+        "fetch",
+        "status",
+    ]
+)
+SEPARATORS = st.sampled_from(["_", "__", ".", "/", "-"])
+
+
+def _plain_rule(name: str) -> bool:
+    """The documented default rule written as plainly as possible."""
+    words = list(split_words(name))
+    verbs, reads = set(DEFAULT_VERBS), set(READ_VERBS)
+    if not any(word in verbs for word in words):
+        return not any(word in reads or word in INFO_NOUNS for word in words)  # unknown="ask"
+    parts = [list(split_words(part)) for part in re.split(r"__|[/:.]", name)]
+    action = next((p for p in reversed(parts) if p), words)
+    if not any(word in verbs or word in reads for word in action):
+        action = words
+    lead = next(word for word in action if word in verbs or word in reads)
+    if lead in verbs:
+        return True
+    rest = action[action.index(lead) + 1 :]
+    joined = False
+    for word in rest:
+        if word in {"and", "or", "then"}:
+            joined = True
+        elif word in verbs and (joined or word in DESTRUCTIVE_VERBS):
+            return True
+    return False
+
+
+@settings(max_examples=500)
+@given(st.lists(st.tuples(PIECES, SEPARATORS), min_size=1, max_size=6))
+def test_the_default_classifier_follows_the_documented_rule(
+    parts: list[tuple[str, str]],
+) -> None:
+    """For any name built from verbs, nouns, joiners and separators, the rule holds."""
+    name = "".join(word + sep for word, sep in parts)[:-1]
+    assert Classifier().requires_approval(name) == _plain_rule(name)
+
+
+# --- combining ------------------------------------------------------------------------------
+
+CLASSIFIERS = st.builds(
+    Classifier,
+    verbs=st.sampled_from([DEFAULT_VERBS, SEED_VERBS, ("send", "order")]),
+    reads=st.sampled_from([None, (), ("get",)]),
+    unknown=st.sampled_from(["ask", "allow"]),
+)
+NAMES = st.sampled_from(
+    ["get_order_details", "send_email", "frob", "get_book", "transfer_funds", "search_and_replace"]
+)
+
+
+@settings(max_examples=200)
+@given(CLASSIFIERS, CLASSIFIERS, NAMES)
+def test_or_asks_exactly_when_either_side_asks(a: Classifier, b: Classifier, name: str) -> None:
+    """(a | b) needs approval exactly when a or b does, with read verbs and unknown names too."""
+    combined = a | b
+    assert combined.requires_approval(name) == (
+        a.requires_approval(name) or b.requires_approval(name)
+    )
+    assert combined == b | a
+    assert hash(combined) == hash(b | a)
+
+
+def test_or_explains_with_the_side_that_asks() -> None:
+    """The combined explanation is the asking side's; the settings summarise both sides."""
+    money = Classifier(verbs=["pay"], reads=(), unknown="allow")
+    combined = money | Classifier()
+    # Neither side asks: the first side explains.
+    assert combined.explain("get_order_details") == Classification(
+        name="get_order_details",
+        needs_approval=False,
+        rule="default",
+        matched_word=None,
+        matched_verb=None,
+        reason="no approval verb among the words ['get', 'order', 'details']",
+    )
+    assert combined.explain("pay_invoice") == verb("pay_invoice", "pay", None)
+    assert combined.explain("frob") == unknown("frob", ["frob"], "ask")
+    assert combined.verbs == frozenset(DEFAULT_VERBS) | {"pay"}
+    assert combined.reads == frozenset()
+    assert combined.unknown == "ask"
+    assert repr(combined) == (
+        "Classifier(verbs=['pay'], reads=[], unknown='allow', always=[], never=[])"
+        " | Classifier(verbs=DEFAULT_VERBS, reads=READ_VERBS, unknown='ask', always=[], never=[])"
+    )
+
+
+# --- MCP annotations with the new vocabulary ------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    ("name", "annotations", "expected"),
+    [
+        (
+            "get_env",
+            {"readOnlyHint": True},
+            (
+                False,
+                "annotation",
+                "the server marks it readOnlyHint: true and the word 'get' is a read verb",
+            ),
+        ),
+        (
+            "get_env",
+            {},
+            (
+                True,
+                "annotation",
+                (
+                    "the server does not mark it readOnlyHint: true"
+                    " (MCP tools are destructive by default)"
+                ),
+            ),
+        ),
+        (
+            "list_files",
+            {"readOnlyHint": True, "destructiveHint": True},
+            (True, "annotation", "the server marks it destructiveHint: true"),
+        ),
+        (
+            "transfer_funds",
+            {"readOnlyHint": True},
+            (
+                True,
+                "verb",
+                (
+                    "the word 'transfer' is an approval verb (money);"
+                    " the server's readOnlyHint: true cannot exempt it"
+                ),
+            ),
+        ),
+        (
+            "kubectl_apply",
+            {"destructiveHint": True},
+            (True, "verb", "the word 'apply' is an approval verb (code and devops)"),
+        ),
+        (
+            "frobnicate",
+            {"readOnlyHint": True},
+            (
+                False,
+                "annotation",
+                "the server marks it readOnlyHint: true and the name holds no known verb",
+            ),
+        ),
+        (
+            "get_order_details",
+            {"readOnlyHint": True},
+            (
+                False,
+                "annotation",
+                (
+                    "the server marks it readOnlyHint: true and the read verb 'get' leads the "
+                    "action: 'order' is read as a thing, not an action"
+                ),
+            ),
+        ),
+    ],
+)
+def test_mcp_hints_with_the_new_vocabulary(
+    name: str, annotations: dict[str, object], expected: tuple[bool, str, str]
+) -> None:
+    """Hints never exempt an approval verb; reads and unknown names still need readOnlyHint."""
+    result = Classifier().explain(name, annotations=annotations)
+    assert (result.needs_approval, result.rule, result.reason) == expected
+
+
+# --- the docs -------------------------------------------------------------------------------
+
+
+def test_the_docs_table_lists_every_group_as_the_code_does() -> None:
+    """The classifier page's vocabulary table is the code's, row for row."""
+    text = (DOCS / "classifier.md").read_text(encoding="utf-8")
+    table = text.split("| domain | why a person decides | approval verbs |\n| --- | --- | --- |\n")[
+        1
+    ]
+    table = table.split("\n\n")[0]
+    rows = re.findall(r"^\| ([a-z ]+) \| ([^|]+) \| ([^|]+) \|$", table, flags=re.MULTILINE)
+    documented = [(domain, why.strip(), verbs.strip()) for domain, why, verbs in rows]
+    assert documented == [
+        (group.domain, group.why, ", ".join(f"`{word}`" for word in group.verbs))
+        for group in VERB_GROUPS
+    ]
+    assert ", ".join(f"`{word}`" for word in READ_VERBS) in text
