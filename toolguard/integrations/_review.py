@@ -13,6 +13,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
+from toolguard._chat.chat import ReviewedChat
 from toolguard._core.catalog import message
 from toolguard._core.errors import (
     AlreadyResumedError,
@@ -35,8 +36,10 @@ from toolguard._core.records import (
 from toolguard._enforce.actions import EXPIRED_BEFORE_START, TAMPERED
 from toolguard._enforce.calls import parse_tool_call
 from toolguard._enforce.decide import Verdict, decide
+from toolguard._enforce.judge import Judge
 from toolguard._enforce.once import Claims
 from toolguard._enforce.quorum import reviewer_key, reviewer_text
+from toolguard._enforce.runner import Runner
 from toolguard._policy.decisions import AnyDecision, validate_decisions
 from toolguard._policy.redact import keep_redacted, scrub, scrub_data
 from toolguard._tools.tool import Tool
@@ -70,7 +73,23 @@ class ReviewItem:
 
 
 def as_toolset(tools: Tools) -> Toolset:
-    """``tools`` as a :class:`Toolset`: a toolset as is, anything else through ``guard()``."""
+    """``tools`` as a :class:`Toolset`: a toolset as is, anything else through ``guard()``.
+
+    Raises:
+        TypeError: ``tools`` is a :class:`~toolguard.Runner`, a
+            :class:`~toolguard.ReviewedChat` or a :class:`~toolguard.Judge`:
+            the framework runs the turn, so their judge (and their other
+            settings) would not apply; it is refused rather than dropped.
+    """
+    given: object = tools  # checked at run time for untyped callers
+    if isinstance(given, Runner | ReviewedChat | Judge):
+        msg = (
+            f"toolguard's framework integrations take tools, not a {type(given).__name__}:"
+            " the framework runs the turn, so a judge (judge=) and the other settings of a"
+            " Runner or ReviewedChat would not apply. Pass the tools (a list, a mapping or a"
+            " Toolset); for a judge, run them with toolguard.Runner or toolguard.ReviewedChat."
+        )
+        raise TypeError(msg)
     return tools if isinstance(tools, Toolset) else Toolset(tools)
 
 
