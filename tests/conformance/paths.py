@@ -15,7 +15,9 @@ integrations) with the same four tools, and answers in the same terms:
 * ``decide_foreign(decisions)``: the decisions of the current review sent
   bound to another open review (another thread / review id);
 * ``snapshot()``: the stored state and audit, to compare before and after;
-* ``texts()``: every text toolguard wrote on that path.
+* ``texts()``: every text toolguard wrote on that path;
+* ``judge_calls()``: how many times the judge model was asked (the paths that
+  take a judge: ``session(judge=Judging(...))``).
 
 ``effects`` lists every body that really ran, as ``(tool, args)``.
 A new path joins by adding an adapter to :data:`ADAPTERS`.
@@ -24,6 +26,7 @@ A new path joins by adding an adapter to :data:`ADAPTERS`.
 from __future__ import annotations
 
 import json
+import os
 import re
 from collections.abc import AsyncIterator, Callable, Sequence
 from contextlib import AbstractAsyncContextManager, asynccontextmanager
@@ -31,12 +34,14 @@ from dataclasses import dataclass
 from datetime import datetime, timedelta, timezone
 from pathlib import Path
 from typing import Any, ClassVar
+from unittest import mock
 
 import anyio
 
 import toolguard
 from toolguard import (
     ApprovalRequiredError,
+    Judge,
     MemoryStore,
     ModelResponse,
     ReviewedChat,
@@ -200,6 +205,31 @@ class Clock:
         self.now += timedelta(seconds=seconds)
 
 
+@dataclass(frozen=True)
+class Judging:
+    """The judge of guarantee (j): ``answer`` is the judge model's reply text to the document
+    it reads (``{"user_messages": [...], "proposed_call": {...}}``)."""
+
+    answer: Callable[[dict[str, Any]], str]
+    auto_approve: bool = False
+
+
+JUDGE_MODEL = "judge-model"
+"""The gateway's ``--judge-model NAME`` (the other paths' judge model is a ``ScriptedModel``)."""
+
+
+def scripted_judge(judging: Judging | None) -> tuple[Judge | None, ScriptedModel | None]:
+    """A :class:`Judge` on a ``ScriptedModel`` answering as ``judging`` says, and that model."""
+    if judging is None:
+        return None, None
+
+    def reply(messages: Sequence[toolguard.Message]) -> ModelResponse:
+        return ModelResponse(text=judging.answer(json.loads(str(messages[-1]["content"]))))
+
+    model = ScriptedModel([reply], repeat=True)
+    return Judge(model, auto_approve=judging.auto_approve), model
+
+
 def dumped(value: Any) -> str:
     """A text of any value toolguard wrote (JSON, whatever is inside)."""
     return value if isinstance(value, str) else json.dumps(value, default=repr, ensure_ascii=False)
@@ -214,17 +244,23 @@ class Adapter:
     name: ClassVar[str]
     title: ClassVar[str]
     clock_injectable: ClassVar[bool] = True
+    takes_judge: ClassVar[bool] = False
 
     def __init__(self, tmp_path: Path) -> None:
         self.tmp_path = tmp_path
         self.effects: Effects = []
         self.written: list[str] = []
         self.clock = Clock()
+        self.judging: Judging | None = None
 
     def session(
-        self, *, rules: Rules | None = None, ttl: float | None = None
+        self, *, rules: Rules | None = None, ttl: float | None = None, judge: Judging | None = None
     ) -> AbstractAsyncContextManager[Adapter]:
-        """Build the component (with these rules and review deadline) for one test."""
+        """Build the component (with these rules, review deadline and judge) for one test."""
+        if judge is not None and not self.takes_judge:
+            msg = f"the {self.name} path takes no judge"
+            raise TypeError(msg)
+        self.judging = judge
         return self._session(rules=rules, ttl=ttl)
 
     @asynccontextmanager
@@ -262,6 +298,10 @@ class Adapter:
     async def texts(self) -> list[str]:
         """Every text toolguard wrote on this path (and the audit, where there is one)."""
         return list(self.written)
+
+    def judge_calls(self) -> int:
+        """How many times the judge model was asked."""
+        raise NotImplementedError
 
     def record(self, outcome: Outcome) -> Outcome:
         if isinstance(outcome, Paused):
@@ -375,9 +415,11 @@ class RunnerPath(Adapter):
 
     name = "runner"
     title = "`Runner`"
+    takes_judge = True
 
     async def open(self, *, rules: Rules | None, ttl: float | None) -> None:
         self.ttl = ttl
+        self.judge, self.judge_model = scripted_judge(self.judging)
         self.claims = MemoryStore()
         self.raw_tools = python_tools(self.effects)
         self.runner = self._runner(rules)
@@ -390,6 +432,7 @@ class RunnerPath(Adapter):
             review_ttl=self.ttl,
             clock=self.clock,
             claims=self.claims,
+            judge=self.judge,
         )
 
     async def reopen(self, *, rules: Rules | None) -> None:
@@ -451,6 +494,10 @@ class RunnerPath(Adapter):
     async def snapshot(self) -> Any:
         return [(t, p.model_dump(mode="json")) for t, p in self.pendings]
 
+    def judge_calls(self) -> int:
+        assert self.judge_model is not None
+        return len(self.judge_model.calls)
+
 
 # ---------------------------------------------------------------------------- (3) ReviewedChat
 
@@ -479,9 +526,11 @@ class ChatPath(Adapter):
 
     name = "chat"
     title = "`ReviewedChat` + SQLite"
+    takes_judge = True
 
     async def open(self, *, rules: Rules | None, ttl: float | None) -> None:
         self.ttl = ttl
+        self.judge, self.judge_model = scripted_judge(self.judging)
         self.model = EchoModel()
         self.raw_tools = python_tools(self.effects)
         self.db = self.tmp_path / "chat.sqlite3"
@@ -496,6 +545,7 @@ class ChatPath(Adapter):
             store=SQLiteStore(self.db),
             review_ttl=self.ttl,
             clock=self.clock,
+            judge=self.judge,
         )
 
     async def reopen(self, *, rules: Rules | None) -> None:
@@ -578,6 +628,10 @@ class ChatPath(Adapter):
             texts.extend(dumped(m) for m in state.messages if m.get("role") == "tool")
             texts.extend(dumped(a.model_dump(mode="json")) for a in state.actions)
         return texts
+
+    def judge_calls(self) -> int:
+        assert self.judge_model is not None
+        return len(self.judge_model.calls)
 
 
 ADAPTERS: dict[str, type[Adapter]] = {
@@ -1119,6 +1173,7 @@ class MCPProxyPath(Adapter):
     name = "mcp_proxy"
     title = "MCP gateway (`toolguard mcp-proxy`)"
     clock_injectable = False
+    takes_judge = True
 
     @asynccontextmanager
     async def _session(self, *, rules: Rules | None, ttl: float | None) -> AsyncIterator[Adapter]:
@@ -1130,6 +1185,7 @@ class MCPProxyPath(Adapter):
         self.reviews: list[tuple[str, str, Any]] = []  # (thread_id, review_id, the call's box)
         with anyio.fail_after(MCP_LIMIT):
             async with (
+                self._judge_of_the_command_line(),
                 Client(mcp_server(self.effects), mode="legacy") as upstream,
                 anyio.create_task_group() as tasks,
             ):
@@ -1145,6 +1201,41 @@ class MCPProxyPath(Adapter):
                     yield self
                     calls.cancel_scope.cancel()  # calls still waiting: their client gives up
                 tasks.cancel_scope.cancel()
+
+    @asynccontextmanager
+    async def _judge_of_the_command_line(self) -> AsyncIterator[None]:
+        """``--judge-model`` (and ``--judge-auto-approve``) on the scripted OpenAI server."""
+        self.judge: Judge | None = None
+        if self.judging is None:
+            yield
+            return
+        from tests.helpers import MODEL_ENV_VARS
+        from tests.openai_server import Reply, ScriptedOpenAIServer, reply_text
+        from toolguard._cli import mcp_proxy
+        from toolguard._cli.main import _parser
+
+        judging = self.judging
+
+        def reply(body: dict[str, Any]) -> Reply:
+            return reply_text(judging.answer(json.loads(body["messages"][-1]["content"])))
+
+        options = ["--judge-model", JUDGE_MODEL]
+        if judging.auto_approve:
+            options.append("--judge-auto-approve")
+        args = _parser().parse_args(["mcp-proxy", *options, "--", "upstream"])
+        with ScriptedOpenAIServer([reply] * 50) as server:
+            self.openai = server
+            with mock.patch.dict(os.environ):  # the environment's OpenAI settings, restored after
+                for name in MODEL_ENV_VARS:  # no real key goes anywhere
+                    os.environ.pop(name, None)
+                os.environ["OPENAI_BASE_URL"] = server.base_url
+                self.judge = mcp_proxy.judge_of(args)
+            assert self.judge is not None
+            async with self.judge.model.client:  # type: ignore[attr-defined]
+                yield
+
+    def judge_calls(self) -> int:
+        return len(self.openai.requests)
 
     def _gateway(self, rules: Rules | None) -> tuple[Any, Any]:
         import httpx
@@ -1167,6 +1258,7 @@ class MCPProxyPath(Adapter):
             on_event=hook,
             rules=rules,
             redact={"login": ["password"]},
+            judge=self.judge,
         )
         proxy._tasks = self.tasks
         app = build_app(proxy.chat)

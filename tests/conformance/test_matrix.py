@@ -16,14 +16,16 @@ from typing import Any
 
 import pytest
 
-from toolguard import REDACTED
+from toolguard import REDACTED, Rules
 
 from .paths import (
     ADAPTERS,
     DENY,
+    JUDGE_MODEL,
     SECRET,
     TTL,
     Adapter,
+    Judging,
     Outcome,
     Paused,
     Ran,
@@ -40,6 +42,11 @@ GUARANTEES: dict[str, str] = {
     "g": "past its deadline a review runs nothing",
     "h": "a decision is bound to its thread and review",
     "i": "refused decisions change nothing",
+    "j": (
+        "a judge never rejects and fails closed: a verdict it cannot give runs nothing, a quorum"
+        " tool or an ask-ruled call still waits for a person, a deny rule refuses before the judge"
+        " is asked"
+    ),
 }
 
 NA: dict[tuple[str, str], str] = {}
@@ -64,6 +71,16 @@ for _langchain in ["langchain_tools", "langchain_middleware"]:
     NA[("h", _langchain)] = (
         "not applicable: a resume value carries no review id; LangGraph routes it to the"
         " interrupt pending in the thread its config names"
+    )
+NA[("j", "decorator")] = (
+    "not applicable: a directly called function has no judge option; a judge belongs to a"
+    " Runner or ReviewedChat, and `guard()` refuses either of them (or a Judge) with a TypeError"
+)
+for _framework in ["pydantic_ai", "openai_agents", "langchain_tools", "langchain_middleware"]:
+    NA[("j", _framework)] = (
+        "not applicable: the framework runs the turn and the integration takes tools, with no"
+        " judge option; given a Runner, a ReviewedChat or a Judge it raises a TypeError naming"
+        " the judge, so a judge is never silently dropped"
     )
 NA[("d", "mcp_proxy")] = (
     "not applicable: the gateway's page and API have no reviewer identities and it has no"
@@ -96,19 +113,26 @@ def adapter(guarantee: str, path: str, tmp_path: Path, index: int = 0) -> Adapte
     return ADAPTERS[path](folder)
 
 
-def review(name: str, args: dict[str, Any], *, quorum: dict[str, Any] | None = None) -> Paused:
-    """The ``pending_review`` of one call, as every path must show it."""
+def review(
+    name: str,
+    args: dict[str, Any],
+    *,
+    quorum: dict[str, Any] | None = None,
+    judge: str | None = None,
+) -> Paused:
+    """The ``pending_review`` of one call, as every path must show it (``judge``: its line)."""
     config: dict[str, Any] = {
         "action_name": name,
         "allowed_decisions": ["approve", "edit", "reject"],
     }
     if quorum is not None:
         config["approvals"] = quorum
+    description = f"Tool `{name}` is awaiting approval"
+    if judge is not None:
+        description += f" | {judge}"
     return Paused(
         {
-            "action_requests": [
-                {"name": name, "args": args, "description": f"Tool `{name}` is awaiting approval"}
-            ],
+            "action_requests": [{"name": name, "args": args, "description": description}],
             "review_configs": [config],
         }
     )
@@ -550,6 +574,68 @@ EDIT_DENIED["mcp_proxy"] = Ran(error=True, text=DENIED)
 EDIT_INVALID["mcp_proxy"] = Ran(
     error=True, text="Invalid arguments for tool `send_email`: 'to': 7 is not of type 'string'"
 )
+
+
+# ---------------------------------------------------------------------------- (j)
+
+C = {"path": "/srv/c"}
+ASK_MAIL = Rules(deny=['send_email(to="*@evil.example")'], ask=['send_email(to="bob@*")'])
+"""The deny rule of (b) and an ask rule on the mail to Bob."""
+
+
+def verdict(risk: str, authorized: bool, outcome: str, rationale: str) -> str:
+    """A judge model's reply text: one JSON object."""
+    reply = {"risk": risk, "user_authorized": authorized, "outcome": outcome}
+    return json.dumps({**reply, "rationale": rationale})
+
+
+ALLOW_WHY = "The person asked for exactly this."
+ASK_WHY = "Nobody asked to delete this."
+ALLOW = verdict("low", True, "allow", ALLOW_WHY)
+ASK = verdict("high", False, "ask", ASK_WHY)
+
+
+def judge_answer(document: dict[str, Any]) -> str:
+    """The judge model of (j): cannot decide on /srv/a, asks on /srv/c, allows all else."""
+    arguments = document["proposed_call"]["arguments"]
+    if arguments == A:
+        return "Looks fine to me, go ahead."  # not JSON: the judge could not decide
+    return ASK if arguments == C else ALLOW
+
+
+@pytest.mark.parametrize("path", params("j"))
+async def test_j_a_judge_never_rejects_and_fails_closed(path: str, tmp_path: Path) -> None:
+    """An auto-approving judge: a deny rule refuses unasked; a reply that is not JSON and an
+    'ask' each leave the call to a person (who alone decides it); its 'allow' runs neither a
+    quorum tool nor an ask-ruled call, but does run a plain guarded call."""
+    judging = Judging(judge_answer, auto_approve=True)
+    name = JUDGE_MODEL if path == "mcp_proxy" else "ScriptedModel"
+    allowed = f"Judge ({name}): low risk, the user asked for it. {ALLOW_WHY}"
+    async with adapter("j", path, tmp_path).session(rules=ASK_MAIL, judge=judging) as p:
+        expect(DENIED_AT, path, await p.propose("send_email", EVIL))
+        assert p.judge_calls() == 0  # refused before any judge was asked
+
+        cannot = f"Judge ({name}) could not decide: its reply was not one JSON object"
+        assert await p.propose("delete_file", A) == review("delete_file", A, judge=cannot)
+        assert p.effects == []
+        assert await p.decide([APPROVE]) == Ran(error=False, text="deleted /srv/a")
+
+        asks = f"Judge ({name}): high risk, the user did not ask for it. {ASK_WHY}"
+        assert await p.propose("delete_file", C) == review("delete_file", C, judge=asks)
+        expect(REJECTED, path, await p.decide([{"type": "reject", "message": "not this one"}]))
+
+        if path != "mcp_proxy":  # the gateway gives no upstream tool a quorum: see (d)
+            transfer = {"amount": 900, "to": "ACME"}
+            quorum = {"required": 2, "given": 0, "by": []}
+            assert await p.propose("wire_transfer", transfer) == review(
+                "wire_transfer", transfer, quorum=quorum, judge=allowed
+            )
+        assert await p.propose("send_email", MAIL) == review("send_email", MAIL, judge=allowed)
+        assert p.effects == [("delete_file", A)]
+
+        assert await p.propose("delete_file", B) == Ran(error=False, text="deleted /srv/b")
+        assert p.effects == [("delete_file", A), ("delete_file", B)]
+        assert p.judge_calls() == (4 if path == "mcp_proxy" else 5)  # one verdict per call
 
 
 # ---------------------------------------------------------------------------- the documented matrix
