@@ -272,7 +272,6 @@ class MCPProxy:
         # The threads' user messages are the proxy's own, not a person's words.
         self.chat.judge_reads_messages = False
         self.judges_every_call = judge is not None and judge.scope == "all"
-        self.chat.judge_reads_messages = False  # its user messages are not a person's words
         self._asked: dict[str, _Asked] = {}
         self._tasks: anyio.abc.TaskGroup | None = None
 
