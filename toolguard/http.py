@@ -71,11 +71,16 @@ The chat reaches the routes through a dependency, so a test can swap it with
 ``app.dependency_overrides``. Put authentication in front of these routes in
 production: whoever may call them may approve the tools (the ``reviewer``
 dependency's value, as text, is the actor of the ``authorize`` and
-``access`` hooks).
+``access`` hooks). ``auth=`` does it for you: :class:`HeaderAuth` (an
+authenticating reverse proxy names the user in a header) or :class:`TokenAuth`
+(reviewers' tokens, as bearer tokens or a signed session cookie); and
+:class:`Reviewers` (the ``[reviewers]`` table of a rules file) is an
+``authorize`` hook saying who may decide which tool.
 """
 
 from toolguard._http.answers import CONTENT_SECURITY_POLICY
 from toolguard._http.app import create_app
+from toolguard._http.auth import HeaderAuth, TokenAuth, new_token
 from toolguard._http.live import pending_reviews
 from toolguard._http.parsing import DEFAULT_MAX_BODY_BYTES, MAX_BODY_DEPTH
 from toolguard._http.routes import create_router
@@ -90,6 +95,7 @@ from toolguard._http.schemas import (
     ReviewRequest,
     ThreadResponse,
 )
+from toolguard._policy.reviewers import Reviewers
 
 __all__ = [
     "CONTENT_SECURITY_POLICY",
@@ -101,10 +107,14 @@ __all__ = [
     "EditedActionBody",
     "ErrorResponse",
     "GrantResponse",
+    "HeaderAuth",
     "ReviewDecision",
     "ReviewRequest",
+    "Reviewers",
     "ThreadResponse",
+    "TokenAuth",
     "create_app",
     "create_router",
+    "new_token",
     "pending_reviews",
 ]

@@ -1,9 +1,10 @@
-"""The ``toolguard`` command line: ``demo``, ``serve``, ``mcp-proxy`` and ``tools``.
+"""The ``toolguard`` command line: ``demo``, ``serve``, ``mcp-proxy``, ``tools`` and ``token``.
 
 Each command has its parser and its handler: ``demo`` in
 :mod:`toolguard._cli.demo`, ``mcp-proxy`` in :mod:`toolguard._cli.mcp_proxy`,
-``serve`` and ``tools`` here (``serve`` itself is :mod:`toolguard._cli.serve`,
-imported only when it runs, since it needs the ``http`` extra).
+``token`` in :mod:`toolguard._cli.auth`, ``serve`` and ``tools`` here (``serve`` itself
+is :mod:`toolguard._cli.serve`, imported only when it runs, since it needs the ``http``
+extra).
 """
 
 from __future__ import annotations
@@ -16,6 +17,7 @@ from collections.abc import Callable, Sequence
 from typing import Any
 
 from toolguard._cli import demo, mcp_proxy
+from toolguard._cli.auth import add_auth_options, add_token_parser
 from toolguard._cli.judge import add_judge_options
 from toolguard._cli.options import positive_int
 from toolguard._tools.toolset import Toolset, guard
@@ -60,6 +62,10 @@ def _serve(args: argparse.Namespace) -> int:
         **({"judge_model": args.judge_model} if args.judge_model is not None else {}),
         **({"judge_auto_approve": True} if args.judge_auto_approve else {}),
         **({"judge_scope": args.judge_scope} if args.judge_scope is not None else {}),
+        **({"auth_header": args.auth_header} if args.auth_header is not None else {}),
+        **({"trusted_proxies": args.trusted_proxy} if args.trusted_proxy is not None else {}),
+        **({"tokens": args.tokens} if args.tokens is not None else {}),
+        **({"no_auth": True} if args.no_auth else {}),
     )
     return result if isinstance(result, int) else 0
 
@@ -141,6 +147,7 @@ def _add_serve(commands: Any) -> None:
         help="run N server processes on the one --db (default: 1)",
     )
     add_judge_options(serve)
+    add_auth_options(serve)
     serve.set_defaults(handler=_serve)
 
 
@@ -205,6 +212,7 @@ def _parser() -> argparse.ArgumentParser:
     _add_serve(commands)
     mcp_proxy.add_parser(commands)
     _add_tools(commands)
+    add_token_parser(commands)
     return parser
 
 

@@ -16,6 +16,13 @@ from typing import Any
 import anyio
 
 from toolguard._chat.chat import ReviewedChat
+from toolguard._cli.auth import (
+    AuthOptionError,
+    add_auth_options,
+    build_auth,
+    check_auth_options,
+    no_auth_warning,
+)
 from toolguard._cli.judge import JudgeOptionError, add_judge_options, build_judge
 from toolguard._cli.options import positive_int
 from toolguard._core.errors import RuleSyntaxError
@@ -23,6 +30,7 @@ from toolguard._enforce.judge import Judge
 from toolguard._gateway.proxy import CallModel
 from toolguard._gateway.routes import DEFAULT_MAX_BODY_BYTES, build_app
 from toolguard._gateway.run import DEFAULT_DB, run
+from toolguard._policy.reviewers import Reviewers
 from toolguard._policy.rules import Rules
 from toolguard._stores.outbox import Webhook
 
@@ -97,6 +105,7 @@ def add_parser(commands: Any) -> None:
         help="the secret of the X-Toolguard-Signature HMAC of each webhook body",
     )
     add_judge_options(proxy)
+    add_auth_options(proxy)
     proxy.add_argument("upstream", nargs=argparse.REMAINDER, help="the upstream server's command")
     proxy.set_defaults(handler=run_command)
 
@@ -138,20 +147,11 @@ def run_command(args: argparse.Namespace) -> int:
         except (TypeError, ValueError) as exc:
             sys.stderr.write(f"error: --notify-url/--notify-secret: {exc}\n")
             return 2
-    rules = None
     rules_file = getattr(args, "rules", None)
-    if rules_file is not None:
-        try:
-            rules = Rules.from_toml(Path(rules_file))
-        except OSError as exc:
-            sys.stderr.write(f"error: --rules {rules_file}: cannot read the file: {exc.strerror}\n")
-            return 2
-        except RuleSyntaxError as exc:
-            sys.stderr.write(f"error: --rules {rules_file}: {exc}\n")
-            return 2
     try:
+        rules, reviewers = _rules_of(rules_file)
         judge = judge_of(args)
-    except JudgeOptionError as exc:
+    except (ValueError, JudgeOptionError) as exc:
         sys.stderr.write(f"error: {exc}\n")
         return 2
     try:
@@ -164,6 +164,11 @@ def run_command(args: argparse.Namespace) -> int:
             " pip install 'toolguard-hitl[mcp,http]'\n"
         )
         return 2
+    try:
+        auth = _sign_in(args, rules_file if reviewers is not None else None)
+    except ValueError as exc:
+        sys.stderr.write(f"error: {exc}\n")
+        return 2
     http_options: dict[str, Any] = {
         "allow_hosts": list(getattr(args, "allow_host", None) or []),
         "allow_origins": list(getattr(args, "allow_origin", None) or []),
@@ -173,6 +178,9 @@ def run_command(args: argparse.Namespace) -> int:
     if problem is not None:
         sys.stderr.write(f"error: {problem}\n")
         return 2
+    if getattr(args, "no_auth", False):
+        where = f"[{args.host}]" if ":" in args.host else args.host
+        sys.stderr.write(no_auth_warning(f"http://{where}:{args.port}/"))
     try:
         return anyio.run(
             lambda: run(
@@ -186,11 +194,52 @@ def run_command(args: argparse.Namespace) -> int:
                 rules=rules,
                 notify=notify,
                 judge=judge,
+                auth=auth,
+                reviewers=reviewers,
                 **http_options,
             )
         )
     except KeyboardInterrupt:
         return 130
+
+
+def _sign_in(args: argparse.Namespace, reviewers_file: str | None) -> Any:
+    """The authenticator of the sign-in options (or ``None``); ``ValueError``: the error line.
+
+    ``reviewers_file``: the ``--rules`` file when it has a ``[reviewers]`` table, which
+    needs signed-in reviewers.
+    """
+    sign_in: dict[str, Any] = {
+        "auth_header": getattr(args, "auth_header", None),
+        "trusted_proxies": getattr(args, "trusted_proxy", None),
+        "tokens": getattr(args, "tokens", None),
+    }
+    try:
+        check_auth_options(args.host, no_auth=bool(getattr(args, "no_auth", False)), **sign_in)
+        auth = build_auth(**sign_in)
+    except AuthOptionError as exc:
+        raise ValueError(str(exc)) from None
+    if reviewers_file is not None and auth is None:
+        msg = (
+            f"--rules {reviewers_file} has a [reviewers] table, which needs signed-in"
+            " reviewers: give --auth-header NAME or --tokens FILE"
+        )
+        raise ValueError(msg)
+    return auth
+
+
+def _rules_of(path: str | None) -> tuple[Rules | None, Reviewers | None]:
+    """The rules and the ``[reviewers]`` table of ``--rules``; ``ValueError``: the error line."""
+    if path is None:
+        return None, None
+    try:
+        return Rules.from_toml(Path(path)), Reviewers.from_toml(Path(path))
+    except OSError as exc:
+        msg = f"--rules {path}: cannot read the file: {exc.strerror}"
+        raise ValueError(msg) from None
+    except RuleSyntaxError as exc:
+        msg = f"--rules {path}: {exc}"
+        raise ValueError(msg) from None
 
 
 def judge_of(args: argparse.Namespace) -> Judge | None:

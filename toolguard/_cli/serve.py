@@ -22,6 +22,7 @@ import contextlib
 import importlib
 import json
 import os
+import secrets
 import sys
 from collections.abc import AsyncIterator, Iterable, Sequence
 from pathlib import Path
@@ -30,11 +31,18 @@ from typing import TYPE_CHECKING, Any
 import anyio
 
 from toolguard._chat.chat import ReviewedChat
+from toolguard._cli.auth import (
+    AuthOptionError,
+    build_auth,
+    check_auth_options,
+    no_auth_warning,
+)
 from toolguard._cli.judge import JudgeOptionError, build_judge, describe_judge
 from toolguard._core.errors import RuleSyntaxError
 from toolguard._core.hosts import default_hosts
 from toolguard._core.llm import ChatModel
 from toolguard._enforce.judge import Judge
+from toolguard._policy.reviewers import Reviewers
 from toolguard._policy.rules import Rules
 from toolguard._stores.outbox import Webhook
 from toolguard._stores.protocol import Store
@@ -55,9 +63,11 @@ __all__ = [
     "build_app",
     "build_chat",
     "choose_model",
+    "load_reviewers",
     "load_tools",
     "open_store",
     "serve",
+    "served_app_from_env",
     "shown_db",
 ]
 
@@ -175,6 +185,22 @@ def load_rules(path: str) -> Rules:
         raise ServeError(msg) from exc
 
 
+def load_reviewers(path: str) -> Reviewers | None:
+    """The ``[reviewers]`` table of the rules file at ``path``, or ``None`` without one.
+
+    Raises:
+        ServeError: the file cannot be read or its table is invalid.
+    """
+    try:
+        return Reviewers.from_toml(Path(path))
+    except OSError as exc:
+        msg = f"--rules {path}: cannot read the file: {exc.strerror or exc}"
+        raise ServeError(msg) from exc
+    except (RuleSyntaxError, TypeError) as exc:
+        msg = f"--rules {path}: {exc}"
+        raise ServeError(msg) from exc
+
+
 def build_chat(
     *,
     tools: str | None = None,
@@ -201,8 +227,10 @@ def build_chat(
         judge = build_judge(judge_model, auto_approve=judge_auto_approve, scope=judge_scope)
     except JudgeOptionError as exc:
         raise ServeError(str(exc)) from exc
+    reviewers = load_reviewers(rules) if rules is not None else None
     chat = _build_chat(tools, model, base_url, db, rules, judge)
     chat.notify = webhook
+    chat.authorize = reviewers
     return chat
 
 
@@ -314,6 +342,10 @@ def build_app(
     judge_model: str | None = None,
     judge_auto_approve: bool = False,
     judge_scope: str | None = None,
+    auth_header: str | None = None,
+    trusted_proxies: Sequence[str] | None = None,
+    tokens: str | None = None,
+    session_secret: str | None = None,
 ) -> FastAPI:
     """The app ``toolguard serve`` runs: the chat API under ``/hitl`` and the page at ``/``.
 
@@ -321,6 +353,10 @@ def build_app(
     and the ``mcp-proxy`` app are: ``max_body_bytes``, ``allowed_origins`` and
     ``allowed_hosts`` are its protections (``allowed_hosts=None``: no Host
     check; :func:`serve` passes :func:`default_hosts` plus ``--allow-host``).
+    ``auth_header`` (with ``trusted_proxies``) or ``tokens`` sign reviewers in
+    (:func:`toolguard._cli.auth.build_auth`; ``session_secret``: the hex secret
+    of the session cookies, shared by the workers); a ``[reviewers]`` table in
+    ``rules`` is the chat's ``authorize`` hook and needs one of them.
     The chat is ``app.state.chat``; close its store
     (``app.state.chat.store.close()``) when done.
 
@@ -329,6 +365,21 @@ def build_app(
     """
     from toolguard._http.app import protected_app  # noqa: PLC0415 - the http extra is optional
 
+    try:
+        auth = build_auth(
+            auth_header=auth_header,
+            trusted_proxies=trusted_proxies,
+            tokens=tokens,
+            session_secret=session_secret,
+        )
+    except AuthOptionError as exc:
+        raise ServeError(str(exc)) from exc
+    if auth is None and rules is not None and load_reviewers(rules) is not None:
+        msg = (
+            f"--rules {rules} has a [reviewers] table, which needs signed-in reviewers: give"
+            " --auth-header NAME or --tokens FILE"
+        )
+        raise ServeError(msg)
     chat = build_chat(
         tools=tools,
         model=model,
@@ -347,6 +398,7 @@ def build_app(
             max_body_bytes=max_body_bytes,
             allowed_origins=allowed_origins,
             allowed_hosts=allowed_hosts,
+            auth=auth,
         )
     except (TypeError, ValueError) as exc:
         close = getattr(chat.store, "close", None)
@@ -417,6 +469,17 @@ def app_from_env() -> FastAPI:
     return app
 
 
+def served_app_from_env() -> Any:
+    """The app of :func:`app_from_env` behind the proxy headers (the workers' factory).
+
+    uvicorn runs without its own proxy-headers middleware (``proxy_headers=False``):
+    this one keeps the TCP peer, which ``--auth-header`` checks against ``--trusted-proxy``.
+    """
+    from toolguard._http.auth import with_proxy_headers  # noqa: PLC0415 - the http extra
+
+    return with_proxy_headers(app_from_env())
+
+
 class _NameWorker:
     """ASGI middleware: every HTTP answer carries :data:`WORKER_HEADER` (this process's id)."""
 
@@ -462,6 +525,15 @@ def _describe(model: ChatModel) -> str:
     return repr(model)
 
 
+def _auth_part(app: FastAPI) -> str:
+    """`` | sign-in: ...`` for the startup line of an app with sign-in, else nothing."""
+    auth = getattr(app.state, "auth", None)
+    header = getattr(auth, "header", None)
+    if header is not None:
+        return f" | sign-in: header {header}"
+    return " | sign-in: tokens" if auth is not None else ""
+
+
 def _judge_part(chat: ReviewedChat) -> str:
     """`` | judge: ...`` for the startup line of a chat with a judge, else nothing."""
     judge = chat.runner.judge
@@ -486,6 +558,10 @@ def serve(
     judge_model: str | None = None,
     judge_auto_approve: bool = False,
     judge_scope: str | None = None,
+    auth_header: str | None = None,
+    trusted_proxies: Sequence[str] | None = None,
+    tokens: str | None = None,
+    no_auth: bool = False,
 ) -> int:
     """Serve the chat API and the approval page until interrupted.
 
@@ -512,6 +588,12 @@ def serve(
             the calls: a :class:`~toolguard.Judge` (see docs/judge.md).
         judge_auto_approve: the judge's ``auto_approve``.
         judge_scope: the judge's ``scope``: ``guarded`` (when ``None``) or ``all``.
+        auth_header: the reviewer is this header's value, believed from
+            ``trusted_proxies`` only (default: this machine).
+        trusted_proxies: the networks of the proxies setting ``auth_header``.
+        tokens: a tokens file (``NAME sha256:HEX`` lines): reviewers sign in
+            with their token.
+        no_auth: listen beyond loopback without sign-in (a warning is printed).
         workers: how many server processes uvicorn runs; more than 1 needs a
             database the processes share (a SQLite file or PostgreSQL, not
             ``":memory:"``). Each worker builds its app with :func:`app_from_env`.
@@ -531,20 +613,33 @@ def serve(
         "allowed_origins": list(allow_origins),
         "allowed_hosts": [*default_hosts(host, port), *allow_hosts],
     }
-    if rules is not None:
-        options["rules"] = rules
-    if notify_url is not None:
-        options["notify_url"] = notify_url
-    if notify_secret is not None:
-        options["notify_secret"] = notify_secret
-    if judge_model is not None:
-        options["judge_model"] = judge_model
-    if judge_auto_approve:
-        options["judge_auto_approve"] = True
-    if judge_scope is not None:
-        options["judge_scope"] = judge_scope
+    given = {
+        "rules": rules,
+        "notify_url": notify_url,
+        "notify_secret": notify_secret,
+        "judge_model": judge_model,
+        "judge_auto_approve": judge_auto_approve or None,
+        "judge_scope": judge_scope,
+        "auth_header": auth_header,
+        "trusted_proxies": list(trusted_proxies) if trusted_proxies is not None else None,
+        "tokens": tokens,
+        # The secret of the session cookies, the same in every worker.
+        "session_secret": secrets.token_hex(32) if tokens is not None else None,
+    }
+    options.update({name: value for name, value in given.items() if value is not None})
     try:
         import uvicorn  # noqa: PLC0415 - the http extra is optional
+
+        try:
+            check_auth_options(
+                host,
+                auth_header=auth_header,
+                trusted_proxies=trusted_proxies,
+                tokens=tokens,
+                no_auth=no_auth,
+            )
+        except AuthOptionError as exc:
+            raise ServeError(str(exc)) from exc
 
         if workers < 1:
             msg = f"--workers must be at least 1, got {workers}"
@@ -568,19 +663,25 @@ def serve(
             " pip install 'toolguard-hitl[http]'\n"
         )
         return 2
+    from toolguard._http.auth import with_proxy_headers as served  # noqa: PLC0415
+
     chat: ReviewedChat = app.state.chat
-    if workers > 1:
-        return _serve_workers(chat, options, host=host, port=port, workers=workers)
     where = f"[{host}]" if ":" in host else host
+    if no_auth:
+        sys.stderr.write(no_auth_warning(f"http://{where}:{port}/"))
+        sys.stderr.flush()
+    if workers > 1:
+        return _serve_workers(app, options, host=host, port=port, workers=workers)
     sys.stdout.write(
         f"toolguard serve: http://{where}:{port}/"
-        f" | model: {_describe(chat.model)} | db: {shown_db(db)}{_judge_part(chat)}\n"
+        f" | model: {_describe(chat.model)} | db: {shown_db(db)}{_judge_part(chat)}"
+        f"{_auth_part(app)}\n"
     )
     sys.stdout.flush()
     try:
         # After a graceful shutdown uvicorn raises the signal that stopped it again:
         # SIGTERM then ends the process as killed by it, Ctrl-C arrives here.
-        uvicorn.run(app, host=host, port=port)
+        uvicorn.run(served(app), host=host, port=port, proxy_headers=False)
     except KeyboardInterrupt:
         return 130
     except SystemExit as exc:  # uvicorn exits when it cannot bind
@@ -593,16 +694,17 @@ def serve(
 
 
 def _serve_workers(
-    chat: ReviewedChat, options: dict[str, Any], *, host: str, port: int, workers: int
+    chat_app: FastAPI, options: dict[str, Any], *, host: str, port: int, workers: int
 ) -> int:
     """Run ``workers`` uvicorn processes, each with the app of :func:`app_from_env`.
 
-    ``chat`` is the one :func:`serve` built to check the settings: its store
-    is opened once here (so the tables exist before the workers start) and
-    closed.
+    ``chat_app`` is the one :func:`serve` built to check the settings: its
+    chat's store is opened once here (so the tables exist before the workers
+    start) and closed.
     """
     import uvicorn  # noqa: PLC0415 - the http extra is optional
 
+    chat: ReviewedChat = chat_app.state.chat
     try:
         _prepare_store(chat.store)
     except Exception as exc:  # the database cannot be opened: say so before forking
@@ -612,12 +714,18 @@ def _serve_workers(
     where = f"[{host}]" if ":" in host else host
     sys.stdout.write(
         f"toolguard serve: http://{where}:{port}/ | model: {_describe(chat.model)}"
-        f" | db: {shown_db(options['db'])}{_judge_part(chat)} | workers: {workers}\n"
+        f" | db: {shown_db(options['db'])}{_judge_part(chat)}{_auth_part(chat_app)}"
+        f" | workers: {workers}\n"
     )
     sys.stdout.flush()
     try:
         uvicorn.run(
-            "toolguard._cli.serve:app_from_env", factory=True, host=host, port=port, workers=workers
+            "toolguard._cli.serve:served_app_from_env",
+            factory=True,
+            host=host,
+            port=port,
+            workers=workers,
+            proxy_headers=False,
         )
     except KeyboardInterrupt:
         return 130

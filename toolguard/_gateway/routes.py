@@ -92,6 +92,7 @@ def build_app(
     allow_hosts: Iterable[str] = (),
     allow_origins: Iterable[str] = (),
     max_body_bytes: int = DEFAULT_MAX_BODY_BYTES,
+    auth: Any = None,
 ) -> FastAPI:
     """Toolguard's HTTP API (``GET /hitl/reviews`` included), ``GET /hitl/audit`` and the page.
 
@@ -103,7 +104,9 @@ def build_app(
     127.0.0.1 cannot list, approve or read the audit; a state-changing
     request from a page of another origin than ``allow_origins`` gets a 403,
     a body over ``max_body_bytes`` a 413; every answer carries the security
-    headers.
+    headers. ``auth`` (a :class:`~toolguard.http.HeaderAuth` or
+    :class:`~toolguard.http.TokenAuth`) makes every route under ``/hitl``, ``GET /hitl/audit``
+    included, require a signed-in reviewer.
 
     Raises:
         TypeError, ValueError: an option is invalid (the text says which).
@@ -117,4 +120,5 @@ def build_app(
         allowed_origins=allow_origins,
         max_body_bytes=max_body_bytes,
         routers=[audit_router(chat)],
+        auth=auth,
     )

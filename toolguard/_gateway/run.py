@@ -19,6 +19,7 @@ from toolguard._enforce.judge import Judge
 from toolguard._gateway.proxy import DEFAULT_TTL, EventHook, MCPProxy
 from toolguard._gateway.routes import DEFAULT_MAX_BODY_BYTES, DEFAULT_PORT, build_app
 from toolguard._gateway.upstream import list_upstream
+from toolguard._policy.reviewers import Reviewers
 from toolguard._policy.rules import Rules
 from toolguard._stores.outbox import Webhook
 from toolguard._stores.sqlite import SQLiteStore
@@ -45,6 +46,8 @@ async def run(
     allow_origins: Sequence[str] = (),
     max_body_bytes: int = DEFAULT_MAX_BODY_BYTES,
     judge: Judge | None = None,
+    auth: Any = None,
+    reviewers: Reviewers | None = None,
 ) -> int:
     """Run the gateway until the client closes stdin; return the exit code.
 
@@ -53,11 +56,15 @@ async def run(
     ``upstream_url`` when ``command`` is ``None``. ``allow_hosts``,
     ``allow_origins`` and ``max_body_bytes`` are the HTTP app's (see
     :func:`build_app`). ``judge``: a :class:`~toolguard.Judge` for the calls
-    (see :class:`~toolguard._gateway.proxy.MCPProxy`).
+    (see :class:`~toolguard._gateway.proxy.MCPProxy`). ``auth``: the sign-in of the HTTP app
+    (see :func:`build_app`); ``reviewers``: who may decide which tool (the chat's ``authorize``
+    hook; the client's own answers to an elicitation are decided by ``mcp-client``).
     """
     import uvicorn  # noqa: PLC0415
     from mcp import Client, StdioServerParameters  # noqa: PLC0415
     from mcp.server.stdio import stdio_server  # noqa: PLC0415
+
+    from toolguard._http.auth import with_proxy_headers  # noqa: PLC0415
 
     target: Any = upstream_url
     if command is not None:
@@ -76,6 +83,7 @@ async def run(
                 judge=judge,
             )
             proxy.chat.notify = notify  # webhooks: review.requested / decided / expired
+            proxy.chat.authorize = reviewers
             closed = await proxy.close_stale()
             if closed:
                 sys.stderr.write(
@@ -89,14 +97,16 @@ async def run(
                 allow_hosts=allow_hosts,
                 allow_origins=allow_origins,
                 max_body_bytes=max_body_bytes,
+                auth=auth,
             )
             config = uvicorn.Config(
-                app,
+                with_proxy_headers(app),
                 host=host,
                 port=port,
                 log_config=None,
                 access_log=False,
                 lifespan="off",
+                proxy_headers=False,  # with_proxy_headers keeps the peer for --auth-header
             )
             http = uvicorn.Server(config)
             async with anyio.create_task_group() as tasks:

@@ -3,7 +3,7 @@ codes (:func:`answer`), each ``detail`` cut short and echoing only a prefix of t
 """
 
 import json
-from collections.abc import Awaitable, Sequence
+from collections.abc import Awaitable, Mapping, Sequence
 from typing import Any, TypeVar
 
 from fastapi import HTTPException, status
@@ -118,10 +118,13 @@ class _AsciiJSONResponse(JSONResponse):
         ).encode("ascii")
 
 
-def reply(code: int, detail: Any) -> JSONResponse:
-    """The answer ``{"detail": detail}`` with status ``code`` and the security headers."""
+def reply(code: int, detail: Any, headers: Mapping[str, str] | None = None) -> JSONResponse:
+    """The answer ``{"detail": detail}`` with status ``code``, ``headers`` and the security
+    headers."""
     return _AsciiJSONResponse(
-        status_code=code, content={"detail": detail}, headers=SECURITY_HEADERS
+        status_code=code,
+        content={"detail": detail},
+        headers={**(headers or {}), **SECURITY_HEADERS},
     )
 
 

@@ -9,11 +9,12 @@ from importlib import resources
 from pathlib import Path
 from typing import Any
 
-from fastapi import APIRouter, FastAPI, HTTPException, status
+from fastapi import APIRouter, Depends, FastAPI, HTTPException, status
 from fastapi.responses import FileResponse
 from fastapi.staticfiles import StaticFiles
 
 from toolguard._chat.chat import ReviewedChat
+from toolguard._http.auth import Authenticator, check_auth, identity_dependency
 from toolguard._http.guards import Guard, Hosts, Protect
 from toolguard._http.parsing import DEFAULT_MAX_BODY_BYTES
 from toolguard._http.routes import check_chat, routes
@@ -35,6 +36,7 @@ def create_app(
     max_body_bytes: int = DEFAULT_MAX_BODY_BYTES,
     allowed_origins: Iterable[str] = (),
     allowed_hosts: Iterable[str] | None = None,
+    auth: Authenticator | None = None,
 ) -> FastAPI:
     """A FastAPI app serving ``chat`` under ``/hitl`` and, optionally, the approval page.
 
@@ -59,6 +61,10 @@ def create_app(
             or ``"*"`` (any); any other Host gets a 421. ``None`` (default):
             no check (``toolguard serve`` and ``toolguard mcp-proxy`` pass
             their own list).
+        auth: a :class:`~toolguard.http.HeaderAuth` or
+            :class:`~toolguard.http.TokenAuth`: every route under ``/hitl``
+            requires a signed-in reviewer, who is the reviewer (see
+            :func:`create_router`); the page and its files stay reachable.
 
     Returns:
         An ASGI app, e.g. for ``uvicorn``.
@@ -74,6 +80,7 @@ def create_app(
         max_body_bytes=max_body_bytes,
         allowed_origins=allowed_origins,
         allowed_hosts=allowed_hosts,
+        auth=auth,
     )
 
 
@@ -87,6 +94,7 @@ def protected_app(
     max_body_bytes: int = DEFAULT_MAX_BODY_BYTES,
     allowed_origins: Iterable[str] = (),
     routers: Iterable[APIRouter] = (),
+    auth: Authenticator | None = None,
 ) -> FastAPI:
     """The one factory of toolguard's apps: :func:`create_app`, ``serve`` and ``mcp-proxy``.
 
@@ -95,19 +103,23 @@ def protected_app(
     false, all behind :class:`~toolguard._http.guards.Protect`: the ``Host``
     allow-list (421), the cross-site refusal of state-changing requests
     (403), the body limit (413) and the security headers, for every route. ``allowed_hosts`` has
-    no default: each caller says which Hosts it answers (``None``: any).
+    no default: each caller says which Hosts it answers (``None``: any). With ``auth``, the
+    chat's routes and ``routers`` require a signed-in reviewer (401); the page does not.
 
     Raises:
         TypeError, ValueError: an option is invalid (the text says which).
     """
     check_chat(chat)
+    auth = check_auth(auth, reviewer)
     hosts = Hosts(allowed_hosts) if allowed_hosts is not None else None
     guard = Guard(max_body_bytes, allowed_origins)
     app = FastAPI(title=title, version=__version__)
     app.state.chat = chat
-    app.include_router(routes(chat, guard, reviewer=reviewer))
+    app.state.auth = auth
+    app.include_router(routes(chat, guard, reviewer=reviewer, auth=auth))
+    required = [Depends(identity_dependency(auth))] if auth is not None else []
     for router in routers:
-        app.include_router(router)
+        app.include_router(router, dependencies=required)
     docs = frozenset(
         url for url in (app.docs_url, app.redoc_url, app.swagger_ui_oauth2_redirect_url) if url
     )

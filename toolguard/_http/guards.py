@@ -228,7 +228,7 @@ def route_class(guard: Guard) -> type[APIRoute]:
                 except RequestValidationError as exc:
                     return reply(422, trimmed(exc.errors()))
                 except Refusal as exc:
-                    return reply(exc.status_code, exc.detail)
+                    return reply(exc.status_code, exc.detail, exc.headers)
                 except HTTPException as exc:  # the app's own dependencies (e.g. a login)
                     exc.headers = {**SECURITY_HEADERS, **(exc.headers or {})}
                     raise

@@ -23,6 +23,7 @@ from toolguard._chat.chat import ReviewedChat
 from toolguard._core.audit import to_jsonl
 from toolguard._core.jsonable import clean_text
 from toolguard._http.answers import ECHO_LIMIT, Refusal, answer, shorten
+from toolguard._http.auth import Authenticator, check_auth, identity_dependency, session_router
 from toolguard._http.guards import Guard, route_class
 from toolguard._http.live import Streams, events_response, pending_reviews
 from toolguard._http.parsing import DEFAULT_MAX_BODY_BYTES
@@ -51,6 +52,7 @@ def create_router(
     reviewer: Callable[..., Any] | None = None,
     max_body_bytes: int = DEFAULT_MAX_BODY_BYTES,
     allowed_origins: Iterable[str] = (),
+    auth: Authenticator | None = None,
 ) -> APIRouter:
     """The chat's routes, to mount into any FastAPI app with ``include_router``.
 
@@ -72,6 +74,13 @@ def create_router(
         allowed_origins: origins (``scheme://host[:port]``) besides the
             server's own whose pages may send ``POST`` requests; any other
             ``Origin`` gets a 403.
+        auth: a :class:`~toolguard.http.HeaderAuth` or
+            :class:`~toolguard.http.TokenAuth`: every route then requires a
+            signed-in reviewer (401 with ``WWW-Authenticate`` otherwise), who
+            is the identity of every request (give ``auth`` or ``reviewer``,
+            not both); the router gets ``GET /session`` (who is signed in) and,
+            with a ``TokenAuth``, ``POST /session`` (sign in) and ``DELETE
+            /session`` (sign out).
 
     Returns:
         A router whose routes map toolguard's errors to status codes on their
@@ -80,10 +89,13 @@ def create_router(
         send the security headers, so the app needs no exception handler.
 
     Raises:
-        TypeError, ValueError: ``max_body_bytes`` or ``allowed_origins`` is invalid.
+        TypeError, ValueError: ``max_body_bytes``, ``allowed_origins`` or ``auth``
+            is invalid, or both ``auth`` and ``reviewer`` are given.
     """
     check_chat(chat)
-    return routes(chat, Guard(max_body_bytes, allowed_origins), prefix=prefix, reviewer=reviewer)
+    return routes(
+        chat, Guard(max_body_bytes, allowed_origins), prefix=prefix, reviewer=reviewer, auth=auth
+    )
 
 
 def check_chat(chat: object) -> None:
@@ -99,18 +111,36 @@ def routes(
     *,
     prefix: str = "/hitl",
     reviewer: Callable[..., Any] | None = None,
+    auth: Authenticator | None = None,
 ) -> APIRouter:
-    """The routes of :func:`create_router`, refusing what ``guard`` refuses."""
+    """The routes of :func:`create_router`, refusing what ``guard`` refuses.
+
+    With ``auth``, every route but the session routes requires a signed-in reviewer (a
+    dependency of the whole router, so also ``GET /tools``), who is the reviewer.
+    """
+    auth = check_auth(auth, reviewer)
 
     async def get_chat() -> ReviewedChat:
         return chat
 
-    who_asks = _reviewer_dependency(reviewer)
-    router = APIRouter(prefix=prefix, tags=["toolguard"], route_class=route_class(guard))
+    signed_in = identity_dependency(auth) if auth is not None else None
+    who_asks = _reviewer_dependency(signed_in or reviewer)
+    checked = route_class(guard)
+    router = APIRouter(
+        prefix=prefix,
+        tags=["toolguard"],
+        route_class=checked,
+        dependencies=[Depends(signed_in)] if signed_in is not None else [],
+    )
     _add_turn_routes(router, get_chat, who_asks, prefix)
     _add_thread_routes(router, get_chat, who_asks, prefix)
     _add_listing_routes(router, get_chat, who_asks)
-    return router
+    if auth is None:
+        return router
+    both = APIRouter()
+    both.include_router(session_router(auth, prefix, checked))
+    both.include_router(router)
+    return both
 
 
 # --------------------------------------------------------------------------- the reviewer

@@ -245,6 +245,9 @@ class Rules:
             ask = ["search_contacts"]
             deny = ["delete_*"]
 
+        A ``[reviewers]`` table in the same file (who may decide which tool) is
+        read by :meth:`toolguard.http.Reviewers.from_toml`, not here.
+
         Raises:
             RuleSyntaxError: invalid TOML, unknown keys, or a bad pattern.
             OSError: the file cannot be read.
@@ -253,8 +256,8 @@ class Rules:
         if not isinstance(text, str):
             msg = f"from_toml takes a Path or TOML text, got {type(source).__name__}"
             raise TypeError(msg)
-        data = _load_toml(text)
-        table = data.get("rules", data)
+        data = load_toml(text)
+        table = data.get("rules", {k: v for k, v in data.items() if k != "reviewers"})
         if not isinstance(table, dict):
             msg = "The [rules] entry of the TOML must be a table with allow, ask and deny lists"
             raise RuleSyntaxError(msg)
@@ -272,7 +275,7 @@ class Rules:
         return cls(allow=lists["allow"], ask=lists["ask"], deny=lists["deny"])
 
 
-def _load_toml(text: str) -> dict[str, Any]:
+def load_toml(text: str) -> dict[str, Any]:
     # tomllib is in the standard library from Python 3.11; 3.10 needs the tomli package.
     name = "tomllib" if sys.version_info >= (3, 11) else "tomli"
     try:
