@@ -696,6 +696,8 @@ async def test_a_grant_rewritten_in_the_store_covers_nothing(rewrite: dict[str, 
 class _SlowStore(MemoryStore):
     """A MemoryStore whose loads wait for each other, so two turns read the same version."""
 
+    load_version = None  # no version check: every turn loads, so both meet at the gate
+
     def __init__(self) -> None:
         super().__init__()
         self.gate: anyio.Event | None = None
@@ -730,9 +732,10 @@ async def test_two_racing_turns_never_spend_the_last_use_twice() -> None:
         else:
             outcomes.append("reply" if answer.reply else "review")
 
-    async with anyio.create_task_group() as tg:
-        tg.start_soon(one)
-        tg.start_soon(one)
+    with anyio.fail_after(10):  # a turn that never loads would wait at the gate forever
+        async with anyio.create_task_group() as tg:
+            tg.start_soon(one)
+            tg.start_soon(one)
     store.gate = None
     state = await chat.get_thread(thread_id)
     assert log.count(("send_email", {"to": "bob@example.com"})) == 1
