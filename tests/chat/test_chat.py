@@ -10,6 +10,7 @@ from typing import Any
 import anyio
 import pytest
 
+from tests.helpers import make_mail_tools
 from toolguard import (
     REJECTED_BY_USER_MESSAGE,
     ApprovalRequiredError,
@@ -64,40 +65,7 @@ async def store(request: pytest.FixtureRequest, tmp_path: Path) -> AsyncIterator
 
 def make_tools(log: Log) -> list[Callable[..., Any]]:
     """send_email and delete_file (guarded by the classifier) and search (not), logging each run."""
-
-    def send_email(to: str, subject: str, body: str) -> str:
-        """Send an email.
-
-        Args:
-            to: the recipient's address.
-            subject: the subject line.
-            body: the text.
-        """
-        log.append(("send_email", {"to": to, "subject": subject, "body": body}))
-        return f"Email sent to {to}"
-
-    def search(query: str) -> list[str]:
-        """Search the documents.
-
-        Args:
-            query: words to look for.
-        """
-        log.append(("search", {"query": query}))
-        return [f"result for {query}"]
-
-    def delete_file(path: str) -> str:
-        """Delete a file.
-
-        Args:
-            path: the file to delete.
-        """
-        log.append(("delete_file", {"path": path}))
-        if path == "/":
-            msg = "refusing to delete /"
-            raise RuntimeError(msg)
-        return f"deleted {path}"
-
-    return [send_email, search, delete_file]
+    return make_mail_tools(log, with_delete_file=True)
 
 
 def make_chat(
