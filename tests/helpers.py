@@ -466,6 +466,13 @@ class Receiver:
 @pytest.fixture
 def receiver() -> Iterator[Receiver]:
     """A running Receiver answering 200 (set ``status[0]`` to answer otherwise)."""
+    with running_receiver() as box:
+        yield box
+
+
+@contextlib.contextmanager
+def running_receiver() -> Iterator[Receiver]:
+    """A Receiver on a free 127.0.0.1 port while the block runs (for wider-scoped fixtures)."""
     box = Receiver(url="")
 
     class Handler(BaseHTTPRequestHandler):

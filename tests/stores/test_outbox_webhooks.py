@@ -8,6 +8,7 @@ __all__ = ["receiver"]  # a fixture, used by name
 
 import hashlib
 import hmac
+import json
 import socket
 import sys
 import types
@@ -372,9 +373,9 @@ def test_serve_puts_the_notify_options_in_the_workers_options(
 
     seen: list[dict[str, Any]] = []
 
-    def fake_workers(chat: ReviewedChat, options: dict[str, Any], **_: Any) -> int:
+    def fake_workers(app: Any, options: dict[str, Any], **_: Any) -> int:
         seen.append(options)
-        assert chat.notify is not None
+        assert app.state.chat.notify is not None
         return 0
 
     monkeypatch.setattr(serve_module, "_serve_workers", fake_workers)
@@ -412,3 +413,84 @@ async def test_the_served_app_delivers_in_the_background(receiver: Receiver) -> 
         body["thread_id"],
         body["review_id"],
     )
+
+
+# --- the signed-in reviewer ---------------------------------------------------------------------
+
+
+def _decided(turn: Any, reviewer: str) -> dict[str, Any]:
+    action_id = turn.actions[0].id
+    return {
+        "event": "review.decided",
+        "created_at": "2026-01-02T03:04:05+00:00",
+        "thread_id": turn.thread_id,
+        "review_id": turn.review_id,
+        "reviewer": reviewer,
+        "decisions": [
+            {"action_id": action_id, "type": "approve", "tool": "send_email", "args": ARGS,
+             "message": None}
+        ],
+        "statuses": {action_id: "approved"},
+    }  # fmt: skip
+
+
+async def test_the_webhook_names_the_reviewer_the_proxy_signed_in(receiver: Receiver) -> None:
+    """A decision over HTTP with HeaderAuth: ``reviewer`` is the header's name, whatever the
+    body says; a refused request (no header) sends nothing."""
+    from toolguard.http import HeaderAuth, create_app
+
+    chat = make_chat(receiver.url)
+    turn = await chat.send_message("mail alice")
+    app = create_app(chat, auth=HeaderAuth("X-Forwarded-User"))
+    transport = httpx.ASGITransport(app=app, client=("127.0.0.1", 50000))
+    body = {
+        "thread_id": turn.thread_id,
+        "review_id": turn.review_id,
+        "decisions": [{"type": "approve"}],
+    }
+    async with httpx.AsyncClient(transport=transport, base_url="http://127.0.0.1:8000") as http:
+        unsigned = await http.post("/hitl/review", json=body)
+        decided = await http.post("/hitl/review", json=body, headers={"X-Forwarded-User": "maria"})
+    assert (unsigned.status_code, decided.status_code) == (401, 200)
+    assert await chat.deliver_notifications() == 2
+    requested, sent = _checked(receiver)
+    assert requested["event"] == "review.requested"
+    assert sent == {"id": sent["id"], **_decided(turn, "maria")}
+
+
+async def test_the_webhook_names_the_reviewer_of_the_token(
+    receiver: Receiver, tmp_path: Path
+) -> None:
+    """A cancellation over HTTP with a bearer token: ``reviewer`` is that token's reviewer."""
+    from toolguard.http import TokenAuth, create_app, new_token
+
+    token, line = new_token("bob")
+    tokens = tmp_path / "tokens"
+    tokens.write_text(line + "\n", encoding="utf-8")
+    chat = make_chat(receiver.url)
+    turn = await chat.send_message("mail alice")
+    app = create_app(chat, auth=TokenAuth.from_file(tokens))
+    transport = httpx.ASGITransport(app=app)
+    async with httpx.AsyncClient(transport=transport, base_url="http://127.0.0.1:8000") as http:
+        cancelled = await http.post(
+            "/hitl/cancel",
+            json={"thread_id": turn.thread_id, "review_id": turn.review_id, "reason": "not now"},
+            headers={"Authorization": f"Bearer {token}"},
+        )
+    assert cancelled.status_code == 200
+    assert await chat.deliver_notifications() == 2
+    requested, sent = _checked(receiver)
+    assert requested["event"] == "review.requested"
+    action = (await chat.get_thread(turn.thread_id)).actions[0]
+    assert action.result is not None
+    assert sent == {
+        "id": sent["id"],
+        "event": "review.cancelled",
+        "created_at": "2026-01-02T03:04:05+00:00",
+        "thread_id": turn.thread_id,
+        "review_id": turn.review_id,
+        "reviewer": "bob",
+        "reason": action.result.content,
+        "statuses": {turn.actions[0].id: "cancelled"},
+    }
+    assert token not in json.dumps(receiver.received)
