@@ -2,7 +2,8 @@
 // Plain JavaScript, no build step, no network access beyond this server's API:
 //   POST /hitl/chat, POST /hitl/review, GET /hitl/threads/{id}, GET /hitl/tools,
 //   GET /hitl/events (live list of pending reviews; GET /hitl/reviews when that fails),
-//   GET /hitl/threads/{id}/audit (who approved a call that ran without a review: a judge).
+//   GET /hitl/threads/{id}/audit (who approved a call that ran without a review: a judge),
+//   GET, POST and DELETE /hitl/session (who is signed in; sign-in with a token; sign-out).
 "use strict";
 
 (() => {
@@ -35,6 +36,17 @@
 
   const $ = (id) => document.getElementById(id);
   const dom = {
+    app: $("app"),
+    account: $("account"),
+    signedIn: $("signed-in"),
+    signOut: $("sign-out"),
+    signIn: $("sign-in"),
+    signInForm: $("sign-in-form"),
+    signInToken: $("sign-in-token"),
+    signInSubmit: $("sign-in-submit"),
+    signInError: $("sign-in-error"),
+    proxyNeeded: $("proxy-needed"),
+    proxyDetail: $("proxy-detail"),
     error: $("error"),
     errorText: $("error-text"),
     errorDismiss: $("error-dismiss"),
@@ -205,7 +217,10 @@
         data = null;
       }
     }
-    if (!response.ok) throw new ApiError(response.status, describeFailure(response, data, text));
+    if (!response.ok) {
+      if (response.status === 401) sessionLost();
+      throw new ApiError(response.status, describeFailure(response, data, text));
+    }
     if (data === null || typeof data !== "object") {
       throw new ApiError(response.status, `Error ${response.status}: the server's answer is not JSON`);
     }
@@ -510,6 +525,7 @@
     let text;
     try {
       const response = await fetch(`${threadPath(id)}/audit`, { headers: { Accept: "application/x-ndjson" } });
+      if (response.status === 401) sessionLost();
       if (!response.ok) return;
       text = await response.text();
     } catch {
@@ -1371,7 +1387,7 @@
   }
 
   function startPolling() {
-    if (live.pollTimer !== null) return;
+    if (live.pollTimer !== null || !session.open) return;
     pollReviews();
     live.pollTimer = setInterval(pollReviews, POLL_MS);
   }
@@ -1399,7 +1415,275 @@
     });
   }
 
+  // Stops the live list (after sign-out): the stream and the polling end.
+  function stopLive() {
+    if (live.source) {
+      live.source.close();
+      live.source = null;
+    }
+    if (live.pollTimer !== null) {
+      clearInterval(live.pollTimer);
+      live.pollTimer = null;
+    }
+    dom.queueLive.textContent = "";
+  }
+
+  // ------------------------------------------------------------------ sign-in
+
+  // With sign-in on, every /hitl route but /hitl/session answers 401 to a request
+  // without a reviewer. GET /hitl/session says which case the page is in: 404, no
+  // sign-in; 200, who is signed in; 401 with a Bearer challenge, sign in with a
+  // token here; 401 with another challenge, only the sign-in proxy can name you.
+  // The token goes to POST /hitl/session once and is kept nowhere: the server
+  // answers with an HttpOnly session cookie that this script cannot read.
+  const session = {
+    open: false, // the page's own parts are shown and talk to the API
+    started: false, // the first answer of GET /hitl/session was applied
+    checking: null, // the GET /hitl/session in flight
+    changes: 0, // counts sign-ins and sign-outs: an answer asked before one is not applied
+  };
+
+  const bearerChallenge = (response) =>
+    /^bearer(\s|$)/i.test((response.headers.get("WWW-Authenticate") || "").trim());
+
+  async function jsonOf(response) {
+    try {
+      return await response.json();
+    } catch {
+      return null;
+    }
+  }
+
+  const unreachable = (err) =>
+    new ApiError(0, `Could not reach the server: ${err && err.message ? err.message : err}`);
+
+  // Whether the server signs reviewers in with tokens: asked without the cookie,
+  // it answers 401 with a Bearer challenge. (A sign-in proxy names the reviewer
+  // whatever the page sends, and has nothing to sign out of here.)
+  async function tokenSignIn() {
+    try {
+      const response = await fetch("/hitl/session", {
+        credentials: "omit",
+        headers: { Accept: "application/json" },
+      });
+      return response.status === 401 && bearerChallenge(response);
+    } catch {
+      return false;
+    }
+  }
+
+  // What GET /hitl/session says: {kind: "none" | "signed-in" | "token" | "proxy" | "unknown"}.
+  async function askSession() {
+    let response;
+    try {
+      response = await fetch("/hitl/session", { headers: { Accept: "application/json" } });
+    } catch (err) {
+      return { kind: "unknown", error: unreachable(err) };
+    }
+    const data = await jsonOf(response);
+    const detail = data && typeof data.detail === "string" ? data.detail : "";
+    if (response.status === 404) return { kind: "none" };
+    if (response.status === 401) return { kind: bearerChallenge(response) ? "token" : "proxy", detail };
+    if (response.ok && data && typeof data.reviewer === "string") {
+      return { kind: "signed-in", reviewer: data.reviewer, signOut: await tokenSignIn() };
+    }
+    return { kind: "unknown", error: new ApiError(response.status, describeFailure(response, data, "")) };
+  }
+
+  function applySession(found) {
+    const wasOpen = session.open;
+    if (found.kind === "none") {
+      showAccount(null);
+      openApp();
+    } else if (found.kind === "signed-in") {
+      showAccount(found.reviewer, found.signOut);
+      openApp();
+    } else if (found.kind === "token") {
+      closeApp();
+      // A session that ended while the page was in use says so; a first visit needs no text.
+      if (wasOpen) setSignInError(found.detail);
+      showSignIn();
+    } else if (found.kind === "proxy") {
+      closeApp();
+      showProxy(found.detail);
+    } else if (!session.started) {
+      openApp(); // the server enforces sign-in; the page shows why it cannot be used
+      showError(found.error);
+    }
+    session.started = true;
+  }
+
+  // Asks GET /hitl/session again (one request at a time) and shows what it says.
+  function checkSession() {
+    if (!session.checking) {
+      const changes = session.changes;
+      session.checking = askSession()
+        .then((found) => {
+          if (changes === session.changes) applySession(found);
+        })
+        .finally(() => {
+          session.checking = null;
+        });
+    }
+    return session.checking;
+  }
+
+  // A /hitl call answered 401: the session may have ended (expired, signed out elsewhere).
+  function sessionLost() {
+    checkSession();
+  }
+
+  function showAccount(reviewer, signOut = false) {
+    if (reviewer === null) {
+      dom.account.hidden = true;
+      dom.signedIn.replaceChildren();
+      dom.signOut.hidden = true;
+      return;
+    }
+    dom.signedIn.replaceChildren(
+      "Signed in as ",
+      el("span", { "data-testid": "reviewer-name" }, ...revealNodes(reveal.textSegments(reviewer, { singleLine: true }))),
+    );
+    dom.signOut.hidden = !signOut;
+    dom.account.hidden = false;
+  }
+
+  // Shows the page's own parts: the live list starts and the open thread is read again.
+  function openApp() {
+    dom.signIn.hidden = true;
+    dom.proxyNeeded.hidden = true;
+    dom.app.hidden = false;
+    dom.newThread.hidden = false;
+    if (session.open) return;
+    session.open = true;
+    startLive();
+    if (state.threadId) reopenThread(state.threadId);
+  }
+
+  function closeApp() {
+    dom.app.hidden = true;
+    dom.newThread.hidden = true;
+    showAccount(null);
+    if (!session.open) return;
+    session.open = false;
+    stopLive();
+  }
+
+  async function reopenThread(id) {
+    setBusy(true, "Loading the conversation…");
+    try {
+      await loadThread(id);
+    } catch (err) {
+      showError(err);
+      if (err.status === 404 && id === state.threadId) setThread(null);
+    } finally {
+      setBusy(false);
+    }
+  }
+
+  // After sign-out nothing of the reviewer's conversations stays on the page.
+  function forgetView() {
+    clearError();
+    state.loads += 1; // a load still in flight is not shown
+    state.threadStatus = "idle";
+    state.actions = new Map();
+    state.judged = new Map();
+    state.judgedLooked = new Set();
+    dom.messages.replaceChildren();
+    dom.empty.hidden = false;
+    renderReview(null, null);
+    live.reviews = [];
+    renderQueue();
+  }
+
+  function setSignInError(text) {
+    dom.signInError.textContent = text;
+    if (text) dom.signInToken.setAttribute("aria-invalid", "true");
+    else dom.signInToken.removeAttribute("aria-invalid");
+  }
+
+  function showSignIn() {
+    dom.proxyNeeded.hidden = true;
+    if (!dom.signIn.hidden) return; // already shown: keep what is typed
+    dom.signIn.hidden = false;
+    dom.signInToken.focus();
+  }
+
+  function showProxy(detail) {
+    dom.signIn.hidden = true;
+    dom.proxyDetail.textContent = detail;
+    dom.proxyNeeded.hidden = false;
+  }
+
+  async function signIn() {
+    const token = dom.signInToken.value.trim();
+    dom.signInToken.value = ""; // the token stays nowhere on the page
+    if (!token) {
+      setSignInError("Enter your token.");
+      dom.signInToken.focus();
+      return;
+    }
+    setSignInError("");
+    dom.signInSubmit.disabled = true;
+    let response;
+    try {
+      response = await fetch("/hitl/session", {
+        method: "POST",
+        headers: { Accept: "application/json", "Content-Type": "application/json" },
+        body: JSON.stringify({ token }),
+      });
+    } catch (err) {
+      response = null;
+      setSignInError(unreachable(err).message);
+    }
+    dom.signInSubmit.disabled = false;
+    if (response === null) {
+      dom.signInToken.focus();
+      return;
+    }
+    const data = await jsonOf(response);
+    if (response.ok && data && typeof data.reviewer === "string") {
+      session.changes += 1;
+      clearError();
+      showAccount(data.reviewer, true);
+      openApp();
+      if (!state.threadId) dom.input.focus();
+      return;
+    }
+    const detail = data && typeof data.detail === "string" ? data.detail : "";
+    setSignInError(detail || describeFailure(response, data, ""));
+    dom.signInToken.focus();
+  }
+
+  async function signOut() {
+    dom.signOut.disabled = true;
+    let failure = null;
+    try {
+      const response = await fetch("/hitl/session", { method: "DELETE", headers: { Accept: "application/json" } });
+      if (!response.ok) failure = new ApiError(response.status, describeFailure(response, await jsonOf(response), ""));
+    } catch (err) {
+      failure = unreachable(err);
+    }
+    dom.signOut.disabled = false;
+    if (failure) {
+      showError(failure);
+      return;
+    }
+    session.changes += 1;
+    forgetView();
+    closeApp();
+    setSignInError("");
+    showSignIn();
+  }
+
   // ------------------------------------------------------------------ wiring
+
+  dom.signInForm.addEventListener("submit", (event) => {
+    event.preventDefault();
+    signIn();
+  });
+
+  dom.signOut.addEventListener("click", signOut);
 
   dom.form.addEventListener("submit", (event) => {
     event.preventDefault();
@@ -1444,26 +1728,17 @@
   async function start() {
     if (!reveal) {
       // Fail closed: without reveal.js no card can be shown safely.
+      dom.app.hidden = false;
       showError(new Error("The page could not load reveal.js: reload the page."));
       state.busy = true;
       updateControls();
       return;
     }
     const id = new URLSearchParams(window.location.search).get("thread");
+    if (id) state.threadId = id;
     updateControls();
-    startLive();
     setInterval(renderQueue, 30000); // keeps "waiting N min" current
-    if (!id) return;
-    state.threadId = id;
-    setBusy(true, "Loading the conversation…");
-    try {
-      await loadThread(id);
-    } catch (err) {
-      showError(err);
-      if (err.status === 404) setThread(null);
-    } finally {
-      setBusy(false);
-    }
+    await checkSession(); // shows the page, the sign-in form, or the proxy notice
   }
 
   start();
