@@ -42,7 +42,7 @@ def add_auth_options(parser: Any) -> None:
         metavar="NAME",
         help=(
             "the reviewer is the value of header NAME (e.g. X-Forwarded-User), set by an"
-            " authenticating reverse proxy"
+            " authenticating reverse proxy (default: nobody signs in)"
         ),
     )
     parser.add_argument(
@@ -51,19 +51,25 @@ def add_auth_options(parser: Any) -> None:
         default=None,
         metavar="CIDR",
         help=(
-            "believe --auth-header only from peers in CIDR (repeatable; default 127.0.0.1/32"
+            "believe --auth-header only from peers in CIDR (repeatable; default: 127.0.0.1/32"
             " and ::1/128)"
         ),
     )
     parser.add_argument(
         "--tokens",
         metavar="FILE",
-        help="reviewers sign in with tokens: lines NAME sha256:HEX (see toolguard token)",
+        help=(
+            "reviewers sign in with tokens: lines NAME sha256:HEX (see toolguard token;"
+            " default: nobody signs in)"
+        ),
     )
     parser.add_argument(
         "--no-auth",
         action="store_true",
-        help="listen beyond loopback without sign-in, on purpose (anyone reaching it approves)",
+        help=(
+            "listen beyond loopback without sign-in, on purpose (anyone reaching it approves;"
+            " default: off)"
+        ),
     )
 
 

@@ -91,15 +91,30 @@ def _add_serve(commands: Any) -> None:
     serve.add_argument(
         "--tools", metavar="MODULE:ATTR", help="the tool registry (default: the demo tools)"
     )
-    serve.add_argument("--model", metavar="NAME", help="the model name (default: TOOLGUARD_MODEL)")
-    serve.add_argument("--base-url", metavar="URL", help="an OpenAI-compatible server's URL")
+    serve.add_argument(
+        "--model",
+        metavar="NAME",
+        help="the model name (default: TOOLGUARD_MODEL, else gpt-4o-mini)",
+    )
+    serve.add_argument(
+        "--base-url",
+        metavar="URL",
+        help="an OpenAI-compatible server's URL (default: OPENAI_BASE_URL, else OpenAI)",
+    )
     serve.add_argument(
         "--db",
         metavar="PATH",
-        help="keep conversations in this SQLite file, or in PostgreSQL at a postgresql:// URL",
+        help=(
+            "keep conversations in this SQLite file, or in PostgreSQL at a postgresql:// URL"
+            " (default: toolguard.sqlite3)"
+        ),
     )
-    serve.add_argument("--host", default="127.0.0.1", help="the address to listen on")
-    serve.add_argument("--port", type=int, default=8000, help="the port to listen on")
+    serve.add_argument(
+        "--host", default="127.0.0.1", help="the address to listen on (default: %(default)s)"
+    )
+    serve.add_argument(
+        "--port", type=int, default=8000, help="the port to listen on (default: %(default)s)"
+    )
     serve.add_argument(
         "--max-body-bytes",
         type=positive_int,
@@ -112,7 +127,7 @@ def _add_serve(commands: Any) -> None:
         action="append",
         default=[],
         metavar="ORIGIN",
-        help="let pages of ORIGIN (scheme://host[:port]) send requests (repeatable)",
+        help="let pages of ORIGIN (scheme://host[:port]) send requests (repeatable; default: none)",
     )
     serve.add_argument(
         "--allow-host",
@@ -121,23 +136,31 @@ def _add_serve(commands: Any) -> None:
         metavar="HOST",
         help=(
             "also answer requests for HOST or HOST:PORT, e.g. the server's name when"
-            " listening on 0.0.0.0; '*' answers any Host (repeatable)"
+            " listening on 0.0.0.0; '*' answers any Host (repeatable; default: none)"
         ),
     )
     serve.add_argument(
         "--rules",
         metavar="FILE",
-        help="a TOML file of allow/ask/deny rules applied before each tool's own policy",
+        help=(
+            "a TOML file of allow/ask/deny rules applied before each tool's own policy"
+            " (default: none)"
+        ),
     )
     serve.add_argument(
         "--notify-url",
         metavar="URL",
-        help="POST review.* webhooks (requested, decided, expired, cancelled) to URL",
+        help=(
+            "POST review.* webhooks (requested, decided, expired, cancelled) to URL (default: none)"
+        ),
     )
     serve.add_argument(
         "--notify-secret",
         metavar="S",
-        help="the secret that signs the webhooks (X-Toolguard-Signature: sha256=HMAC)",
+        help=(
+            "the secret that signs the webhooks (X-Toolguard-Signature: sha256=HMAC);"
+            " required with --notify-url"
+        ),
     )
     serve.add_argument(
         "--workers",

@@ -25,6 +25,7 @@ from toolguard._cli.auth import (
 )
 from toolguard._cli.judge import JudgeOptionError, add_judge_options, build_judge
 from toolguard._cli.options import positive_int
+from toolguard._cli.startup import open_problem, sqlite_path_problem, upstream_command_problem
 from toolguard._core.errors import RuleSyntaxError
 from toolguard._enforce.judge import Judge
 from toolguard._gateway.proxy import CallModel
@@ -33,6 +34,7 @@ from toolguard._gateway.run import DEFAULT_DB, run
 from toolguard._policy.reviewers import Reviewers
 from toolguard._policy.rules import Rules
 from toolguard._stores.outbox import Webhook
+from toolguard._stores.sqlite import SQLiteStore
 
 __all__ = ["add_parser", "judge_of", "run_command"]
 
@@ -57,10 +59,18 @@ def add_parser(commands: Any) -> None:
         metavar="PATH",
         help="the SQLite file of the reviews (default: toolguard-mcp.sqlite3)",
     )
-    proxy.add_argument("--host", default="127.0.0.1", help="the approval page's address")
-    proxy.add_argument("--port", type=int, default=8765, help="the approval page's port")
     proxy.add_argument(
-        "--ttl", type=float, default=300.0, help="seconds a call waits for a decision (default 300)"
+        "--host", default="127.0.0.1", help="the approval page's address (default: %(default)s)"
+    )
+    proxy.add_argument(
+        "--port", type=int, default=8765, help="the approval page's port (default: %(default)s)"
+    )
+    proxy.add_argument(
+        "--ttl",
+        type=float,
+        default=300.0,
+        metavar="SECONDS",
+        help="seconds a call waits for a decision (default: 300)",
     )
     proxy.add_argument(
         "--max-body-bytes",
@@ -74,7 +84,7 @@ def add_parser(commands: Any) -> None:
         action="append",
         default=[],
         metavar="ORIGIN",
-        help="let pages of ORIGIN (scheme://host[:port]) send requests (repeatable)",
+        help="let pages of ORIGIN (scheme://host[:port]) send requests (repeatable; default: none)",
     )
     proxy.add_argument(
         "--allow-host",
@@ -83,30 +93,42 @@ def add_parser(commands: Any) -> None:
         metavar="HOST",
         help=(
             "also answer requests for HOST or HOST:PORT besides the bound address and"
-            " loopback; '*' answers any Host (repeatable)"
+            " loopback; '*' answers any Host (repeatable; default: none)"
         ),
     )
     proxy.add_argument(
-        "--upstream-url", metavar="URL", help="a streamable-HTTP upstream instead of a command"
+        "--upstream-url",
+        metavar="URL",
+        help="a streamable-HTTP upstream instead of a command (default: none)",
     )
     proxy.add_argument(
         "--rules",
         metavar="FILE",
-        help="a TOML file of allow/ask/deny rules applied before the classifier and annotations",
+        help=(
+            "a TOML file of allow/ask/deny rules applied before the classifier and annotations"
+            " (default: none)"
+        ),
     )
     proxy.add_argument(
         "--notify-url",
         metavar="URL",
-        help="POST review.* webhooks (requested, decided, expired, cancelled) to URL",
+        help=(
+            "POST review.* webhooks (requested, decided, expired, cancelled) to URL (default: none)"
+        ),
     )
     proxy.add_argument(
         "--notify-secret",
         metavar="S",
-        help="the secret of the X-Toolguard-Signature HMAC of each webhook body",
+        help=(
+            "the secret of the X-Toolguard-Signature HMAC of each webhook body;"
+            " required with --notify-url"
+        ),
     )
     add_judge_options(proxy)
     add_auth_options(proxy)
-    proxy.add_argument("upstream", nargs=argparse.REMAINDER, help="the upstream server's command")
+    proxy.add_argument(
+        "upstream", nargs=argparse.REMAINDER, help="the upstream server's command, after --"
+    )
     proxy.set_defaults(handler=run_command)
 
 
@@ -174,7 +196,9 @@ def run_command(args: argparse.Namespace) -> int:
         "allow_origins": list(getattr(args, "allow_origin", None) or []),
         "max_body_bytes": getattr(args, "max_body_bytes", DEFAULT_MAX_BODY_BYTES),
     }
-    problem = _http_problem(args.host, args.port, http_options)
+    problem = _http_problem(args.host, args.port, http_options) or _start_up_problem(
+        command, args.db or DEFAULT_DB
+    )
     if problem is not None:
         sys.stderr.write(f"error: {problem}\n")
         return 2
@@ -199,8 +223,25 @@ def run_command(args: argparse.Namespace) -> int:
                 **http_options,
             )
         )
-    except KeyboardInterrupt:
+    except KeyboardInterrupt:  # Ctrl-C before the gateway watches for it
         return 130
+
+
+def _start_up_problem(command: list[str], db: str) -> str | None:
+    """Why the upstream command cannot start or the store not open (one line), or ``None``."""
+    if command:
+        problem = upstream_command_problem(command[0], command[1:])
+        if problem is not None:
+            return problem
+    problem = sqlite_path_problem(db)
+    if problem is None:
+        problem = open_problem(SQLiteStore(db))
+        if problem is not None:
+            problem = (
+                f"cannot open the database: {problem}; check the path and its permissions,"
+                " or choose another path"
+            )
+    return f"--db {db}: {problem}" if problem is not None else None
 
 
 def _sign_in(args: argparse.Namespace, reviewers_file: str | None) -> Any:

@@ -23,6 +23,7 @@ import importlib
 import json
 import os
 import secrets
+import signal
 import sys
 from collections.abc import AsyncIterator, Iterable, Sequence
 from pathlib import Path
@@ -38,6 +39,12 @@ from toolguard._cli.auth import (
     no_auth_warning,
 )
 from toolguard._cli.judge import JudgeOptionError, build_judge, describe_judge
+from toolguard._cli.startup import (
+    STORE_CHECK_SECONDS,
+    one_line,
+    open_problem,
+    sqlite_path_problem,
+)
 from toolguard._core.errors import RuleSyntaxError
 from toolguard._core.hosts import default_hosts
 from toolguard._core.llm import ChatModel
@@ -62,6 +69,7 @@ __all__ = [
     "app_from_env",
     "build_app",
     "build_chat",
+    "check_store",
     "choose_model",
     "load_reviewers",
     "load_tools",
@@ -122,6 +130,12 @@ def load_tools(spec: str) -> Any:
         obj: Any = importlib.import_module(module_name)
     except ImportError as exc:
         msg = f"--tools {spec}: cannot import {module_name!r}: {exc}"
+        raise ServeError(msg) from exc
+    except Exception as exc:  # the module itself failed: a syntax error, an exception it raised
+        msg = (
+            f"--tools {spec}: importing {module_name!r} failed: {type(exc).__name__}:"
+            f" {one_line(exc)}; run python -c 'import {module_name}' to see where"
+        )
         raise ServeError(msg) from exc
     for part in attr.split("."):
         if not hasattr(obj, part):
@@ -308,6 +322,47 @@ def open_store(db: str | None) -> Store:
     except Exception as exc:  # psycopg.ProgrammingError: a malformed connection string
         msg = f"--db {shown_db(db)} is not a valid PostgreSQL connection string: {exc}"
         raise ServeError(msg) from exc
+
+
+def check_store(db: str | None, *, timeout: float = STORE_CHECK_SECONDS) -> None:
+    """Open the store of ``--db`` once (creating its tables) and close it.
+
+    A SQLite path is checked first (its folder must exist); the database must
+    answer within ``timeout`` seconds. The store checked is one of its own,
+    so the chat's store is left as it is.
+
+    Raises:
+        ServeError: the store cannot be opened; one line naming ``--db`` (its
+            password masked), why, and what to do.
+    """
+    shown = shown_db(db)
+    postgres = db is not None and db.startswith(_POSTGRES_SCHEMES)
+    if not postgres:
+        problem = sqlite_path_problem(db or DEFAULT_DB)
+        if problem is not None:
+            msg = f"--db {shown}: {problem}"
+            raise ServeError(msg)
+    problem = open_problem(open_store(db), timeout=timeout)
+    if problem is None:
+        return
+    password = _password_of(db) if postgres and db is not None else None
+    if password:
+        problem = problem.replace(password, "***")
+    fix = (
+        "check that PostgreSQL runs at that address and the URL is right"
+        if postgres
+        else "check the path and its permissions, or choose another path"
+    )
+    msg = f"--db {shown}: cannot open the database: {problem}; {fix}"
+    raise ServeError(msg)
+
+
+def _password_of(db: str) -> str | None:
+    """The password in a ``postgresql://user:password@host/...`` URL, or ``None``."""
+    userinfo, at, _ = db.partition("://")[2].rpartition("@")
+    if not at or ":" not in userinfo:
+        return None
+    return userinfo.partition(":")[2] or None
 
 
 def shown_db(db: str | None) -> str:
@@ -500,18 +555,11 @@ class _NameWorker:
         await self.app(scope, receive, send_named)
 
 
-def _prepare_store(store: Store) -> None:
-    """Open ``store`` once (creating its tables) and close it: the workers then find them."""
-
-    async def touch() -> None:
-        try:
-            await store.load("toolguard-serve-check")
-        finally:
-            aclose = getattr(store, "aclose", None)
-            if aclose is not None:
-                await aclose()
-
-    anyio.run(touch)
+def _close_store(chat: ReviewedChat) -> None:
+    """Close the chat's store (a PostgreSQL store has only ``aclose``; unused, it holds nothing)."""
+    close = getattr(chat.store, "close", None)
+    if close is not None:
+        close()
 
 
 def _describe(model: ChatModel) -> str:
@@ -628,7 +676,7 @@ def serve(
     }
     options.update({name: value for name, value in given.items() if value is not None})
     try:
-        import uvicorn  # noqa: PLC0415 - the http extra is optional
+        import uvicorn  # noqa: F401, PLC0415 - the http extra is optional: checked here
 
         try:
             check_auth_options(
@@ -651,6 +699,11 @@ def serve(
             )
             raise ServeError(msg)
         app = build_app(**options)
+        try:
+            check_store(db)
+        except ServeError:
+            _close_store(app.state.chat)
+            raise
     except ServeError as exc:
         text = str(exc)
         for name, option in _OPTION_NAMES:
@@ -679,18 +732,9 @@ def serve(
     )
     sys.stdout.flush()
     try:
-        # After a graceful shutdown uvicorn raises the signal that stopped it again:
-        # SIGTERM then ends the process as killed by it, Ctrl-C arrives here.
-        uvicorn.run(served(app), host=host, port=port, proxy_headers=False)
-    except KeyboardInterrupt:
-        return 130
-    except SystemExit as exc:  # uvicorn exits when it cannot bind
-        return exc.code if isinstance(exc.code, int) else 1
+        return _run_uvicorn(served(app), host=host, port=port)
     finally:
-        close = getattr(chat.store, "close", None)
-        if close is not None:
-            close()
-    return 0
+        _close_store(chat)
 
 
 def _serve_workers(
@@ -698,18 +742,12 @@ def _serve_workers(
 ) -> int:
     """Run ``workers`` uvicorn processes, each with the app of :func:`app_from_env`.
 
-    ``chat_app`` is the one :func:`serve` built to check the settings: its
-    chat's store is opened once here (so the tables exist before the workers
-    start) and closed.
+    ``chat_app`` is the one :func:`serve` built to check the settings (and
+    :func:`check_store` opened the database once, so the tables exist before
+    the workers start); its chat's store is closed here unused.
     """
-    import uvicorn  # noqa: PLC0415 - the http extra is optional
-
     chat: ReviewedChat = chat_app.state.chat
-    try:
-        _prepare_store(chat.store)
-    except Exception as exc:  # the database cannot be opened: say so before forking
-        sys.stderr.write(f"error: --db {shown_db(options['db'])}: {exc}\n")
-        return 2
+    _close_store(chat)  # each worker opens its own
     os.environ[OPTIONS_ENV] = json.dumps(options)
     where = f"[{host}]" if ":" in host else host
     sys.stdout.write(
@@ -718,17 +756,51 @@ def _serve_workers(
         f" | workers: {workers}\n"
     )
     sys.stdout.flush()
+    return _run_uvicorn(
+        "toolguard._cli.serve:served_app_from_env", host=host, port=port, workers=workers
+    )
+
+
+def _run_uvicorn(app: Any, *, host: str, port: int, workers: int = 1) -> int:
+    """Run uvicorn until it stops; the exit code.
+
+    130 when Ctrl-C (SIGINT) stopped it, after its graceful shutdown;
+    uvicorn's own code when it could not start (e.g. the port is taken); 0
+    otherwise. SIGTERM also stops it gracefully, and then ends the process as
+    killed by SIGTERM, as uvicorn does. ``workers`` > 1: ``app`` is the import
+    string of an app factory, run in that many processes.
+    """
+    import uvicorn  # noqa: PLC0415 - the http extra is optional
+    from uvicorn.supervisors import Multiprocess  # noqa: PLC0415
+
+    interrupted: list[bool] = []
+
+    class Server(uvicorn.Server):
+        def handle_exit(self, sig: int, frame: Any) -> None:
+            if sig == signal.SIGINT:
+                interrupted.append(True)
+            super().handle_exit(sig, frame)
+
+    class Supervisor(Multiprocess):
+        def handle_int(self) -> None:
+            interrupted.append(True)
+            super().handle_int()
+
+    config = uvicorn.Config(
+        app, host=host, port=port, workers=workers, factory=workers > 1, proxy_headers=False
+    )
+    server = Server(config)
     try:
-        uvicorn.run(
-            "toolguard._cli.serve:served_app_from_env",
-            factory=True,
-            host=host,
-            port=port,
-            workers=workers,
-            proxy_headers=False,
-        )
+        if workers > 1:
+            Supervisor(config, sockets=[config.bind_socket()]).run()
+        else:
+            server.run()
     except KeyboardInterrupt:
         return 130
     except SystemExit as exc:  # uvicorn exits when it cannot bind
         return exc.code if isinstance(exc.code, int) else 1
+    if interrupted:
+        return 130
+    if workers == 1 and not server.started:
+        return 3  # uvicorn's code for a server that did not start
     return 0

@@ -8,12 +8,18 @@ process's stdin/stdout until the client closes stdin.
 
 from __future__ import annotations
 
+import contextlib
 import os
+import shlex
+import signal
 import sys
-from collections.abc import Sequence
-from typing import Any, Final
+import threading
+from collections.abc import AsyncIterator, Iterator, Sequence
+from typing import Any, BinaryIO, Final
 
 import anyio
+import anyio.abc
+import anyio.from_thread
 
 from toolguard._enforce.judge import Judge
 from toolguard._gateway.proxy import DEFAULT_TTL, EventHook, MCPProxy
@@ -51,6 +57,11 @@ async def run(
 ) -> int:
     """Run the gateway until the client closes stdin; return the exit code.
 
+    The exit code is 0 when the client closed stdin, 130 after Ctrl-C (SIGINT)
+    and 143 after SIGTERM, each after a clean shutdown; 2 when the upstream
+    cannot be started, reached or listed (one ``error:`` line, before the
+    status line) or the approval page cannot listen.
+
     The upstream is ``command`` with ``args`` over stdio (started with this
     process's whole environment), or the streamable-HTTP server at
     ``upstream_url`` when ``command`` is ``None``. ``allow_hosts``,
@@ -60,9 +71,7 @@ async def run(
     (see :func:`build_app`); ``reviewers``: who may decide which tool (the chat's ``authorize``
     hook; the client's own answers to an elicitation are decided by ``mcp-client``).
     """
-    import uvicorn  # noqa: PLC0415
     from mcp import Client, StdioServerParameters  # noqa: PLC0415
-    from mcp.server.stdio import stdio_server  # noqa: PLC0415
 
     from toolguard._http.auth import with_proxy_headers  # noqa: PLC0415
 
@@ -70,6 +79,8 @@ async def run(
     if command is not None:
         target = StdioServerParameters(command=command, args=list(args), env=dict(os.environ))
     store = SQLiteStore(db)
+    listed: list[dict[str, Any]] | None = None
+    stopped: int | None = None
     try:
         async with Client(target) as upstream:
             listed = await list_upstream(upstream)
@@ -84,12 +95,7 @@ async def run(
             )
             proxy.chat.notify = notify  # webhooks: review.requested / decided / expired
             proxy.chat.authorize = reviewers
-            closed = await proxy.close_stale()
-            if closed:
-                sys.stderr.write(
-                    f"toolguard mcp-proxy: closed {len(closed)} review(s) left open by a"
-                    " previous run; nothing of them ran\n"
-                )
+            _report_stale(await proxy.close_stale())
             app = build_app(
                 proxy.chat,
                 host=host,
@@ -99,16 +105,7 @@ async def run(
                 max_body_bytes=max_body_bytes,
                 auth=auth,
             )
-            config = uvicorn.Config(
-                with_proxy_headers(app),
-                host=host,
-                port=port,
-                log_config=None,
-                access_log=False,
-                lifespan="off",
-                proxy_headers=False,  # with_proxy_headers keeps the peer for --auth-header
-            )
-            http = uvicorn.Server(config)
+            http = _http_server(with_proxy_headers(app), host=host, port=port)
             async with anyio.create_task_group() as tasks:
                 proxy._tasks = tasks  # the proxy's own background tasks
                 failed: list[BaseException] = []
@@ -130,19 +127,164 @@ async def run(
                     tasks.cancel_scope.cancel()
                     return 2
                 where = f"[{host}]" if ":" in host else host
-                sys.stderr.write(
+                status = (
                     f"toolguard mcp-proxy: approval page http://{where}:{port}/ | db: {db}"
                     f" | ttl: {ttl:g}s | upstream: {command or upstream_url}{_judge_part(judge)}\n"
                 )
-                sys.stderr.flush()
-                server = proxy.server()
-                async with stdio_server() as (read, write):
-                    await server.run(read, write, server.create_initialization_options())
+                stopped = await _serve_until_stopped(proxy.server(), status)
                 http.should_exit = True
                 tasks.cancel_scope.cancel()
+    except Exception as exc:
+        if listed is not None:
+            raise
+        # The upstream did not start or did not answer: one line, not a traceback.
+        sys.stderr.write(f"error: {_upstream_problem(command, args, upstream_url, exc)}\n")
+        return 2
     finally:
         store.close()
-    return 0
+    return 128 + stopped if stopped is not None else 0  # 130 after Ctrl-C, 143 after SIGTERM
+
+
+async def _serve_until_stopped(server: Any, status: str) -> int | None:
+    """Write the ``status`` line, then serve MCP on stdin/stdout until the client
+    closes stdin or a signal stops the gateway.
+
+    Returns the signal (SIGINT for Ctrl-C, SIGTERM) that stopped the gateway, or
+    ``None`` when the client closed stdin. Signals are watched only in the main
+    thread of a POSIX process (elsewhere they take their default course), from
+    before the status line on.
+    """
+    from mcp.server.stdio import stdio_server  # noqa: PLC0415
+
+    if threading.current_thread() is not threading.main_thread() or os.name != "posix":
+        _write_status(status)
+        async with stdio_server() as (read, write):
+            await server.run(read, write, server.create_initialization_options())
+        return None
+    stopped: list[int] = []
+    async with anyio.from_thread.BlockingPortal() as portal, anyio.create_task_group() as serving:
+
+        async def watch(*, task_status: anyio.abc.TaskStatus[None]) -> None:
+            with anyio.open_signal_receiver(signal.SIGINT, signal.SIGTERM) as signals:
+                task_status.started()
+                async for received in signals:
+                    stopped.append(received)
+                    serving.cancel_scope.cancel()
+                    return
+
+        await serving.start(watch)
+        _write_status(status)
+        lines = _StdinLines(portal)
+        try:
+            async with stdio_server(stdin=lines) as (read, write):  # type: ignore[arg-type]
+                await server.run(read, write, server.create_initialization_options())
+        finally:
+            lines.close()
+        serving.cancel_scope.cancel()
+    return stopped[0] if stopped else None
+
+
+def _write_status(line: str) -> None:
+    """The gateway's status line, on stderr (stdout is the MCP channel)."""
+    sys.stderr.write(line)
+    sys.stderr.flush()
+
+
+class _StdinLines:
+    """The lines of stdin for the MCP server, read by a daemon thread.
+
+    The MCP SDK's own reader, when cancelled, waits for its read to finish, so a
+    signal would wait for the client's next line; this thread's read is left
+    behind instead, and ends with the process. A full buffer holds the thread
+    back (the client's lines are read no faster than they are handled).
+    """
+
+    def __init__(self, portal: anyio.from_thread.BlockingPortal) -> None:
+        self._send, self._receive = anyio.create_memory_object_stream[str](16)
+        # A reader of its own on a copy of fd 0, so sys.stdin's lock stays free for shutdown.
+        source = open(os.dup(0), "rb")  # noqa: SIM115 - the thread reads it until the end
+        self._thread = threading.Thread(
+            target=self._read, args=(portal, source), name="toolguard mcp-proxy stdin", daemon=True
+        )
+        self._thread.start()
+
+    def _read(self, portal: anyio.from_thread.BlockingPortal, source: BinaryIO) -> None:
+        try:
+            for raw in iter(source.readline, b""):
+                portal.call(self._send.send, raw.decode("utf-8", errors="replace"))
+            portal.call(self._send.aclose)
+        except (RuntimeError, anyio.BrokenResourceError, anyio.ClosedResourceError, OSError):
+            return  # the gateway stopped, or stdin was closed under the thread
+
+    def __bool__(self) -> bool:
+        return True
+
+    def __aiter__(self) -> AsyncIterator[str]:
+        return self._receive
+
+    def close(self) -> None:
+        """Stop taking lines: a send the thread is waiting on fails, and the thread ends."""
+        self._receive.close()
+
+
+def _upstream_problem(
+    command: str | None, args: Sequence[str], url: str | None, exc: BaseException
+) -> str:
+    """The one-line error for an upstream that could not be reached or listed."""
+    reason = _innermost(exc)
+    if command is not None:
+        shown = shlex.join([command, *args])
+        return (
+            f"the upstream command {shown} ended or stopped answering before it listed its"
+            f" tools ({reason}); run it alone to see its error, and check that it is an MCP"
+            " server speaking stdio"
+        )
+    return (
+        f"--upstream-url {url}: cannot list its tools ({reason}); check that an MCP server"
+        " answers at that URL (streamable HTTP)"
+    )
+
+
+def _innermost(exc: BaseException) -> str:
+    """The text of the first leaf exception of ``exc`` (exception groups unwrapped), one line."""
+    while getattr(exc, "exceptions", None):  # an exception group: its first exception
+        exc = exc.exceptions[0]  # type: ignore[attr-defined]
+    text = " ".join(str(exc).split())
+    return f"{type(exc).__name__}: {text}" if text else type(exc).__name__
+
+
+def _report_stale(closed: Sequence[object]) -> None:
+    """Say how many reviews a previous run left open (now closed), if any."""
+    if closed:
+        sys.stderr.write(
+            f"toolguard mcp-proxy: closed {len(closed)} review(s) left open by a"
+            " previous run; nothing of them ran\n"
+        )
+
+
+def _http_server(app: Any, *, host: str, port: int) -> Any:
+    """uvicorn's server for the approval page, without signal handling of its own.
+
+    The gateway watches SIGINT and SIGTERM itself (:func:`_serve_until_stopped`)
+    and stops the server with the rest.
+    """
+    import uvicorn  # noqa: PLC0415
+
+    class Server(uvicorn.Server):
+        @contextlib.contextmanager
+        def capture_signals(self) -> Iterator[None]:
+            yield
+
+    config = uvicorn.Config(
+        app,
+        host=host,
+        port=port,
+        log_config=None,
+        access_log=False,
+        lifespan="off",
+        proxy_headers=False,  # with_proxy_headers keeps the peer for --auth-header
+    )
+    return Server(config)
 
 
 def _judge_part(judge: Judge | None) -> str:
