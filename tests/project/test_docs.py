@@ -193,11 +193,33 @@ def run_block(block: Block, monkeypatch: pytest.MonkeyPatch, workdir: Path) -> N
     # Padding with newlines makes tracebacks point at the line in the Markdown file.
     code = compile("\n" * block.line + block.code, str(block.path), "exec")
     environment = dict(os.environ)
+    tracing = _tracing()
     try:
         exec(code, module.__dict__)  # noqa: S102 - running the docs' own examples is the test
     finally:
         os.environ.clear()
         os.environ.update(environment)
+        _restore_tracing(tracing)
+
+
+def _tracing() -> tuple[Any, Any] | None:
+    """OpenTelemetry's global tracer provider state, if OpenTelemetry is loaded."""
+    trace = sys.modules.get("opentelemetry.trace")
+    if trace is None:
+        return None
+    return trace._TRACER_PROVIDER_SET_ONCE, trace._TRACER_PROVIDER
+
+
+def _restore_tracing(saved: tuple[Any, Any] | None) -> None:
+    """Undo an example's global tracer provider, so it does not trace the tests after it."""
+    trace = sys.modules.get("opentelemetry.trace")
+    if trace is None:
+        return
+    if saved is None:
+        from opentelemetry.util._once import Once
+
+        saved = (Once(), None)
+    trace._TRACER_PROVIDER_SET_ONCE, trace._TRACER_PROVIDER = saved
 
 
 RUNNABLE = runnable_blocks()

@@ -21,6 +21,7 @@ from toolguard._chat.history import (
 )
 from toolguard._chat.threads import Save, Threads, only_refusals_added, retry_on_conflict
 from toolguard._chat.turns import ChatTurn, TurnSettings
+from toolguard._core import telemetry
 from toolguard._core.audit import AuditEvent, final_event, requested_event
 from toolguard._core.errors import (
     ConcurrentUpdateError,
@@ -238,9 +239,11 @@ class Reviews:
             for a in closed
         ]
         try:
-            return await self.end_turn(state, step, closed, events)
+            saved = await self.end_turn(state, step, closed, events)
         except ConcurrentUpdateError:
             raise NoPendingReviewError from None
+        telemetry.actions_ended(state.pending.review_id, closed)
+        return saved
 
     async def recover(self, state: ThreadState) -> None:
         """End a turn left ``running`` by a crash: unfinished approved calls fail, never rerun."""
@@ -275,6 +278,7 @@ class Reviews:
             for a in step.actions
         ]
         await self.end_turn(state, step, step.actions, events)
+        telemetry.actions_ended(review_id, step.actions)
 
     async def end_turn(
         self, state: ThreadState, step: Step, actions: list[Action], events: list[AuditEvent]

@@ -2,10 +2,12 @@
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from typing import Any
 
 import anyio
 
+from toolguard._core import telemetry
 from toolguard._core.limits import Limits, bounded_result
 from toolguard._core.records import ToolCall, ToolResult, trusted
 from toolguard._enforce.decide import failure_text
@@ -15,6 +17,10 @@ from toolguard._tools.tool import Tool
 
 Job = tuple[ToolCall, Tool[Any, Any], dict[str, Any]]
 """A call to run: the call, its tool and its validated arguments."""
+
+
+class DeadlinePassed(Exception):  # noqa: N818 - a signal, never escapes the executor
+    """Raised by a job's tool when its review's deadline passed before it could start."""
 
 
 class Executor:
@@ -37,12 +43,35 @@ class Executor:
         *,
         in_thread: bool,
         limits: Limits,
+        decided: telemetry.Decided | None = None,
     ) -> ToolResult:
         """Run one call; never raises: a failure is an error result, secrets scrubbed.
 
         ``in_thread``: sync tools run in a worker thread (unless the tool says
-        otherwise); ``limits`` bound the recorded result.
+        otherwise); ``limits`` bound the recorded result; ``decided``: who let
+        it run, for its span (when the application traces).
         """
+        otel = telemetry.tracer()
+        if otel is None:
+            return (await self._run(call, tool, args, in_thread, limits))[0]
+        with telemetry.running(otel, call.id, tool.name, decided) as span:
+            result, error = await self._run(call, tool, args, in_thread, limits)
+            if isinstance(error, DeadlinePassed):
+                telemetry.finish(span, "expired")
+            else:
+                error_type = type(error).__qualname__ if error is not None else None
+                telemetry.finish(span, telemetry.outcome_of(result), error_type)
+        return result
+
+    async def _run(
+        self,
+        call: ToolCall,
+        tool: Tool[Any, Any],
+        args: dict[str, Any],
+        in_thread: bool,  # noqa: FBT001 - private, positional for speed
+        limits: Limits,
+    ) -> tuple[ToolResult, Exception | None]:
+        """The call's result, and the exception the tool raised (if it did)."""
         try:
             if self._limiter is not None:
                 async with self._limiter:
@@ -50,13 +79,14 @@ class Executor:
             else:
                 value = await tool.execute(args, in_thread=in_thread)
         except Exception as exc:  # the one failure text of every path, secrets scrubbed
-            return error_result(call, failure_text(tool, exc, args, call.args), "failed", tool.name)
+            text = failure_text(tool, exc, args, call.args)
+            return error_result(call, text, "failed", tool.name), exc
         # Never raises: the tool ran, so its result is recorded whatever it is (see Limits).
         content, data = bounded_result(value, limits)
         if tool.redacted:  # a result echoing a secret argument: recorded and shown scrubbed
             secrets = tool.secret_texts(args) + tool.secret_texts(call.args)
             content, data = scrub(content, secrets), scrub_data(data, secrets)
-        return trusted(
+        result = trusted(
             ToolResult,
             {
                 "call_id": call.id,
@@ -67,17 +97,35 @@ class Executor:
                 "outcome": None,
             },
         )
+        return result, None
 
     async def run_all(
-        self, jobs: list[Job], *, in_thread: bool, limits: Limits
+        self,
+        jobs: list[Job],
+        *,
+        in_thread: bool,
+        limits: Limits,
+        decided: Mapping[str, telemetry.Decided] | None = None,
     ) -> list[ToolResult]:
-        """Run every job concurrently; one result per job, in order."""
+        """Run every job concurrently; one result per job, in order.
+
+        ``decided``: who let each call run, by call id (for the spans).
+        """
+        by = decided or {}
         if len(jobs) == 1:
-            return [await self.run(*jobs[0], in_thread=in_thread, limits=limits)]
+            call = jobs[0][0]
+            return [
+                await self.run(
+                    *jobs[0], in_thread=in_thread, limits=limits, decided=by.get(call.id)
+                )
+            ]
         out: list[ToolResult | None] = [None] * len(jobs)
 
         async def one(i: int) -> None:
-            out[i] = await self.run(*jobs[i], in_thread=in_thread, limits=limits)
+            call = jobs[i][0]
+            out[i] = await self.run(
+                *jobs[i], in_thread=in_thread, limits=limits, decided=by.get(call.id)
+            )
 
         async with anyio.create_task_group() as tg:
             for i in range(len(jobs)):

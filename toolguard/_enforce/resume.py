@@ -20,6 +20,7 @@ from datetime import datetime
 from typing import Any, Protocol, cast
 from uuid import UUID
 
+from toolguard._core import telemetry
 from toolguard._core.errors import AlreadyResumedError, NoPendingReviewError
 from toolguard._core.records import (
     NO_DECISION,
@@ -45,7 +46,7 @@ from toolguard._enforce.actions import (
     unreviewed,
 )
 from toolguard._enforce.calls import check_thread_id, parse_tool_call
-from toolguard._enforce.execute import Executor
+from toolguard._enforce.execute import DeadlinePassed, Executor
 from toolguard._enforce.once import FINISHED, Claims, claim_turn
 from toolguard._enforce.step import Step, error_result
 from toolguard._policy.decisions import AnyDecision, as_decision_list, parse_decision
@@ -129,8 +130,9 @@ async def apply_decisions(
         QuorumReviewerError: an anonymous or repeated reviewer approves a
             quorum action; nothing changed.
     """
+    who = quorum.reviewer_text(reviewer)
     if plan is None or plan.pending is not None or plan.votes:
-        plan = quorum.plan(runner, pending, list(parsed), quorum.reviewer_text(reviewer), thread_id)
+        plan = quorum.plan(runner, pending, list(parsed), who, thread_id)
     if plan.pending is not None:
         # A quorum is still incomplete: nothing runs, nothing is claimed.
         if FINISHED.done(pending.review_id):
@@ -143,11 +145,12 @@ async def apply_decisions(
             actions=plan.touched,
         )
     await claim_turn(runner.claims, pending.review_id)
-    resumption = _Resumption(runner, pending, thread_id)
+    resumption = _Resumption(runner, pending, thread_id, who)
     for action, decision in plan.pairs:
         resumption.settle(action, decision)
     await resumption.run_jobs()
     step = resumption.step()
+    resumption.trace(step)
     return await answer_with_stand_in(runner, step, thread_id)
 
 
@@ -188,19 +191,18 @@ class _Deadline:
     async def execute(self, validated: Mapping[str, Any], *, in_thread: bool = True) -> Any:
         if self._deadline is not None and self._clock() >= self._deadline:
             self.missed = True
-            raise _DeadlineMissed
+            raise DeadlinePassed
         return await self._tool.execute(validated, in_thread=in_thread)
-
-
-class _DeadlineMissed(Exception):  # noqa: N818 - internal signal, never escapes the resume
-    """The review's deadline passed before the approved call started."""
 
 
 class _Resumption:
     """One settled submission being applied to a claimed turn."""
 
-    def __init__(self, runner: ResumingRunner, pending: PendingTurn, thread_id: str) -> None:
+    def __init__(
+        self, runner: ResumingRunner, pending: PendingTurn, thread_id: str, reviewer: str | None
+    ) -> None:
         self.runner = runner
+        self.reviewer = reviewer  # who submitted the decisions
         self.review_id = pending.review_id
         self.thread_id = thread_id
         self.calls = list(pending.calls)
@@ -385,10 +387,22 @@ class _Resumption:
         if not self.jobs:
             return
         runner = self.runner
+        decided: dict[str, telemetry.Decided] = {}
+        if telemetry.tracer() is not None:
+            for slot, call, _, _ in self.jobs:
+                action, changes = self.decided[slot]
+                decided[call.id] = telemetry.action_decided(
+                    self.review_id,
+                    action.model_copy(
+                        update={**changes, "decided_at": action.decided_at or self.now}
+                    ),
+                    self.reviewer,
+                )
         outcomes = await runner.executor.run_all(
             [(call, cast("Tool[Any, Any]", gate), args) for _, call, gate, args in self.jobs],
             in_thread=runner.sync_in_thread,
             limits=runner.limits,
+            decided=decided,
         )
         finished_at = runner.clock()
         for (slot, call, gate, _), result in zip(self.jobs, outcomes, strict=True):
@@ -404,6 +418,14 @@ class _Resumption:
                 result=result,
                 finished_at=finished_at,
             )
+
+    def trace(self, step: Step) -> None:
+        """Spans for the actions that ended without running (the executor traced the others)."""
+        if telemetry.tracer() is None:
+            return
+        ran = {slot for slot, *_ in self.jobs}
+        ended = [a for i, a in enumerate(step.actions[: len(self.decided)]) if i not in ran]
+        telemetry.actions_ended(self.review_id, ended, self.reviewer)
 
     def step(self) -> Step:
         """The turn's step: complete, or paused on the edits put up for review again."""

@@ -18,6 +18,7 @@ from uuid import UUID
 import anyio
 
 from toolguard._core import checks as check
+from toolguard._core import telemetry
 from toolguard._core.judgement import Judgement
 from toolguard._core.limits import Limits, check_limits
 from toolguard._core.llm import Message
@@ -230,12 +231,18 @@ class Runner:
         jobs: list[Job] = []
         actions: list[Action] = []
         reviews: list[Review] = []
+        decided: dict[str, telemetry.Decided] = {}  # who let a call run, for its span
+        otel = telemetry.tracer()
         for call in parsed:
             # One core decides for every path: run now, ask a person, or refuse.
             verdict = decide(self.toolset, call)
             if verdict.outcome == "deny":  # a deny verdict always carries its text and kind
                 kind = cast("ResultOutcome", verdict.refusal_kind)
                 results[call.id] = error_result(call, cast("str", verdict.refusal), kind)
+                if otel is not None:
+                    by = telemetry.BY_RULE if verdict.rule is not None else None
+                    refused = telemetry.Decided(by=by)
+                    telemetry.ended(otel, call.id, call.name, results[call.id], refused)
                 continue
             # A run or ask verdict always carries the tool and the validated arguments.
             tool = cast("Tool[Any, Any]", verdict.tool)
@@ -244,6 +251,8 @@ class Runner:
                 reviews.append((call, tool, validated, not verdict.grantable))
             else:
                 jobs.append((call, tool, validated))
+                if verdict.rule is not None:  # an allow rule let it run
+                    decided[call.id] = telemetry.Decided(by=telemetry.BY_RULE)
         covered: set[str] = set()
         if grants is not None and any(not asked for *_, asked in reviews):
             covered = set(await grants([c for c, _, _, asked in reviews if not asked]))
@@ -254,6 +263,11 @@ class Runner:
             jobs, reviews, judgements = await self._judged(
                 jobs, reviews, thread_id, conversation, auto_approved
             )
+            for call_id, judgement in judgements.items():
+                if judgement.auto_approved:
+                    decided[call_id] = telemetry.Decided(by=telemetry.BY_JUDGE)
+        for call, _, _ in granted:
+            decided[call.id] = telemetry.Decided(by=telemetry.BY_GRANT)
         jobs += granted
         for call, tool, _, _ in reviews:
             opinion = judgements.get(call.id)
@@ -261,7 +275,7 @@ class Runner:
         judged = [judgements[c.id] for c in parsed if c.id in judgements]
         if jobs:
             ran = await self.executor.run_all(
-                jobs, in_thread=self.sync_in_thread, limits=self.limits
+                jobs, in_thread=self.sync_in_thread, limits=self.limits, decided=decided
             )
             for result in ran:
                 results[result.call_id] = result
@@ -431,6 +445,7 @@ class Runner:
         """
         step = close_turn(pending, outcome, reason, self.clock())
         FINISHED.finish(pending.review_id, "closed")
+        telemetry.actions_ended(pending.review_id, step.actions)
         return step
 
     def interrupted(self, pending: PendingTurn, decisions: Sequence[Any]) -> Step:
@@ -447,6 +462,7 @@ class Runner:
         """
         step = interrupted_turn(pending, decisions, self.clock())
         FINISHED.finish(pending.review_id, "interrupted", after=("resumed",))
+        telemetry.actions_ended(pending.review_id, step.actions)
         return step
 
     # ------------------------------------------------------------------ without an event loop

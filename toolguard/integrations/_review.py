@@ -9,11 +9,14 @@ from __future__ import annotations
 
 import math
 import time
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterator, Mapping, Sequence
+from contextlib import contextmanager
 from dataclasses import dataclass
-from typing import Any
+from datetime import datetime, timezone
+from typing import TYPE_CHECKING, Any
 
 from toolguard._chat.chat import ReviewedChat
+from toolguard._core import telemetry
 from toolguard._core.catalog import message
 from toolguard._core.errors import (
     AlreadyResumedError,
@@ -44,6 +47,9 @@ from toolguard._policy.decisions import AnyDecision, validate_decisions
 from toolguard._policy.redact import keep_redacted, scrub, scrub_data
 from toolguard._tools.tool import Tool
 from toolguard._tools.toolset import Tools, Toolset
+
+if TYPE_CHECKING:
+    from opentelemetry.trace import Span
 
 LIMITS: Limits = check_limits(None)
 """The bounds on a model's arguments: the runner's defaults."""
@@ -325,3 +331,89 @@ def shown_result(tool: Tool[Any, Any], value: Any, *argsets: Mapping[str, Any]) 
     except (ValueError, RecursionError):
         return scrub(str(value), secrets)
     return scrub_data(data, secrets)
+
+
+# --------------------------------------------------------------------------- spans
+
+
+def reviewed(
+    review_id: object,
+    asked_at: object,
+    *,
+    decision: str,
+    by: object = None,
+    decided_at: object = None,
+) -> telemetry.Decided:
+    """How a framework's call was decided, for its span (unreadable entries are left out).
+
+    ``asked_at`` and ``decided_at`` are seconds since the epoch, as the
+    frameworks store them; ``by`` the reviewer's id.
+    """
+    requested = _moment(asked_at)
+    return telemetry.Decided(
+        by=by if isinstance(by, str) else None,
+        review_id=review_id if isinstance(review_id, str) and review_id else None,
+        requested_at=requested,
+        decided_at=_moment(decided_at) or requested,
+        decision=decision,
+        status={"approve": "approved", "edit": "edited", "reject": "rejected"}.get(decision),
+    )
+
+
+def _moment(seconds: object) -> datetime | None:
+    if isinstance(seconds, bool) or not isinstance(seconds, int | float):
+        return None
+    if not math.isfinite(seconds):
+        return None
+    try:
+        return datetime.fromtimestamp(seconds, timezone.utc)
+    except (OverflowError, OSError, ValueError):
+        return None
+
+
+@contextmanager
+def call_span(
+    call_id: str, name: str, decided: telemetry.Decided | None = None
+) -> Iterator[Span | None]:
+    """The call's ``execute_tool`` span, current while the body runs (``None``: not tracing).
+
+    Set how it ended with :func:`finish` before leaving.
+    """
+    otel = telemetry.tracer()
+    if otel is None:
+        yield None
+        return
+    with telemetry.running(otel, call_id, name, decided) as span:
+        yield span
+
+
+def finish(span: Span | None, outcome: str, error: BaseException | None = None) -> None:
+    """Record how the call of ``span`` ended (nothing when not tracing)."""
+    if span is not None:
+        telemetry.finish(span, outcome, type(error).__qualname__ if error is not None else None)
+
+
+def trace_refusal(call: ToolCall, verdict: Verdict) -> None:
+    """The span of a call the policy refused (a deny rule, an unknown tool, bad arguments)."""
+    otel = telemetry.tracer()
+    if otel is None:
+        return
+    by = telemetry.BY_RULE if verdict.rule is not None else None
+    with telemetry.running(otel, call.id, call.name, telemetry.Decided(by=by)) as span:
+        kind = verdict.refusal_kind or "failed"
+        telemetry.finish(span, "denied" if kind == "denied" else "failed", kind)
+
+
+def trace_ended(
+    call_id: str,
+    name: str,
+    outcome: str,
+    decided: telemetry.Decided | None = None,
+    error_type: str | None = None,
+) -> None:
+    """The span of a call that ended without running (rejected, expired, not the approved call)."""
+    otel = telemetry.tracer()
+    if otel is None:
+        return
+    with telemetry.running(otel, call_id, name, decided) as span:
+        telemetry.finish(span, outcome, error_type)

@@ -88,6 +88,7 @@ from toolguard._core.records import (
 )
 from toolguard._enforce.decide import failure_text
 from toolguard._enforce.once import Claims
+from toolguard._enforce.quorum import reviewer_text
 from toolguard._policy.decisions import AnyDecision
 from toolguard._tools.tool import Tool
 from toolguard._tools.toolset import Tools, Toolset
@@ -96,11 +97,13 @@ from toolguard.integrations._review import (
     add_vote,
     args_digest,
     as_toolset,
+    call_span,
     check_claims,
     checked_decisions,
     claim_once,
     deadline_refusal,
     edited_args,
+    finish,
     has_deadline,
     now,
     propose,
@@ -108,8 +111,11 @@ from toolguard.integrations._review import (
     review_payload,
     shown_result,
     stored_votes,
+    trace_ended,
+    trace_refusal,
     vote_count,
 )
+from toolguard.integrations._review import reviewed as decided_in_review
 
 __all__ = [
     "ASKED_KEY",
@@ -286,6 +292,7 @@ async def _invoke(
         source = {}
     call, verdict = propose(toolset, ctx.tool_call_id, tool.name, source)
     if verdict.outcome == "deny" or verdict.validated is None:
+        trace_refusal(call, verdict)
         return verdict.refusal or ""  # a deny rule, bad arguments: nothing runs
     validated = verdict.validated
     if verdict.outcome == "ask":
@@ -306,16 +313,27 @@ async def _invoke(
                 " context, so it cannot be claimed once. It was not executed."
             )
         await claim_once(claims, review_id)
+    decided = None
     if approved:
-        late = deadline_refusal(tool, _context_entry(ctx.context, ASKED_KEY, ctx.tool_call_id))
+        asked_at = _context_entry(ctx.context, ASKED_KEY, ctx.tool_call_id)
+        decided = decided_in_review(
+            _context_entry(ctx.context, REVIEWS_KEY, ctx.tool_call_id),
+            asked_at,
+            decision="edit" if edit is not None else "approve",
+        )
+        late = deadline_refusal(tool, asked_at)
         if late is not None:
+            trace_ended(call.id, tool.name, "expired", decided)
             return late  # the call is about to start, past its review's deadline
-    try:
-        value = await tool.execute(validated)
-    except Exception as exc:
-        text = failure_text(tool, exc, validated, call.args)
-    else:
-        text = _result_text(shown_result(tool, value, validated, call.args))
+    with call_span(call.id, tool.name, decided) as span:
+        try:
+            value = await tool.execute(validated)
+        except Exception as exc:
+            finish(span, "failed", exc)
+            text = failure_text(tool, exc, validated, call.args)
+        else:
+            finish(span, "executed")
+            text = _result_text(shown_result(tool, value, validated, call.args))
     if edit is not None and not edit.get("in_history"):
         ran = json.dumps(tool.shown_args(call.args), ensure_ascii=False, sort_keys=True)
         return EDITED_RESULT.format(args=ran, result=text)
@@ -495,6 +513,8 @@ def apply_decisions(
         else:
             reason = getattr(decision, "message", None) or REJECTED_BY_USER_MESSAGE
             state.reject(item, rejection_message=reason)
+            rejected = decided_in_review(None, None, decision="reject", by=reviewer_text(reviewer))
+            trace_ended(str(item.call_id), item.tool_name or "", "rejected", rejected)
     for item in broken:
         state.approve(item)
     return review_payload(held) if held else None

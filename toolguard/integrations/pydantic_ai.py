@@ -86,6 +86,7 @@ from toolguard._core.records import (
 )
 from toolguard._enforce.decide import Verdict, failure_text
 from toolguard._enforce.once import Claims
+from toolguard._enforce.quorum import reviewer_text
 from toolguard._policy.redact import keep_redacted, redact_args
 from toolguard._tools.tool import Tool
 from toolguard._tools.toolset import Tools, Toolset
@@ -96,15 +97,20 @@ from toolguard.integrations._review import (
     allowed_decisions,
     args_digest,
     as_toolset,
+    call_span,
     check_claims,
     checked_decisions,
     claim_once,
     deadline_refusal,
+    finish,
     now,
     propose,
     review_payload,
+    reviewed,
     shown_result,
     stored_votes,
+    trace_ended,
+    trace_refusal,
     vote_count,
 )
 
@@ -191,6 +197,7 @@ class GuardedToolset(AbstractToolset[Any]):
         """
         call, verdict = propose(self.tools, ctx.tool_call_id or "", name, tool_args)
         if verdict.outcome == "deny" or verdict.tool is None or verdict.validated is None:
+            trace_refusal(call, verdict)
             raise ToolFailed(verdict.refusal or "")
         guarded, validated = verdict.tool, verdict.validated
         approved = ctx.tool_call_approved
@@ -208,19 +215,32 @@ class GuardedToolset(AbstractToolset[Any]):
                     raise ApprovalRequired(
                         metadata=self._pause(ctx, guarded, verdict, call, by=by, own=own)
                     )
+        decided = None
         if approved:
+            decided = reviewed(
+                own.get("review_id"),
+                own.get("asked_at"),
+                decision=str(own.get("decision") or "approve"),
+                by=own.get("decided_by"),
+                decided_at=own.get("decided_at"),
+            )
             refusal = _unbound(ctx, own, name, tool_args)
             if refusal is not None:
+                trace_ended(call.id, name, "failed", decided, "tampered")
                 raise ToolFailed(refusal)
             await self._claim(own)
             _record_edit(ctx, tool_args)
             late = deadline_refusal(guarded, own.get("asked_at"))  # the call is about to start
             if late is not None:
+                trace_ended(call.id, name, "expired", decided)
                 raise ToolFailed(late)
-        try:
-            value = await guarded.execute(validated)
-        except Exception as exc:
-            raise ToolFailed(failure_text(guarded, exc, validated, call.args)) from exc
+        with call_span(call.id, name, decided) as span:
+            try:
+                value = await guarded.execute(validated)
+            except Exception as exc:
+                finish(span, "failed", exc)
+                raise ToolFailed(failure_text(guarded, exc, validated, call.args)) from exc
+            finish(span, "executed")
         return shown_result(guarded, value, validated, call.args)
 
     def _pause(
@@ -460,6 +480,8 @@ def deferred_results(
     """
     review = pending_review(requests)
     parsed = checked_decisions(review, decisions, framework=FRAMEWORK)
+    who = reviewer_text(reviewer)
+    decided_at = now()
     approvals: dict[str, bool | ToolApproved | ToolDenied] = {}
     metadata: dict[str, dict[str, Any]] = {}
     for call, decision in zip(requests.approvals, parsed, strict=True):
@@ -467,6 +489,10 @@ def deferred_results(
         args = _args_dict(call)
         required = _required(meta)
         carried: dict[str, Any] = {k: meta[k] for k in _BINDING if k in meta}
+        # Who decided and when, for the call's span when it runs.
+        carried.update(decision=decision.type, decided_at=decided_at)
+        if who is not None:
+            carried["decided_by"] = who
         if isinstance(decision, ApproveDecision):
             if required > 1:
                 earlier = stored_votes(meta.get("approvals"), call.tool_name, args)
@@ -484,6 +510,18 @@ def deferred_results(
             approvals[call.tool_call_id] = ToolApproved(override_args=edited)
         else:
             approvals[call.tool_call_id] = ToolDenied(decision.message or REJECTED_BY_USER_MESSAGE)
+            trace_ended(
+                call.tool_call_id,
+                call.tool_name,
+                "rejected",
+                reviewed(
+                    meta.get("review_id"),
+                    meta.get("asked_at"),
+                    decision="reject",
+                    by=who,
+                    decided_at=decided_at,
+                ),
+            )
         if carried:
             metadata[call.tool_call_id] = {METADATA_KEY: carried}
     return DeferredToolResults(approvals=approvals, metadata=metadata)
