@@ -81,6 +81,14 @@ def make_tools(log: list[str]) -> list[Any]:
     return [send_email, search, explode]
 
 
+def marked(outcome: str, content: str) -> str:
+    """What the model reads: the marker and the content; a reason-less rejection as it is
+    (REJECTED_BY_USER_MESSAGE itself says the call was rejected and not run)."""
+    if outcome == "rejected" and content == REJECTED_BY_USER_MESSAGE:
+        return content
+    return MARKS[outcome] + content
+
+
 def messages_by_id(step: Any) -> dict[str, str]:
     """The tool messages' content by call id."""
     return {m["tool_call_id"]: m["content"] for m in step.tool_messages()}
@@ -138,7 +146,7 @@ async def test_each_creation_site_sets_its_outcome_and_marks_the_message() -> No
     }
     sent = messages_by_id(done)
     assert sent == {
-        call_id: MARKS[outcome] + content for call_id, (_, outcome, content) in outcomes.items()
+        call_id: marked(outcome, content) for call_id, (_, outcome, content) in outcomes.items()
     }
     assert log == []
 
@@ -204,7 +212,7 @@ def test_any_reason_is_marked_and_kept_verbatim(reason: str) -> None:
     text = clean_text(reason) or REJECTED_BY_USER_MESSAGE
     assert done.results[0].content == text
     message = done.tool_messages()[0]["content"]
-    assert message == MARKS["rejected"] + text
+    assert message == marked("rejected", text)
     assert unmark(message) == text
 
 
@@ -309,3 +317,33 @@ def test_an_error_result_without_an_outcome_is_still_marked() -> None:
     assert ResultTemplates(error="!! {text}").render(bare) == "!! Paid 10,000 to X."
     plain = bare.model_copy(update={"status": "success"})
     assert DEFAULT_TEMPLATES.render(plain) == "Paid 10,000 to X."
+
+
+def test_a_rejection_without_a_reason_reads_as_the_one_statement() -> None:
+    """REJECTED_BY_USER_MESSAGE already says the call was rejected and not run: it is sent as it
+    is, the content unchanged; a reason still gets the marker; the field can be set like any."""
+    from toolguard import ToolResult
+
+    bare = ToolResult(
+        call_id="c1",
+        name="send_email",
+        status="error",
+        content=REJECTED_BY_USER_MESSAGE,
+        outcome="rejected",
+    )
+    assert DEFAULT_TEMPLATES.render(bare) == "User rejected this action. It was not executed."
+    assert bare.content == REJECTED_BY_USER_MESSAGE
+    assert unmark(DEFAULT_TEMPLATES.render(bare)) == REJECTED_BY_USER_MESSAGE
+    reason = bare.model_copy(update={"content": "Wrong person."})
+    marked_reason = "Rejected by the reviewer, not executed: Wrong person."
+    assert DEFAULT_TEMPLATES.render(reason) == marked_reason
+    custom = ResultTemplates(rejected_without_reason="[{name}] {text}")
+    assert custom.render(bare) == "[send_email] User rejected this action. It was not executed."
+    assert custom.render(reason) == marked_reason
+    assert ResultTemplates.verbatim().render(bare) == REJECTED_BY_USER_MESSAGE
+    with pytest.raises(ValueError, match="rejected_without_reason") as caught:
+        ResultTemplates(rejected_without_reason="Rejected.")
+    assert str(caught.value) == (
+        "ResultTemplates.rejected_without_reason must contain {text} (the result's own text,"
+        " kept verbatim), got 'Rejected.'"
+    )

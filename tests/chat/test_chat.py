@@ -476,12 +476,8 @@ async def test_all_rejected_runs_nothing_and_the_model_reads_each_reason(store: 
     assert REJECTED_BY_USER_MESSAGE == "User rejected this action. It was not executed."
     assert model.calls[1][-3:] == [
         tool_msg("call_1", "Rejected by the reviewer, not executed: Wrong recipient", "error"),
-        tool_msg(
-            "call_2", f"Rejected by the reviewer, not executed: {REJECTED_BY_USER_MESSAGE}", "error"
-        ),
-        tool_msg(
-            "call_3", f"Rejected by the reviewer, not executed: {REJECTED_BY_USER_MESSAGE}", "error"
-        ),
+        tool_msg("call_2", REJECTED_BY_USER_MESSAGE, "error"),
+        tool_msg("call_3", REJECTED_BY_USER_MESSAGE, "error"),
     ]
     assert [a.status for a in turn.actions] == ["rejected", "rejected", "rejected"]
 

@@ -410,9 +410,7 @@ async def test_parallel_calls_one_guarded_one_not(
         call_item("call_s", "search_contacts", {"query": "Alice"}),
         call_item("call_m", "send_email", EMAIL),
         output_item("call_s", '["alice@example.com"]'),
-        output_item(
-            "call_m", f"Rejected by the reviewer, not executed: {REJECTED_BY_USER_MESSAGE}"
-        ),
+        output_item("call_m", REJECTED_BY_USER_MESSAGE),
     ]
 
 

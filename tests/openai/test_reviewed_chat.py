@@ -263,7 +263,7 @@ async def test_unguarded_call_runs_even_when_the_guarded_one_is_rejected(
             ("call_s", "search_contacts", {"query": "Alice"}), ("call_m", "send_email", EMAIL)
         ),
         tool_msg("call_s", '["alice@example.com"]'),
-        tool_msg("call_m", f"{REJECTED}{REJECTED_BY_USER_MESSAGE}"),
+        tool_msg("call_m", REJECTED_BY_USER_MESSAGE),
     ]
 
 
@@ -295,8 +295,8 @@ async def test_all_rejected_runs_nothing_and_tells_the_model(
             assistant(
                 ("call_1", "send_email", EMAIL), ("call_2", "delete_file", {"path": "/etc/hosts"})
             ),
-            tool_msg("call_1", f"{REJECTED}{REJECTED_BY_USER_MESSAGE}"),
-            tool_msg("call_2", f"{REJECTED}{REJECTED_BY_USER_MESSAGE}"),
+            tool_msg("call_1", REJECTED_BY_USER_MESSAGE),
+            tool_msg("call_2", REJECTED_BY_USER_MESSAGE),
         ],
     )
     state = await chat.get_thread(turn.thread_id)

@@ -300,6 +300,11 @@ def test_every_outcome_has_its_badge_and_line(page: Page) -> None:
         ["cancelled", "badge muted", f"Cancelled by ops\\u202egnp.exe at {when}", WHEN],
         ["rejected", "badge rejected", f"Rejected by maria at {when}", WHEN],
     ]
+    unnamed = page.get_by_test_id("unnamed-reviewer")  # says how reviewers get their names
+    expect(unnamed).to_have_count(1)
+    expect(unnamed).to_have_text("an unnamed reviewer")
+    expect(unnamed).to_have_attribute("href", "/static/naming-reviewers.html")
+    expect(unnamed).to_have_attribute("target", "_blank")
     reviewer = page.get_by_test_id("decided-by").nth(3).locator(".reveal")
     expect(reviewer).to_have_attribute("title", "U+202E RIGHT-TO-LEFT OVERRIDE")
 

@@ -379,7 +379,7 @@ def test_two_actions_reject_all(page: Page, server: Server) -> None:
     expect(page.get_by_test_id("approval-card")).to_have_count(2)
     page.get_by_test_id("reject-all").click()
 
-    rejected = f"[error] {MARK}{REJECTED_BY_USER_MESSAGE}"
+    rejected = f"[error] {REJECTED_BY_USER_MESSAGE}"  # one statement, no marker before it
     reply = f"Done. {rejected} {rejected}"
     expect(replies(page)).to_have_text([reply])
     expect(page.get_by_test_id("chat-input")).to_be_enabled()
@@ -476,6 +476,51 @@ def test_the_page_works_under_its_content_security_policy(browser: Browser, serv
         )
         assert ran is False
         assert csp_tab.evaluate("window.__violations") == ["script-src-elem"]
+    finally:
+        context.close()
+
+
+def test_the_favicon_and_the_reviewer_naming_page_load_under_the_policy(
+    browser: Browser, server: Server
+) -> None:
+    """The page names its icon (no /favicon.ico asked for), which loads under the CSP; the
+    page on naming reviewers, linked from "an unnamed reviewer", loads without a violation."""
+    from toolguard.http import CONTENT_SECURITY_POLICY
+
+    context = browser.new_context()
+    tab = context.new_page()
+    tab.set_default_timeout(TIMEOUT_MS)
+    asked: list[str] = []
+    tab.on("request", lambda request: asked.append(request.url))
+    tab.add_init_script(
+        "window.__violations = [];"
+        " document.addEventListener('securitypolicyviolation',"
+        " (e) => window.__violations.push(e.effectiveDirective));"
+    )
+    try:
+        tab.goto(server.url + "/")
+        icon = tab.evaluate(
+            """() => { const link = document.querySelector('link[rel="icon"]');
+                return [link.getAttribute('href'), link.type]; }"""
+        )
+        assert icon == ["/static/favicon.svg", "image/svg+xml"]
+        drawn = tab.evaluate(
+            """() => new Promise((done) => { const img = new Image();
+                img.onload = () => done([img.naturalWidth > 0, img.naturalHeight > 0]);
+                img.onerror = () => done('failed'); img.src = '/static/favicon.svg'; })"""
+        )
+        assert drawn == [True, True]
+        answer = tab.request.get(server.url + "/static/favicon.svg")
+        assert (answer.status, answer.headers["content-type"]) == (200, "image/svg+xml")
+        assert answer.headers["content-security-policy"] == CONTENT_SECURITY_POLICY
+
+        shown = tab.goto(server.url + "/static/naming-reviewers.html")
+        assert shown is not None
+        assert shown.status == 200
+        expect(tab).to_have_title("How reviewers are named — toolguard")
+        expect(tab.get_by_test_id("naming-reviewers").locator("li")).to_have_count(2)
+        assert tab.evaluate("window.__violations") == []
+        assert [url for url in asked if url.endswith("/favicon.ico")] == []
     finally:
         context.close()
     assert len(server.outbox.done) == 2

@@ -6,7 +6,9 @@ result becomes a model message, a template per
 :data:`~toolguard.records.ResultOutcome` marks it (``Rejected by the
 reviewer, not executed: <reason>``); the
 result's own ``content`` (the specification's exact text) is kept verbatim
-inside, and ``ToolResult.content`` itself never changes.
+inside, and ``ToolResult.content`` itself never changes. A rejection without a
+reason reads as ``REJECTED_BY_USER_MESSAGE`` alone, which already says that
+the call was rejected and not run.
 """
 
 from __future__ import annotations
@@ -15,7 +17,7 @@ import string
 from dataclasses import dataclass, fields
 from typing import Any
 
-from toolguard._core.records import ToolResult
+from toolguard._core.records import REJECTED_BY_USER_MESSAGE, ToolResult
 
 _FIELDS = frozenset({"text", "name"})
 
@@ -62,7 +64,11 @@ class ResultTemplates:
     unmarked.
 
     Attributes:
-        rejected: a reviewer rejected the call.
+        rejected: a reviewer rejected the call, giving a reason.
+        rejected_without_reason: a reviewer rejected the call without a
+            reason: ``{text}`` is ``REJECTED_BY_USER_MESSAGE`` (``User rejected
+            this action. It was not executed.``), which says it all, so by
+            default it is sent as it is.
         no_decision: the call was left without a decision (lenient resume).
         expired: the review passed its deadline.
         cancelled: the review was cancelled.
@@ -84,6 +90,7 @@ class ResultTemplates:
     """
 
     rejected: str = "Rejected by the reviewer, not executed: {text}"
+    rejected_without_reason: str = "{text}"
     no_decision: str = "No decision from the reviewer, not executed: {text}"
     expired: str = "Review expired, not executed: {text}"
     cancelled: str = "Review cancelled, not executed: {text}"
@@ -110,9 +117,12 @@ class ResultTemplates:
 
         A success without an outcome is its content, unchanged; an error
         without an outcome (or with one that has no template here) uses
-        :attr:`error`.
+        :attr:`error`; a rejection whose content is ``REJECTED_BY_USER_MESSAGE``
+        uses :attr:`rejected_without_reason`.
         """
         template = getattr(self, result.outcome, None) if result.outcome is not None else None
+        if result.outcome == "rejected" and result.content == REJECTED_BY_USER_MESSAGE:
+            template = self.rejected_without_reason
         if not isinstance(template, str):
             if result.status != "error":
                 return result.content

@@ -433,7 +433,16 @@
           el("span", { className: "reviewer" }, ...revealNodes(reveal.textSegments(action.reviewer, { singleLine: true }))),
         );
       } else {
-        line.append("an unnamed reviewer");
+        // Nobody signed in: say how reviewers get their names.
+        line.append(
+          el("a", {
+            href: "/static/naming-reviewers.html",
+            target: "_blank",
+            rel: "noopener",
+            "data-testid": "unnamed-reviewer",
+            text: "an unnamed reviewer",
+          }),
+        );
       }
     }
     if (when) {
