@@ -23,7 +23,6 @@ import importlib
 import json
 import os
 import secrets
-import signal
 import sys
 from collections.abc import AsyncIterator, Iterable, Sequence
 from pathlib import Path
@@ -39,6 +38,7 @@ from toolguard._cli.auth import (
     no_auth_warning,
 )
 from toolguard._cli.judge import JudgeOptionError, build_judge, describe_judge
+from toolguard._cli.running import run_uvicorn
 from toolguard._cli.startup import (
     STORE_CHECK_SECONDS,
     one_line,
@@ -732,7 +732,7 @@ def serve(
     )
     sys.stdout.flush()
     try:
-        return _run_uvicorn(served(app), host=host, port=port)
+        return run_uvicorn(served(app), host=host, port=port)
     finally:
         _close_store(chat)
 
@@ -756,51 +756,6 @@ def _serve_workers(
         f" | workers: {workers}\n"
     )
     sys.stdout.flush()
-    return _run_uvicorn(
+    return run_uvicorn(
         "toolguard._cli.serve:served_app_from_env", host=host, port=port, workers=workers
     )
-
-
-def _run_uvicorn(app: Any, *, host: str, port: int, workers: int = 1) -> int:
-    """Run uvicorn until it stops; the exit code.
-
-    130 when Ctrl-C (SIGINT) stopped it, after its graceful shutdown;
-    uvicorn's own code when it could not start (e.g. the port is taken); 0
-    otherwise. SIGTERM also stops it gracefully, and then ends the process as
-    killed by SIGTERM, as uvicorn does. ``workers`` > 1: ``app`` is the import
-    string of an app factory, run in that many processes.
-    """
-    import uvicorn  # noqa: PLC0415 - the http extra is optional
-    from uvicorn.supervisors import Multiprocess  # noqa: PLC0415
-
-    interrupted: list[bool] = []
-
-    class Server(uvicorn.Server):
-        def handle_exit(self, sig: int, frame: Any) -> None:
-            if sig == signal.SIGINT:
-                interrupted.append(True)
-            super().handle_exit(sig, frame)
-
-    class Supervisor(Multiprocess):
-        def handle_int(self) -> None:
-            interrupted.append(True)
-            super().handle_int()
-
-    config = uvicorn.Config(
-        app, host=host, port=port, workers=workers, factory=workers > 1, proxy_headers=False
-    )
-    server = Server(config)
-    try:
-        if workers > 1:
-            Supervisor(config, sockets=[config.bind_socket()]).run()
-        else:
-            server.run()
-    except KeyboardInterrupt:
-        return 130
-    except SystemExit as exc:  # uvicorn exits when it cannot bind
-        return exc.code if isinstance(exc.code, int) else 1
-    if interrupted:
-        return 130
-    if workers == 1 and not server.started:
-        return 3  # uvicorn's code for a server that did not start
-    return 0
