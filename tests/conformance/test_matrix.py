@@ -83,8 +83,7 @@ for _framework in ["pydantic_ai", "openai_agents", "langchain_tools", "langchain
         " the judge, so a judge is never silently dropped"
     )
 NA[("d", "mcp_proxy")] = (
-    "not applicable: the gateway has no option giving an upstream tool a quorum"
-    " (guarantee 28)"
+    "not applicable: the gateway has no option giving an upstream tool a quorum (guarantee 28)"
 )
 
 
