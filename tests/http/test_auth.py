@@ -487,3 +487,30 @@ def test_token_auth_refuses_bad_settings(tmp_path: Path) -> None:
         "reviewers, line 1: the second field must be sha256: and 64 hex digits (the hash of the"
         " token, never the token itself); make a line with toolguard token NAME"
     )
+
+
+def test_tokens_and_session_macs_are_compared_in_constant_time(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """Every stored hash is compared with hmac.compare_digest, with no early exit on a match."""
+    import hmac as hmac_module
+
+    real = hmac_module.compare_digest
+    compared: list[tuple[Any, Any]] = []
+
+    def watched(a: Any, b: Any) -> bool:
+        compared.append((a, b))
+        return real(a, b)
+
+    tokens = {name: new_token(name) for name in ("alice", "bob", "carol")}
+    auth = TokenAuth({name: line.split(" ", 1)[1] for name, (_, line) in tokens.items()})
+    monkeypatch.setattr(hmac_module, "compare_digest", watched)
+    assert auth.reviewer_of(tokens["alice"][0]) == "alice"
+    assert len(compared) == 3  # alice matched first, bob and carol were compared too
+    assert auth.reviewer_of("not a token") is None
+    assert len(compared) == 6
+    compared.clear()
+    cookie = auth.session_cookie("bob")
+    assert auth.session_reviewer(cookie) == "bob"
+    assert auth.session_reviewer(cookie[:-1] + ("0" if cookie[-1] != "0" else "1")) is None
+    assert len(compared) == 2
