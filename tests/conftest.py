@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import gc
 from collections.abc import Iterator
 
 import pytest
@@ -19,3 +20,12 @@ def _reset_toolguard_state(monkeypatch: pytest.MonkeyPatch) -> Iterator[None]:
     yield
     set_language(None)
     _override.set_stand_in(None)
+
+
+@pytest.fixture(autouse=True, scope="module")
+def _collect_garbage_per_module() -> Iterator[None]:
+    """Collect garbage after each module, so an unclosed socket or file is reported by the
+    module that leaked it (filterwarnings = error), not by whichever later test the
+    garbage collector happens to run in."""
+    yield
+    gc.collect()

@@ -20,6 +20,7 @@ from collections.abc import Sequence
 from datetime import datetime, timedelta
 from typing import Any, Literal
 
+import anyio
 from pydantic import BaseModel, ConfigDict
 
 from toolguard._core.audit import AuditEvent
@@ -124,11 +125,16 @@ class Webhook:
             SIGNATURE_HEADER: sign(raw, self.secret),
             "User-Agent": "toolguard-webhook",
         }
+        client = httpx.AsyncClient(timeout=self.timeout, follow_redirects=False)
         try:
-            async with httpx.AsyncClient(timeout=self.timeout, follow_redirects=False) as client:
-                answer = await client.post(self.url, content=raw, headers=headers)
+            answer = await client.post(self.url, content=raw, headers=headers)
         except httpx.HTTPError as exc:
             return f"{type(exc).__name__}: {exc}"[:200]
+        finally:
+            # Closed even when the delivery is cancelled (a server shutting down):
+            # a cancelled close would leave the connection open.
+            with anyio.CancelScope(shield=True):
+                await client.aclose()
         if 200 <= answer.status_code < 300:
             return None
         return f"HTTP {answer.status_code}"
