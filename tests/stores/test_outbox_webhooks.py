@@ -6,13 +6,18 @@ from tests.helpers import WEBHOOK_SECRET, Receiver, receiver
 
 __all__ = ["receiver"]  # a fixture, used by name
 
+import contextlib
 import hashlib
 import hmac
 import json
 import socket
 import sys
+import threading
+import time
 import types
+from collections.abc import Iterator
 from datetime import datetime, timedelta, timezone
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 from typing import Any
 
@@ -31,7 +36,7 @@ from toolguard import (
 )
 from toolguard._cli.main import main
 from toolguard._cli.serve import ServeError, build_app, build_chat
-from toolguard._stores.outbox import sign
+from toolguard._stores.outbox import OutboxItem, sign
 from toolguard._stores.protocol import Store
 
 START = datetime(2026, 1, 2, 3, 4, 5, tzinfo=timezone.utc)
@@ -494,3 +499,70 @@ async def test_the_webhook_names_the_reviewer_of_the_token(
         "statuses": {turn.actions[0].id: "cancelled"},
     }
     assert token not in json.dumps(receiver.received)
+
+
+# --- a delivery under way when its task is cancelled ----------------------------------------------
+
+
+class _SlowHandler(BaseHTTPRequestHandler):
+    """Answers 200 after ``delay`` seconds (the server's attribute)."""
+
+    def do_POST(self) -> None:
+        self.rfile.read(int(self.headers.get("Content-Length", "0")))
+        self.server.started.set()  # type: ignore[attr-defined]
+        time.sleep(self.server.delay)  # type: ignore[attr-defined]
+        with contextlib.suppress(OSError):
+            self.send_response(200)
+            self.send_header("Content-Length", "0")
+            self.end_headers()
+        self.server.answered.set()  # type: ignore[attr-defined]
+
+    def log_message(self, format: str, *args: Any) -> None:
+        return
+
+
+@contextlib.contextmanager
+def _slow_receiver(delay: float) -> Iterator[Any]:
+    server = ThreadingHTTPServer(("127.0.0.1", 0), _SlowHandler)
+    server.delay = delay  # type: ignore[attr-defined]
+    server.started = threading.Event()  # type: ignore[attr-defined]
+    server.answered = threading.Event()  # type: ignore[attr-defined]
+    thread = threading.Thread(target=server.serve_forever, daemon=True)
+    thread.start()
+    try:
+        yield server
+    finally:
+        server.shutdown()
+        server.server_close()
+
+
+async def test_a_delivery_under_way_finishes_when_its_task_is_cancelled() -> None:
+    """A server shutting down mid-delivery: the POST completes and its connection is closed."""
+    item = OutboxItem(id="e1", body={"id": "e1", "event": "review.requested"})
+    with _slow_receiver(0.3) as server:
+        webhook = Webhook(
+            f"http://127.0.0.1:{server.server_address[1]}/hook", secret="s", timeout=5
+        )
+        outcome: list[str | None] = []
+
+        async def deliver() -> None:
+            outcome.append(await webhook.send(item))
+
+        async with anyio.create_task_group() as tasks:
+            tasks.start_soon(deliver)
+            await anyio.to_thread.run_sync(server.started.wait, 5)
+            tasks.cancel_scope.cancel()  # the answer is still 0.3 s away
+        assert outcome == [None]  # delivered, not abandoned halfway
+        assert server.answered.is_set()
+
+
+async def test_a_receiver_that_does_not_answer_in_time_is_a_failed_delivery() -> None:
+    item = OutboxItem(id="e1", body={"id": "e1", "event": "review.requested"})
+    with _slow_receiver(2.0) as server:
+        webhook = Webhook(
+            f"http://127.0.0.1:{server.server_address[1]}/hook", secret="s", timeout=0.2
+        )
+        assert await webhook.send(item) in (
+            "TimeoutError: no answer within 0.2 seconds",
+            "ReadTimeout: timed out",
+        )

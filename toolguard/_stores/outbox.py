@@ -125,16 +125,19 @@ class Webhook:
             SIGNATURE_HEADER: sign(raw, self.secret),
             "User-Agent": "toolguard-webhook",
         }
-        client = httpx.AsyncClient(timeout=self.timeout, follow_redirects=False)
         try:
-            answer = await client.post(self.url, content=raw, headers=headers)
+            # A delivery under way finishes (or times out) even when its task is cancelled,
+            # e.g. by a server shutting down: cancelled halfway, the connection would be
+            # left open and the receiver could not tell whether it was meant to count.
+            with anyio.CancelScope(shield=True), anyio.fail_after(self.timeout):
+                async with httpx.AsyncClient(
+                    timeout=self.timeout, follow_redirects=False
+                ) as client:
+                    answer = await client.post(self.url, content=raw, headers=headers)
         except httpx.HTTPError as exc:
             return f"{type(exc).__name__}: {exc}"[:200]
-        finally:
-            # Closed even when the delivery is cancelled (a server shutting down):
-            # a cancelled close would leave the connection open.
-            with anyio.CancelScope(shield=True):
-                await client.aclose()
+        except TimeoutError:
+            return f"TimeoutError: no answer within {self.timeout:g} seconds"
         if 200 <= answer.status_code < 300:
             return None
         return f"HTTP {answer.status_code}"
