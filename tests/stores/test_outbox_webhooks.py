@@ -541,7 +541,7 @@ async def test_a_delivery_under_way_finishes_when_its_task_is_cancelled() -> Non
     item = OutboxItem(id="e1", body={"id": "e1", "event": "review.requested"})
     with _slow_receiver(0.3) as server:
         webhook = Webhook(
-            f"http://127.0.0.1:{server.server_address[1]}/hook", secret="s", timeout=5
+            f"http://127.0.0.1:{server.server_address[1]}/hook", secret=WEBHOOK_SECRET, timeout=5
         )
         outcome: list[str | None] = []
 
@@ -560,7 +560,7 @@ async def test_a_receiver_that_does_not_answer_in_time_is_a_failed_delivery() ->
     item = OutboxItem(id="e1", body={"id": "e1", "event": "review.requested"})
     with _slow_receiver(2.0) as server:
         webhook = Webhook(
-            f"http://127.0.0.1:{server.server_address[1]}/hook", secret="s", timeout=0.2
+            f"http://127.0.0.1:{server.server_address[1]}/hook", secret=WEBHOOK_SECRET, timeout=0.2
         )
         assert await webhook.send(item) in (
             "TimeoutError: no answer within 0.2 seconds",
