@@ -562,7 +562,6 @@ async def test_a_receiver_that_does_not_answer_in_time_is_a_failed_delivery() ->
         webhook = Webhook(
             f"http://127.0.0.1:{server.server_address[1]}/hook", secret=WEBHOOK_SECRET, timeout=0.2
         )
-        assert await webhook.send(item) in (
-            "TimeoutError: no answer within 0.2 seconds",
-            "ReadTimeout: timed out",
-        )
+        failure = await webhook.send(item)
+        assert failure is not None
+        assert failure.partition(":")[0] == "ReadTimeout"  # httpx's own timeout, not a hang
