@@ -412,6 +412,11 @@ async def test_the_served_app_delivers_in_the_background(receiver: Receiver) -> 
         body = answer.json()
         assert body["pending_review"] is not None
         assert await anyio.to_thread.run_sync(receiver.got.wait, 20)
+        # Leave only once the delivery is recorded (the receiver got the request before it
+        # answered): the test then ends no delivery halfway.
+        with anyio.fail_after(20):
+            while (await app.state.chat.get_thread(body["thread_id"])).outbox:  # noqa: ASYNC110 - the store has no event to wait on
+                await anyio.sleep(0.01)
     [event] = _checked(receiver)
     assert (event["event"], event["thread_id"], event["review_id"]) == (
         "review.requested",
