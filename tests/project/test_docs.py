@@ -23,16 +23,13 @@ from typing import Any
 import pytest
 
 ROOT = Path(__file__).resolve().parents[2]
-TESTS = ROOT / "tests"
 DOCS = [ROOT / "README.md", *sorted((ROOT / "docs").glob("*.md"))]
-SECURITY = ROOT / "docs" / "security.md"
 
 NOT_RUN = "<!-- not-run -->"
 OUTPUT = "<!-- output -->"
 _FENCE = re.compile(r"^(?P<indent>[ \t]*)(?P<ticks>`{3,})(?P<lang>[\w+-]*)[ \t]*$")
 _LINK = re.compile(r"!?\[[^\]\n]*\]\((?P<target><[^>\n]+>|[^)\s]+)(?:[ \t]+\"[^\"\n]*\")?\)")
 _HEADING = re.compile(r"^#{1,6}[ \t]+(?P<text>.+?)[ \t]*#*[ \t]*$")
-_CITATION = re.compile(r"(?:tests/)?(?P<file>(?:\w+/)*test_\w+\.py)::(?P<test>test_\w+)")
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -143,13 +140,6 @@ def relative_links() -> list[tuple[str, Path, str]]:
                 where = f"{path.relative_to(ROOT).as_posix()}:{number}"
                 found.append((where, path, target))
     return found
-
-
-def citations() -> list[tuple[str, str]]:
-    """``(file, test)`` for every ``test_x.py::test_name`` cited in docs/security.md."""
-    text = SECURITY.read_text(encoding="utf-8") if SECURITY.is_file() else ""
-    found = dict.fromkeys((m["file"], m["test"]) for m in _CITATION.finditer(text))
-    return list(found)
 
 
 # ------------------------------------------------------------------------------ running a block
@@ -286,23 +276,6 @@ def test_relative_link_points_to_an_existing_file(where: str, document: Path, ta
     assert (where, destination.exists()) == (where, True)
     if anchor and destination.suffix == ".md":
         assert (where, anchor in anchors(destination)) == (where, True)
-
-
-CITED = citations()
-
-
-def test_security_doc_cites_tests() -> None:
-    """docs/security.md proves its guarantees with test citations."""
-    assert len(CITED) >= 20
-
-
-@pytest.mark.parametrize(("file", "test"), CITED, ids=[f"{f}::{t}" for f, t in CITED])
-def test_cited_test_exists(file: str, test: str) -> None:
-    """A ``tests/[DIR/]test_x.py::test_name`` cited in docs/security.md is defined there."""
-    path = TESTS / file
-    source = path.read_text(encoding="utf-8") if path.is_file() else ""
-    defined = re.search(rf"^(?:async )?def {test}\(", source, re.MULTILINE) is not None
-    assert (f"{file}::{test}", defined) == (f"{file}::{test}", True)
 
 
 def test_parser_reads_markers_indentation_and_outputs(tmp_path: Path) -> None:
