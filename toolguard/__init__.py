@@ -8,9 +8,8 @@ LangChain's human-in-the-loop format. A person answers with decisions
 :class:`Runner` resumes the turn, giving the model one honest result per
 tool call.
 
-:class:`ReviewedChat` runs whole conversations over a store; the
-specification calls it the chat use case, and ``ReviewedChatUseCase`` is
-that name for the same class.
+:class:`ReviewedChat` runs whole conversations over a store;
+``ReviewedChatUseCase`` is another name for the same class.
 
 Every error toolguard raises derives from :class:`ToolguardError` and is
 importable from here. The less common parts live in public modules:

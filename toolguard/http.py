@@ -20,7 +20,7 @@ Eight routes, under ``/hitl`` by default:
 
 The ``POST`` routes answer ``{thread_id, reply, pending_review, review_id}``:
 a reply, or the review payload in LangChain's human-in-the-loop format.
-Errors follow the specification's table: a body of the wrong shape (an empty
+Errors follow one table: a body of the wrong shape (an empty
 ``decisions`` list, an unknown decision ``type``, a decision that is not an
 object, an ``edited_action`` without a string ``name`` or an object ``args``)
 is a 422; decisions that do not answer the review (wrong count, an ``edit``

@@ -10,7 +10,7 @@ Install the extra: ``pip install "toolguard-hitl[openai-agents]"``.
     agent = Agent(name="assistant", tools=tg.function_tools([send_email, search_contacts]))
     result = await Runner.run(agent, "Mail Alice that the meeting moved to 10", context={})
     if result.interruptions:
-        review = tg.pending_review(result.interruptions)    # SPEC's payload, for a person
+        review = tg.pending_review(result.interruptions)    # the payload, for a person
         state = result.to_state()                          # to_string() / from_string() to store
         tg.apply_decisions(state, decisions)
         result = await Runner.run(agent, state)
@@ -411,7 +411,7 @@ def _source(
 
 
 def pending_review(source: RunState[Any, Any] | Sequence[ToolApprovalItem]) -> PendingReview:
-    """SPEC's ``pending_review`` payload for a paused run.
+    """The ``pending_review`` payload for a paused run.
 
     Descriptions set with ``requires_approval(description=...)``, the tool's
     allowed decisions and its redacted parameters (shown as ``REDACTED``)

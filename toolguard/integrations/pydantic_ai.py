@@ -11,7 +11,7 @@ Install the extra: ``pip install "toolguard-hitl[pydantic-ai]"``.
                   output_type=[str, DeferredToolRequests])
     result = await agent.run("Mail Alice that the meeting moved to 10")
     if isinstance(result.output, DeferredToolRequests):
-        review = tg.pending_review(result.output)        # SPEC's payload, for a person
+        review = tg.pending_review(result.output)        # the payload, for a person
         results = tg.deferred_results(result.output, decisions)
         result = await agent.run(message_history=result.all_messages(),
                                  deferred_tool_results=results)
@@ -348,7 +348,7 @@ def _unbound(
 
 
 def _record_edit(ctx: RunContext[Any], tool_args: dict[str, Any]) -> None:
-    """Replace the model's call in the history by the edited one that runs (as SPEC says).
+    """Replace the model's call in the history by the edited one that runs.
 
     An approved call whose arguments differ from the model's ran with
     ``ToolApproved(override_args=...)``; the call part in the run's messages is
@@ -438,7 +438,7 @@ def _args_dict(call: ToolCallPart) -> dict[str, Any]:
 
 
 def pending_review(requests: DeferredToolRequests) -> PendingReview:
-    """SPEC's ``pending_review`` payload for the approvals a run asked for.
+    """The ``pending_review`` payload for the approvals a run asked for.
 
     Descriptions set with ``requires_approval(description=...)``, the tool's
     allowed decisions, its redacted parameters (shown as ``REDACTED``) and a
