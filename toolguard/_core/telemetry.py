@@ -134,8 +134,9 @@ def _call_attributes(call_id: str, name: str, decided: Decided | None) -> dict[s
     attributes: dict[str, Any] = {
         "gen_ai.operation.name": "execute_tool",
         "gen_ai.tool.name": name,
-        "gen_ai.tool.call.id": call_id,
     }
+    if call_id:  # absent when the framework gave the call no id
+        attributes["gen_ai.tool.call.id"] = call_id
     if decided is None:
         return attributes
     by = decided.outcome_by or decided.by

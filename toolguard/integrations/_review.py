@@ -11,7 +11,7 @@ import math
 import time
 from collections.abc import Iterator, Mapping, Sequence
 from contextlib import contextmanager
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from datetime import datetime, timezone
 from typing import TYPE_CHECKING, Any
 
@@ -356,7 +356,12 @@ def reviewed(
         requested_at=requested,
         decided_at=_moment(decided_at) or requested,
         decision=decision,
-        status={"approve": "approved", "edit": "edited", "reject": "rejected"}.get(decision),
+        status={
+            "approve": "approved",
+            "edit": "edited",
+            "reject": "rejected",
+            "respond": "responded",
+        }.get(decision),
     )
 
 
@@ -393,14 +398,34 @@ def finish(span: Span | None, outcome: str, error: BaseException | None = None) 
         telemetry.finish(span, outcome, type(error).__qualname__ if error is not None else None)
 
 
-def trace_refusal(call: ToolCall, verdict: Verdict) -> None:
-    """The span of a call the policy refused (a deny rule, an unknown tool, bad arguments)."""
+def allowed_by(verdict: Verdict) -> telemetry.Decided | None:
+    """Who let a call run without a review, for its span: an allow rule, or nobody."""
+    return telemetry.Decided(by=telemetry.BY_RULE) if verdict.rule is not None else None
+
+
+def trace_refusal(
+    call: ToolCall,
+    verdict: Verdict,
+    decided: telemetry.Decided | None = None,
+    *,
+    call_id: str | None = None,
+) -> None:
+    """The span of a call the policy refused (a deny rule, an unknown tool, bad arguments).
+
+    ``decided``: the review of a call refused after its approval (a deny rule
+    then decides the outcome); ``call_id``: the framework's id, when it is
+    not ``call.id`` (``""``: the framework gave none).
+    """
     otel = telemetry.tracer()
     if otel is None:
         return
-    by = telemetry.BY_RULE if verdict.rule is not None else None
-    with telemetry.running(otel, call.id, call.name, telemetry.Decided(by=by)) as span:
-        kind = verdict.refusal_kind or "failed"
+    kind = verdict.refusal_kind or "failed"
+    if decided is None:
+        decided = telemetry.Decided(by=telemetry.BY_RULE if verdict.rule is not None else None)
+    elif kind == "denied" and verdict.rule is not None:
+        decided = replace(decided, outcome_by=telemetry.BY_RULE)
+    ran_id = call.id if call_id is None else call_id
+    with telemetry.running(otel, ran_id, call.name, decided) as span:
         telemetry.finish(span, "denied" if kind == "denied" else "failed", kind)
 
 

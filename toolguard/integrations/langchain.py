@@ -53,6 +53,7 @@ import functools
 import json
 import uuid
 from collections.abc import Awaitable, Callable, Mapping
+from contextvars import ContextVar
 from dataclasses import dataclass, field
 from typing import Annotated, Any, cast
 
@@ -76,6 +77,7 @@ except ImportError as exc:  # pragma: no cover - exercised in a subprocess test
 
 import anyio
 
+from toolguard._core import telemetry
 from toolguard._core.errors import ApprovalRequiredError, InvalidReviewDecisionError, ToolguardError
 from toolguard._core.jsonable import to_json_data
 from toolguard._core.records import REJECTED_BY_USER_MESSAGE, PendingReview, ToolCall, new_id
@@ -88,18 +90,25 @@ from toolguard._tools.toolset import Tools, Toolset
 from toolguard.integrations._review import (
     ReviewItem,
     add_vote,
+    allowed_by,
     allowed_decisions,
     args_digest,
     as_toolset,
+    call_span,
     check_claims,
     claim_once,
     deadline_refusal,
     edited_args,
+    finish,
     has_deadline,
+    now,
     propose,
     review_item,
     review_payload,
+    reviewed,
     shown_result,
+    trace_ended,
+    trace_refusal,
     vote_count,
 )
 
@@ -111,6 +120,9 @@ APPROVED_KEY = "toolguard_approved_calls"
 _SCRATCHPAD = "__pregel_scratchpad"  # what LangGraph's interrupt() needs in the run's config
 _TASK_ID = "__pregel_task_id"  # the paused task's id: the same in every process resuming it
 _UUID_EPOCH = 0x01B21DD213814000  # 100-ns intervals from 1582-10-15 (UUID time) to 1970-01-01
+
+_CALL_ID: ContextVar[str | None] = ContextVar("toolguard_langchain_call_id", default=None)
+"""The id of the call a :class:`GuardedTool` runs (a LangChain ``ToolCall``'s), for its span."""
 
 
 def _decision_list(answer: Any) -> Any:
@@ -152,6 +164,8 @@ class _Waiting:
     by: list[str] = field(default_factory=list)
     decision: Any = None
     edited: bool = False
+    reviewer: str | None = None
+    """Who settled the call (the reviewer of the round that decided it)."""
 
     def item(self) -> ReviewItem:
         return review_item(self.tool, self.name, self.args, required=self.required, by=self.by)
@@ -171,13 +185,19 @@ class _Waiting:
                 self.args, self.edited = args, True
                 return False  # a new count starts for the edited arguments
             self.args, self.edited, self.decision = args, True, decision
+            self.reviewer = reviewer
             return True
         if kind == "approve" and self.required > 1:
             self.by = add_vote(self.name, self.required, self.by, reviewer)
             if vote_count(self.by) < self.required:
                 return False
-        self.decision = decision
+        self.decision, self.reviewer = decision, reviewer
         return True
+
+    def decided(self, review_id: str, asked_at: float | None) -> telemetry.Decided:
+        """How the settled call was decided, for its spans (decided now)."""
+        kind = str(getattr(self.decision, "type", ""))
+        return reviewed(review_id, asked_at, decision=kind, by=self.reviewer, decided_at=now())
 
 
 def _settle(waiting: list[_Waiting]) -> None:
@@ -310,6 +330,10 @@ class _Plan:
     reviewed: bool = False
     """A reviewer approved it: it must start before its review's deadline."""
     asked_at: float | None = None
+    call_id: str = ""
+    """LangChain's id for the call (``""``: invoked without a ``ToolCall``)."""
+    decided: telemetry.Decided | None = None
+    """Who let it run, for its span."""
 
 
 class GuardedTool(BaseTool):
@@ -326,6 +350,7 @@ class GuardedTool(BaseTool):
     _tg_claims: Claims | None = PrivateAttr(default=None)
     _tg_review_id: str | None = PrivateAttr(default=None)
     _tg_asked_at: float | None = PrivateAttr(default=None)
+    _tg_decided: telemetry.Decided | None = PrivateAttr(default=None)
 
     def __init__(
         self,
@@ -336,6 +361,7 @@ class GuardedTool(BaseTool):
         claims: Claims | None = None,
         review_id: str | None = None,
         asked_at: float | None = None,
+        decided: telemetry.Decided | None = None,
     ) -> None:
         super().__init__(
             name=tool.name,
@@ -348,6 +374,35 @@ class GuardedTool(BaseTool):
         self._tg_claims = claims
         self._tg_review_id = review_id
         self._tg_asked_at = asked_at
+        self._tg_decided = decided
+
+    def run(
+        self,
+        tool_input: str | dict[str, Any],
+        *args: Any,
+        tool_call_id: str | None = None,
+        **kwargs: Any,
+    ) -> Any:
+        """LangChain's ``run``, keeping the ``ToolCall``'s id for the call's span."""
+        token = _CALL_ID.set(tool_call_id)
+        try:
+            return super().run(tool_input, *args, tool_call_id=tool_call_id, **kwargs)
+        finally:
+            _CALL_ID.reset(token)
+
+    async def arun(
+        self,
+        tool_input: str | dict[str, Any],
+        *args: Any,
+        tool_call_id: str | None = None,
+        **kwargs: Any,
+    ) -> Any:
+        """LangChain's ``arun``, keeping the ``ToolCall``'s id for the call's span."""
+        token = _CALL_ID.set(tool_call_id)
+        try:
+            return await super().arun(tool_input, *args, tool_call_id=tool_call_id, **kwargs)
+        finally:
+            _CALL_ID.reset(token)
 
     @property
     def toolguard_tool(self) -> Tool[Any, Any]:
@@ -359,11 +414,15 @@ class GuardedTool(BaseTool):
 
         Raises ToolException for a deny rule, bad arguments, a rejection or a
         refused edit; ApprovalRequiredError outside a graph; LangGraph's
-        interrupt inside one (once per round of a quorum's votes).
+        interrupt inside one (once per round of a quorum's votes). A call that
+        ends here (refused, rejected, answered by the reviewer) gets its span.
         """
         tool = self._tg_tool
-        call, verdict = propose(self._tg_toolset, "", tool.name, args)
+        call_id = _CALL_ID.get() or ""
+        call, verdict = propose(self._tg_toolset, call_id, tool.name, args)
         if verdict.outcome == "deny" or verdict.validated is None:
+            decided = self._tg_decided if self._tg_approved else None
+            trace_refusal(call, verdict, decided, call_id=call_id)
             raise ToolException(verdict.refusal or "")
         if self._tg_approved:
             # Approved by the middleware; its claim (if any) and its deadline are this pause's.
@@ -372,17 +431,22 @@ class GuardedTool(BaseTool):
                 review_id=self._tg_review_id,
                 reviewed=True,
                 asked_at=self._tg_asked_at,
+                call_id=call_id,
+                decided=self._tg_decided,
             )
         if verdict.outcome == "run":
-            return _Plan(verdict.validated)
+            return _Plan(verdict.validated, call_id=call_id, decided=allowed_by(verdict))
         waiting = _Waiting(tool, tool.name, call.args, verdict.approvals)
         if not _in_graph():
             item = waiting.item()
             asked = ToolCall(id=new_id(), name=tool.name, args=item.args)
             raise ApprovalRequiredError(pending_review=review_payload([item]), call=asked)
-        review_id = f"{_task_id()}:{tool.name}:{args_digest(tool.name, call.args)}"
+        task = _task_id()
+        review_id = f"{task}:{tool.name}:{args_digest(tool.name, call.args)}"
         asked_at = _asked_at()
         _settle([waiting])
+        # The span's review id names the paused task and call, never a digest of the arguments.
+        decided = waiting.decided(f"{task}:{call_id or tool.name}", asked_at)
         decision = waiting.decision
         kind = getattr(decision, "type", None)
         if kind in ("approve", "edit"):
@@ -394,22 +458,37 @@ class GuardedTool(BaseTool):
                     f" only `{tool.name}` can run here: edit the arguments, not the tool."
                     " It was not executed."
                 )
+                trace_ended(call_id, tool.name, "failed", decided, "invalid_arguments")
                 raise ToolException(msg)
             if not waiting.edited:
                 return _Plan(
-                    verdict.validated, review_id=review_id, reviewed=True, asked_at=asked_at
+                    verdict.validated,
+                    review_id=review_id,
+                    reviewed=True,
+                    asked_at=asked_at,
+                    call_id=call_id,
+                    decided=decided,
                 )
             # An edit runs only if the policy lets these arguments run at all (deny rules).
-            _, again = propose(self._tg_toolset, "", tool.name, waiting.args)
+            edited, again = propose(self._tg_toolset, call_id, tool.name, waiting.args)
             if again.outcome == "deny" or again.validated is None:
+                trace_refusal(edited, again, decided, call_id=call_id)
                 raise ToolException(again.refusal or "")
             ran = json.dumps(tool.shown_args(waiting.args), ensure_ascii=False, sort_keys=True)
             note = f"A reviewer edited this call; it ran with the arguments {ran}."
             return _Plan(
-                again.validated, note=note, review_id=review_id, reviewed=True, asked_at=asked_at
+                again.validated,
+                note=note,
+                review_id=review_id,
+                reviewed=True,
+                asked_at=asked_at,
+                call_id=call_id,
+                decided=decided,
             )
         if kind == "respond":  # LangChain's: the reviewer answers instead of the tool
+            trace_ended(call_id, tool.name, "responded", decided)
             return _Plan(verdict.validated, answer=str(getattr(decision, "message", "") or ""))
+        trace_ended(call_id, tool.name, "rejected", decided)
         reason = getattr(decision, "message", None) or REJECTED_BY_USER_MESSAGE
         raise ToolException(reason)
 
@@ -421,6 +500,7 @@ class GuardedTool(BaseTool):
         """Refuse to start an approved call past its review's deadline (right before the body)."""
         late = deadline_refusal(self._tg_tool, plan.asked_at) if plan.reviewed else None
         if late is not None:
+            trace_ended(plan.call_id, self._tg_tool.name, "expired", plan.decided)
             raise ToolException(late)
 
     def _run(self, /, **kwargs: Any) -> str:
@@ -431,12 +511,15 @@ class GuardedTool(BaseTool):
             _claim_sync(self._tg_claims, plan.review_id)
         self._gate(plan)
         tool = self._tg_tool
-        try:
-            value = _run_sync(tool, plan.validated)
-        except GraphBubbleUp:
-            raise
-        except Exception as exc:
-            raise ToolException(failure_text(tool, exc, plan.validated, kwargs)) from exc
+        with call_span(plan.call_id, tool.name, plan.decided) as span:
+            try:
+                value = _run_sync(tool, plan.validated)
+            except GraphBubbleUp:
+                raise
+            except Exception as exc:
+                finish(span, "failed", exc)
+                raise ToolException(failure_text(tool, exc, plan.validated, kwargs)) from exc
+            finish(span, "executed")
         shown = shown_result(tool, value, plan.validated, kwargs)
         return self._with_note(_content(shown), plan.note)
 
@@ -448,12 +531,15 @@ class GuardedTool(BaseTool):
             await claim_once(self._tg_claims, plan.review_id)
         self._gate(plan)
         tool = self._tg_tool
-        try:
-            value = await tool.execute(plan.validated)
-        except GraphBubbleUp:
-            raise
-        except Exception as exc:
-            raise ToolException(failure_text(tool, exc, plan.validated, kwargs)) from exc
+        with call_span(plan.call_id, tool.name, plan.decided) as span:
+            try:
+                value = await tool.execute(plan.validated)
+            except GraphBubbleUp:
+                raise
+            except Exception as exc:
+                finish(span, "failed", exc)
+                raise ToolException(failure_text(tool, exc, plan.validated, kwargs)) from exc
+            finish(span, "executed")
         shown = shown_result(tool, value, plan.validated, kwargs)
         return self._with_note(_content(shown), plan.note)
 
@@ -546,10 +632,12 @@ class ToolguardMiddleware(HumanInTheLoopMiddleware[Any, Any, Any]):
         revised = list(last.tool_calls)
         replies: list[ToolMessage] = []
         approved: dict[str, Any] = {}
+        decided_at = now()
         for index, proposed, entry in waiting:
             decision = entry.decision
             kind = getattr(decision, "type", None)
             call_id = str(proposed.get("id") or "")
+            review = f"{task}:{call_id}"
             if kind in ("approve", "edit"):
                 name = entry.name
                 if kind == "edit":
@@ -564,13 +652,24 @@ class ToolguardMiddleware(HumanInTheLoopMiddleware[Any, Any, Any]):
                     approved[call_id] = {
                         "name": name,
                         "args": args,
-                        "review": f"{task}:{call_id}",
+                        "review": review,
                         "asked_at": asked_at,
+                        "decision": "edit" if entry.edited or kind == "edit" else "approve",
+                        "decided_at": decided_at,
+                        "decided_by": entry.reviewer,
                     }
                 # An edit to another tool is not an approval of it: its own guard decides.
             else:
                 respond = kind == "respond"
                 text = getattr(decision, "message", None)
+                decided = reviewed(
+                    review,
+                    asked_at,
+                    decision=str(kind),
+                    by=entry.reviewer,
+                    decided_at=decided_at,
+                )
+                trace_ended(call_id, entry.name, "responded" if respond else "rejected", decided)
                 replies.append(
                     ToolMessage(
                         content=str(text or "") if respond else text or REJECTED_BY_USER_MESSAGE,
@@ -579,8 +678,8 @@ class ToolguardMiddleware(HumanInTheLoopMiddleware[Any, Any, Any]):
                         status="success" if respond else "error",
                     )
                 )
-        reviewed = last.model_copy(update={"tool_calls": revised})
-        return {"messages": [reviewed, *replies], APPROVED_KEY: approved}
+        answered_turn = last.model_copy(update={"tool_calls": revised})
+        return {"messages": [answered_turn, *replies], APPROVED_KEY: approved}
 
     async def aafter_model(self, state: Any, runtime: Any) -> dict[str, Any] | None:
         """Async variant of :meth:`after_model`."""
@@ -599,17 +698,28 @@ class ToolguardMiddleware(HumanInTheLoopMiddleware[Any, Any, Any]):
             call["args"],
         ):
             tool = self.toolset[name]
-            if self.claims is None and not has_deadline(tool):
+            tracing = telemetry.tracer() is not None
+            if self.claims is None and not has_deadline(tool) and not tracing:
                 return request.override(tool=self._approved[name])
             review = record.get("review")
+            review_id = review if isinstance(review, str) else f":{call.get('id') or ''}"
             asked_at = record.get("asked_at")
+            asked = asked_at if isinstance(asked_at, int | float) else None
+            decided = reviewed(
+                review_id,
+                asked,
+                decision=str(record.get("decision") or "approve"),
+                by=record.get("decided_by"),
+                decided_at=record.get("decided_at"),
+            )
             approved = GuardedTool(
                 tool,
                 toolset=self.toolset,
                 approved=True,
                 claims=self.claims,
-                review_id=review if isinstance(review, str) else f":{call.get('id') or ''}",
-                asked_at=asked_at if isinstance(asked_at, int | float) else None,
+                review_id=review_id,
+                asked_at=asked,
+                decided=decided,
             )
             return request.override(tool=approved)
         return request.override(tool=self._guarded[name])
