@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import base64
 import itertools
 import sys
 from collections.abc import AsyncIterator
@@ -9,11 +10,13 @@ from contextlib import asynccontextmanager
 from pathlib import Path
 from typing import Any
 
+import anyio
 import pytest
 
 mcp = pytest.importorskip("mcp")
 
-from mcp import Client, StdioServerParameters  # noqa: E402
+from mcp import Client, StdioServerParameters, types  # noqa: E402
+from mcp.server import Server  # noqa: E402
 
 from toolguard import (  # noqa: E402
     Classifier,
@@ -22,6 +25,7 @@ from toolguard import (  # noqa: E402
     Runner,
     ScriptedModel,
     ToolCall,
+    ToolguardError,
     ToolResult,
     Toolset,
     validate_decisions,
@@ -31,6 +35,8 @@ from toolguard.integrations.mcp import MCPToolError, toolset  # noqa: E402
 from .mcp_server import TOOLS, build_server, executions  # noqa: E402
 
 ROOT = Path(__file__).resolve().parents[2]
+LIMIT = 30
+"""Seconds any MCP connection of a test may take."""
 
 TABLE = """\
 tool          approval  rule        reason
@@ -52,6 +58,37 @@ async def connected(
     """The test server's tools through an in-memory ``mcp.Client`` or its ``ClientSession``."""
     async with Client(build_server(log)) as client:
         yield await toolset(client.session if kind == "session" else client, classifier=classifier)
+
+
+def stdio_command(log: Path) -> tuple[str, list[str], dict[str, str]]:
+    """The test server as a stdio subprocess: command, arguments, environment."""
+    env = {"TOOLGUARD_MCP_LOG": str(log), "PYTHONPATH": str(ROOT)}
+    return sys.executable, ["-m", "tests.integrations.mcp_server"], env
+
+
+@asynccontextmanager
+async def held(kind: str, log: Path) -> AsyncIterator[Any]:
+    """The test server behind the object a user holds: ``kind`` names which one."""
+    with anyio.fail_after(LIMIT):
+        if kind in ("client", "session"):
+            async with Client(build_server(log)) as client:
+                yield client.session if kind == "session" else client
+        elif kind == "fastmcp":
+            fastmcp = pytest.importorskip("fastmcp")
+            from fastmcp.client.transports import StdioTransport
+
+            command, args, env = stdio_command(log)
+            transport = StdioTransport(command=command, args=args, env=env, cwd=str(ROOT))
+            async with fastmcp.Client(transport) as fast_client:
+                yield fast_client
+        else:
+            agents_mcp = pytest.importorskip("agents.mcp")
+            command, args, env = stdio_command(log)
+            params = {"command": command, "args": args, "env": env, "cwd": str(ROOT)}
+            async with agents_mcp.MCPServerStdio(
+                params, name="files", client_session_timeout_seconds=LIMIT
+            ) as server:
+                yield server
 
 
 @pytest.fixture
@@ -86,10 +123,21 @@ async def test_a_read_only_tool_runs_at_once(log: Path) -> None:
     assert executions(log) == [{"tool": "read_file", "args": {"path": "a"}}]
 
 
-async def test_structured_content_is_kept(log: Path) -> None:
+async def test_structured_content_reaches_the_model_once(log: Path) -> None:
+    """``stats`` answers ``{"files": 3}`` twice (a text block and structuredContent)."""
+    model = ScriptedModel(
+        [ModelResponse(tool_calls=[ToolCall(id="c1", name="stats", args={})]), "Three."]
+    )
     async with connected(log) as tools:
-        step = await Runner(tools).run([ToolCall(id="c1", name="stats", args={})])
-    assert step.results[0].value == {"text": '{"files": 3}', "structuredContent": {"files": 3}}
+        done = await ReviewedChat(model, tools).send_message("how many files?")
+    assert done.reply == "Three."
+    assert model.calls[1][-1] == {
+        "role": "tool",
+        "tool_call_id": "c1",
+        "content": '{"files": 3}',
+        "status": "success",
+    }
+    assert executions(log) == [{"tool": "stats", "args": {}}]
 
 
 async def test_a_guarded_tool_pauses_with_the_exact_payload_and_approve_runs_it_once(
@@ -293,46 +341,207 @@ def test_annotations_must_be_a_mapping() -> None:
     )
 
 
-class FakeSession:
-    """A duck-typed session whose listing is given page by page."""
+def scripted_server(
+    pages: dict[str | None, dict[str, Any]], results: dict[str, dict[str, Any]] | None = None
+) -> Server[Any]:
+    """A real MCP server answering ``tools/list`` page by page and each call from ``results``."""
 
-    def __init__(self, pages: dict[str | None, dict[str, Any]]) -> None:
-        self.pages = pages
+    async def list_tools(
+        ctx: Any, params: types.PaginatedRequestParams | None
+    ) -> types.ListToolsResult:
+        return types.ListToolsResult.model_validate(pages[params.cursor if params else None])
+
+    async def call_tool(ctx: Any, params: types.CallToolRequestParams) -> types.CallToolResult:
+        return types.CallToolResult.model_validate((results or {})[params.name])
+
+    return Server("scripted", on_list_tools=list_tools, on_call_tool=call_tool)
+
+
+READ_ONLY_TOOL = {
+    "inputSchema": {"type": "object", "properties": {}},
+    "annotations": {"readOnlyHint": True},
+}
+PNG = base64.b64encode(b"\x89PNG").decode()
+
+
+async def test_a_looping_listing_and_an_invalid_schema_get_clear_errors() -> None:
+    tool = {"name": "t", "inputSchema": {"type": "object"}}
+    looping = {None: {"tools": [tool], "nextCursor": "a"}, "a": {"tools": [], "nextCursor": "a"}}
+    async with Client(scripted_server(looping)) as client:
+        with pytest.raises(RuntimeError) as loop:
+            await toolset(client)
+    assert str(loop.value) == "The MCP server repeated the tools/list cursor 'a': its listing loops"
+    broken = {"type": "object", "properties": {"a": {"type": "nonsense"}}}
+    bad = {None: {"tools": [{"name": "t", "inputSchema": broken}]}}
+    async with Client(scripted_server(bad)) as client:
+        with pytest.raises(ValueError, match="cannot be guarded") as schema:
+            await toolset(client)
+    assert str(schema.value) == (
+        "The MCP server's tool 't' cannot be guarded: Tool.from_schema: parameters of 't' is not"
+        " a valid JSON Schema: 'nonsense' is not valid under any of the given schemas"
+    )
+
+
+ACCEPTED_TEXT = (
+    "toolset() takes a connected mcp.ClientSession, an entered mcp.Client, a connected OpenAI"
+    " Agents SDK MCP server (agents.mcp.MCPServer: MCPServerStdio, MCPServerStreamableHttp,"
+    " MCPServerSse) or an entered fastmcp.Client, got "
+)
+
+
+class LookAlike:
+    """Has ``list_tools`` and ``call_tool`` but is no MCP client: it is refused, not guessed at."""
 
     async def list_tools(self, params: Any = None) -> dict[str, Any]:
-        return self.pages[params.cursor if params is not None else None]
+        return {"tools": [{"name": "t", "inputSchema": {"type": "object"}}]}
 
     async def call_tool(self, name: str, arguments: dict[str, Any]) -> dict[str, Any]:
-        return {"content": [], "isError": True}
+        raise AssertionError("never called")
 
 
-async def test_a_looping_listing_and_bad_tools_get_clear_errors() -> None:
-    tool = {"name": "t", "inputSchema": {"type": "object"}}
-    looping = FakeSession(
-        {None: {"tools": [tool], "nextCursor": "a"}, "a": {"tools": [], "nextCursor": "a"}}
+@pytest.mark.parametrize(
+    ("given", "named"),
+    [
+        ({"tools": []}, "builtins.dict"),
+        (object(), "builtins.object"),
+        ([], "builtins.list"),
+        (LookAlike(), "tests.integrations.test_mcp.LookAlike"),
+    ],
+)
+async def test_anything_else_is_a_type_error_naming_what_is_accepted(
+    given: object, named: str
+) -> None:
+    with pytest.raises(TypeError) as info:
+        await toolset(given)
+    assert str(info.value) == ACCEPTED_TEXT + named
+
+
+async def test_a_pydantic_ai_mcp_toolset_is_sent_to_its_integration() -> None:
+    pydantic_ai_mcp = pytest.importorskip("pydantic_ai.mcp")
+    with pytest.raises(TypeError) as info:
+        await toolset(pydantic_ai_mcp.MCPToolset("http://127.0.0.1:9/mcp"))
+    assert str(info.value) == (
+        ACCEPTED_TEXT + "pydantic_ai.mcp.MCPToolset; guard a Pydantic AI MCPToolset with"
+        " toolguard.integrations.pydantic_ai.toolset()"
     )
-    with pytest.raises(RuntimeError) as loop:
-        await toolset(looping)
-    assert str(loop.value) == "The MCP server repeated the tools/list cursor 'a': its listing loops"
-    bad = FakeSession({None: {"tools": [{"name": "t", "inputSchema": {"type": "array"}}]}})
-    with pytest.raises(ValueError, match="cannot be guarded") as schema:
-        await toolset(bad)
-    assert str(schema.value) == (
-        "The MCP server's tool 't' cannot be guarded: Tool.from_schema: parameters of 't' must be"
-        ' a JSON Schema with "type": "object" (a model passes named arguments), got type \'array\''
+
+
+def test_an_agents_server_with_its_own_approval_setting_is_refused(log: Path) -> None:
+    agents_mcp = pytest.importorskip("agents.mcp")
+    command, args, env = stdio_command(log)
+    server = agents_mcp.MCPServerStdio(
+        {"command": command, "args": args, "env": env}, name="files", require_approval="always"
     )
-    nameless = FakeSession({None: {"tools": [{"inputSchema": {"type": "object"}}]}})
-    with pytest.raises(ValueError, match=r"^The MCP server's tool None cannot be guarded"):
-        await toolset(nameless)
-    with pytest.raises(TypeError) as session:
-        await toolset(object())
-    assert str(session.value) == (
-        "toolset() needs a connected mcp.ClientSession or an entered mcp.Client, got object"
+    with pytest.raises(ToolguardError) as info:
+        anyio.run(toolset, server)
+    assert str(info.value) == (
+        "The MCP server 'files' has its own require_approval setting, which toolguard cannot"
+        " apply: toolguard decides which calls wait. Build the server without require_approval"
+        ' and say it to toolguard instead: toolset(server, classifier=Classifier(always=["TOOL",'
+        ' ...])), or toolguard.guard(tools, rules=Rules(ask=["TOOL"]))'
     )
-    read_only = {**tool, "annotations": {"readOnlyHint": True}}
-    silent = await toolset(FakeSession({None: {"tools": [read_only]}}))
-    with pytest.raises(MCPToolError, match=r"^the MCP tool reported an error without any text$"):
-        await silent["t"]()
+    assert executions(log) == []
+
+
+@pytest.mark.parametrize("kind", ["session", "client", "fastmcp", "agents"])
+async def test_each_object_a_user_holds_lists_and_calls_through_itself(
+    log: Path, kind: str
+) -> None:
+    """Both tools/list pages, names, descriptions, schemas and annotations; calls run once."""
+    async with held(kind, log) as server:
+        tools = await toolset(server)
+        assert list(tools) == list(TOOLS)
+        for name, (description, schema, _) in TOOLS.items():
+            assert (tools[name].name, tools[name].description) == (name, description)
+            assert tools[name].parameters == schema
+        assert tools.table() == TABLE
+        runner = Runner(tools)
+        step = await runner.run(
+            [
+                ToolCall(id="c1", name="read_file", args={"path": "r"}),
+                ToolCall(id="c2", name="delete_file", args={"path": "d"}),
+                ToolCall(id="c3", name="stats", args={}),
+            ]
+        )
+        assert executions(log) == [
+            {"tool": "read_file", "args": {"path": "r"}},
+            {"tool": "stats", "args": {}},
+        ]
+        assert step.pending is not None
+        done = await runner.resume(step.pending, [{"type": "approve"}])
+    assert [(r.call_id, r.status, r.content) for r in done.results] == [
+        ("c1", "success", 'read_file done\n{"path": "r"}'),
+        ("c2", "success", 'delete_file done\n{"path": "d"}'),
+        ("c3", "success", '{"files": 3}'),
+    ]
+    assert executions(log) == [
+        {"tool": "read_file", "args": {"path": "r"}},
+        {"tool": "stats", "args": {}},
+        {"tool": "delete_file", "args": {"path": "d"}},
+    ]
+
+
+MIXED: dict[str, dict[str, Any]] = {
+    "get_snapshot": {
+        "content": [
+            {"type": "text", "text": '{"rows": 2}'},
+            {"type": "image", "data": PNG, "mimeType": "image/png"},
+        ],
+        "structuredContent": {"rows": 2},
+    },
+    "get_report": {
+        "content": [
+            {"type": "text", "text": "Report ready."},
+            {"type": "image", "data": PNG, "mimeType": "image/png"},
+            {"type": "audio", "data": "AAEC", "mimeType": "audio/wav"},
+            {"type": "resource_link", "uri": "file:///r/report.pdf", "name": "report.pdf"},
+            {
+                "type": "resource",
+                "resource": {"uri": "file:///r/notes.txt", "mimeType": "text/plain", "text": "ok"},
+            },
+            {
+                "type": "resource",
+                "resource": {"uri": "file:///r/raw.bin", "mimeType": "x/bin", "blob": "AAECAw=="},
+            },
+        ]
+    },
+    "get_code": {"content": [], "structuredContent": {"code": 7}, "isError": True},
+    "get_nothing": {"content": [], "isError": True},
+}
+
+
+async def test_results_show_each_part_once_and_describe_what_is_not_text() -> None:
+    pages = {None: {"tools": [{"name": name, **READ_ONLY_TOOL} for name in MIXED]}}
+    async with Client(scripted_server(pages, MIXED)) as client:
+        tools = await toolset(client)
+        assert await tools["get_snapshot"]() == {
+            "structuredContent": {"rows": 2},
+            "content": ["[image: image/png, 4 bytes]"],
+        }
+        assert await tools["get_report"]() == (
+            "Report ready.\n[image: image/png, 4 bytes]\n[audio: audio/wav, 3 bytes]\n"
+            "[resource link: file:///r/report.pdf (report.pdf)]\n[resource: file:///r/notes.txt]\n"
+            "ok\n[resource: file:///r/raw.bin, x/bin, 4 bytes]"
+        )
+        with pytest.raises(MCPToolError) as code:
+            await tools["get_code"]()
+        assert str(code.value) == '{"code": 7}'
+        with pytest.raises(MCPToolError) as nothing:
+            await tools["get_nothing"]()
+        assert str(nothing.value) == "the MCP tool reported an error without any text"
+        step = await Runner(tools).run(
+            [
+                ToolCall(id="c1", name="get_snapshot", args={}),
+                ToolCall(id="c2", name="get_code", args={}),
+            ]
+        )
+    assert [(r.status, r.content) for r in step.results] == [
+        (
+            "success",
+            '{"structuredContent": {"rows": 2}, "content": ["[image: image/png, 4 bytes]"]}',
+        ),
+        ("error", 'Tool `get_code` failed: MCPToolError: {"code": 7}'),
+    ]
 
 
 async def test_a_stdio_subprocess_server(log: Path) -> None:

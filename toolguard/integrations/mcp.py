@@ -2,9 +2,17 @@
 
 ::
 
-    async with mcp.Client(server) as client:          # or a connected ClientSession
+    async with mcp.Client(server) as client:          # or the object you already hold
         tools = await toolguard.integrations.mcp.toolset(client)
         runner = toolguard.Runner(tools)              # or ReviewedChat(model, tools)
+
+``toolset()`` takes the MCP client objects users hold, each recognised by its
+class: a connected ``mcp.ClientSession``, an entered ``mcp.Client``, a
+connected MCP server of the OpenAI Agents SDK (any ``agents.mcp.MCPServer``:
+``MCPServerStdio``, ``MCPServerStreamableHttp``, ``MCPServerSse``) and an
+entered ``fastmcp.Client``. Calls go through that object. Anything else is a
+``TypeError`` naming what is accepted (a Pydantic AI ``MCPToolset`` is guarded
+by :func:`toolguard.integrations.pydantic_ai.toolset`).
 
 Every MCP tool keeps its name, description and FULL ``inputSchema`` (the
 arguments a model sends are validated against it before anything runs).
@@ -16,22 +24,35 @@ destructive). A tool marked ``readOnlyHint: true`` with no approval verb runs
 at once, and the operator's ``never`` list wins over the server's hints.
 
 Calling a tool calls the MCP tool (``tools/call``). A successful result
-becomes the tool's return value: the text of its text blocks joined with
-newlines when that is all it has, otherwise a dict
-``{"text": ..., "structuredContent": ..., "content": [...]}`` with the joined
-text, the structured content when present, and the other content blocks
-(images, resources, in MCP's wire format) when present. A result with
-``isError: true`` raises :class:`MCPToolError` carrying the server's text, so
-the model gets an error tool result ``Tool `NAME` failed: MCPToolError: ...``.
+becomes the tool's return value, each part of it once:
 
-Needs ``pip install "toolguard-hitl[mcp]"``; tested with mcp 2.3 (both
-``mcp.Client`` and ``mcp.ClientSession``).
+* with ``structuredContent``: that object alone (its text blocks are the same
+  value serialized for older clients, so they are left out); when the result
+  also has non-text blocks, ``{"structuredContent": ..., "content": [...]}``
+  with those blocks described as below;
+* without: every content block as text, joined with newlines: a text block's
+  text; an image or audio block as ``[image: image/png, 68 bytes]``; a
+  resource link as ``[resource link: URI (NAME)]``; an embedded text resource
+  as ``[resource: URI]`` and its text on the next line, a binary one as
+  ``[resource: URI, TYPE, N bytes]``.
+
+A result with ``isError: true`` raises :class:`MCPToolError` carrying the
+server's text (its content blocks as above, else its structured content as
+JSON), so the model gets an error tool result
+``Tool `NAME` failed: MCPToolError: ...``.
+
+Needs ``pip install "toolguard-hitl[mcp]"``; tested with mcp 2.3, fastmcp 4.2
+and the OpenAI Agents SDK 0.24.
 """
 
 from __future__ import annotations
 
+import base64
+import binascii
 import json
+import sys
 from collections.abc import Mapping
+from dataclasses import dataclass
 from typing import Any
 
 try:
@@ -41,14 +62,22 @@ except ImportError as exc:  # pragma: no cover - exercised in a subprocess test
     msg = 'toolguard.integrations.mcp needs the mcp package: pip install "toolguard-hitl[mcp]"'
     raise ImportError(msg) from exc
 
+from toolguard._core.errors import ToolguardError
 from toolguard._tools.classify import Classifier
 from toolguard._tools.schema_tool import SchemaTool
 from toolguard._tools.toolset import Toolset
 
-__all__ = ["MAX_PAGES", "MCPToolError", "toolset"]
+__all__ = ["ACCEPTED", "MAX_PAGES", "MCPToolError", "toolset"]
 
 MAX_PAGES = 1_000
 """Most ``tools/list`` pages read from one server before giving up (a paginator that never ends)."""
+
+ACCEPTED = (
+    "a connected mcp.ClientSession, an entered mcp.Client, a connected OpenAI Agents SDK MCP"
+    " server (agents.mcp.MCPServer: MCPServerStdio, MCPServerStreamableHttp, MCPServerSse)"
+    " or an entered fastmcp.Client"
+)
+"""The objects :func:`toolset` takes, as its ``TypeError`` names them."""
 
 
 class MCPToolError(RuntimeError):
@@ -63,23 +92,99 @@ def _wire(model: Any) -> dict[str, Any]:
     return data
 
 
-async def _list_page(session: Any, cursor: str | None) -> dict[str, Any]:
-    client_class = getattr(mcp, "Client", None)  # mcp 2.x: the high-level client
-    if client_class is not None and isinstance(session, client_class):
-        page = await session.list_tools(cursor=cursor) if cursor else await session.list_tools()
-    elif cursor:
-        page = await session.list_tools(params=mcp_types.PaginatedRequestParams(cursor=cursor))
-    else:
-        page = await session.list_tools()
-    return _wire(page)
+# ---------------------------------------------------------------------------- the objects held
+
+
+@dataclass(frozen=True, slots=True)
+class _Upstream:
+    """The object the user holds and which of the accepted kinds it is."""
+
+    kind: str  # "session", "client", "agents" or "fastmcp"
+    held: Any
+
+    async def page(self, cursor: str | None) -> dict[str, Any]:
+        """One ``tools/list`` page in wire format (``tools`` and ``nextCursor``)."""
+        held = self.held
+        if self.kind == "client":
+            return _wire(await (held.list_tools(cursor=cursor) if cursor else held.list_tools()))
+        if self.kind == "fastmcp":
+            return _wire(await held.list_tools_mcp(cursor=cursor))
+        if self.kind == "agents":
+            # The Agents SDK follows the pages itself (and applies the server's tool_filter).
+            return {"tools": [_wire(tool) for tool in await held.list_tools()]}
+        if cursor:
+            return _wire(
+                await held.list_tools(params=mcp_types.PaginatedRequestParams(cursor=cursor))
+            )
+        return _wire(await held.list_tools())
+
+    async def call(self, name: str, args: dict[str, Any]) -> dict[str, Any]:
+        """``tools/call`` through the object held; the ``CallToolResult`` in wire format."""
+        if self.kind == "fastmcp":
+            return _wire(await self.held.call_tool_mcp(name, args))
+        return _wire(await self.held.call_tool(name, args))
+
+
+def _loaded_class(module: str, name: str) -> type | None:
+    """``module.name`` when ``module`` is already imported, else ``None``.
+
+    An object of a framework's class exists only once its module is imported,
+    so looking in ``sys.modules`` recognises it without importing a framework
+    the user does not use (or has not installed).
+    """
+    loaded = sys.modules.get(module)
+    found = getattr(loaded, name, None) if loaded is not None else None
+    return found if isinstance(found, type) else None
+
+
+def _upstream(held: object) -> _Upstream:
+    """Which accepted kind ``held`` is.
+
+    Raises:
+        TypeError: it is none of :data:`ACCEPTED`.
+        ToolguardError: an Agents SDK server with its own ``require_approval``.
+    """
+    fastmcp_client = _loaded_class("fastmcp", "Client")
+    agents_server = _loaded_class("agents.mcp", "MCPServer")
+    if isinstance(held, mcp.ClientSession):
+        return _Upstream("session", held)
+    if isinstance(held, mcp.Client):
+        return _Upstream("client", held)
+    if fastmcp_client is not None and isinstance(held, fastmcp_client):
+        return _Upstream("fastmcp", held)
+    if agents_server is not None and isinstance(held, agents_server):
+        _check_agents_server(held)
+        return _Upstream("agents", held)
+    msg = f"toolset() takes {ACCEPTED}, got {type(held).__module__}.{type(held).__qualname__}"
+    pydantic_ai_toolset = _loaded_class("pydantic_ai.mcp", "MCPToolset")
+    if pydantic_ai_toolset is not None and isinstance(held, pydantic_ai_toolset):
+        msg += "; guard a Pydantic AI MCPToolset with toolguard.integrations.pydantic_ai.toolset()"
+    raise TypeError(msg)
+
+
+def _check_agents_server(server: Any) -> None:
+    """Refuse a server whose own approval setting toolguard would otherwise ignore."""
+    policy = getattr(server, "_needs_approval_policy", False)
+    if policy is False or (isinstance(policy, Mapping) and not any(policy.values())):
+        return
+    msg = (
+        f"The MCP server {server.name!r} has its own require_approval setting, which toolguard"
+        " cannot apply: toolguard decides which calls wait. Build the server without"
+        " require_approval and say it to toolguard instead: toolset(server,"
+        ' classifier=Classifier(always=["TOOL", ...])), or toolguard.guard(tools,'
+        ' rules=Rules(ask=["TOOL"]))'
+    )
+    raise ToolguardError(msg)
 
 
 async def _list_tools(session: Any) -> list[dict[str, Any]]:
+    """Every tool ``session`` (an accepted object) lists, in wire format, every page followed."""
+    upstream = session if isinstance(session, _Upstream) else _upstream(session)
     tools: list[dict[str, Any]] = []
     cursor: str | None = None
     seen: set[str] = set()
     for _ in range(MAX_PAGES):
-        page = await _list_page(session, cursor)
+        page = await upstream.page(cursor)
         tools.extend(_wire(tool) for tool in page.get("tools") or [])
         next_cursor = page.get("nextCursor")
         if not next_cursor:
@@ -95,35 +200,75 @@ async def _list_tools(session: Any) -> list[dict[str, Any]]:
     raise RuntimeError(msg)
 
 
-def _result_value(result: dict[str, Any]) -> Any:
+# ---------------------------------------------------------------------------- results
+
+
+def _size(data: object) -> str:
+    try:
+        return f"{len(base64.b64decode(str(data), validate=True))} bytes"
+    except (binascii.Error, ValueError):
+        return "unreadable data"
+
+
+def _described(block: Mapping[str, Any]) -> str:
+    """A content block as text: a text block's text, a line describing any other block."""
+    kind = block.get("type")
+    if kind == "text":
+        return str(block.get("text", ""))
+    if kind in ("image", "audio"):
+        return f"[{kind}: {block.get('mimeType', 'unknown type')}, {_size(block.get('data'))}]"
+    if kind == "resource_link":
+        name = block.get("name")
+        return f"[resource link: {block.get('uri')}" + (f" ({name})" if name else "") + "]"
+    if kind == "resource":
+        resource = block.get("resource")
+        resource = resource if isinstance(resource, Mapping) else {}
+        head = f"[resource: {resource.get('uri')}"
+        if "text" in resource:
+            return f"{head}]\n{resource.get('text')}"
+        return f"{head}, {resource.get('mimeType', 'unknown type')}, {_size(resource.get('blob'))}]"
+    return f"[{kind} content]"
+
+
+def _result_value(result: Mapping[str, Any]) -> Any:
+    """What the model reads of a ``CallToolResult`` (see the module docstring's rule).
+
+    With ``structuredContent``: that object, once (its text blocks mirror it),
+    or ``{"structuredContent": ..., "content": [descriptions]}`` when it also
+    has non-text blocks. Without: every block as text, joined with newlines.
+    """
     blocks = [b for b in result.get("content") or [] if isinstance(b, Mapping)]
-    text = "\n".join(str(b.get("text", "")) for b in blocks if b.get("type") == "text")
-    others = [b for b in blocks if b.get("type") != "text"]
     structured = result.get("structuredContent")
-    if structured is None and not others:
-        return text
-    value: dict[str, Any] = {"text": text}
-    if structured is not None:
-        value["structuredContent"] = structured
-    if others:
-        value["content"] = others
-    return value
+    if structured is None:
+        return "\n".join(_described(b) for b in blocks)
+    others = [_described(b) for b in blocks if b.get("type") != "text"]
+    if not others:
+        return structured
+    return {"structuredContent": structured, "content": others}
 
 
-def _caller(session: Any, name: str) -> Any:
+def _error_text(result: Mapping[str, Any]) -> str:
+    """The server's text of an ``isError`` result (its structured content when it has no text)."""
+    blocks = [b for b in result.get("content") or [] if isinstance(b, Mapping)]
+    text = "\n".join(_described(b) for b in blocks)
+    structured = result.get("structuredContent")
+    if not text and structured is not None:
+        text = json.dumps(structured, ensure_ascii=False, sort_keys=True)
+    return text or "the MCP tool reported an error without any text"
+
+
+def _caller(upstream: _Upstream, name: str) -> Any:
     async def call(**args: Any) -> Any:
-        result = _wire(await session.call_tool(name, args))
+        result = await upstream.call(name, args)
         if result.get("isError"):
-            value = _result_value(result)
-            text = value if isinstance(value, str) else json.dumps(value, ensure_ascii=False)
-            raise MCPToolError(text or "the MCP tool reported an error without any text")
+            raise MCPToolError(_error_text(result))
         return _result_value(result)
 
     call.__name__ = call.__qualname__ = name
     return call
 
 
-def _as_tool(session: Any, listed: dict[str, Any]) -> SchemaTool:
+def _as_tool(upstream: _Upstream, listed: dict[str, Any]) -> SchemaTool:
     name = listed.get("name")
     schema = listed.get("inputSchema")
     try:
@@ -134,7 +279,7 @@ def _as_tool(session: Any, listed: dict[str, Any]) -> SchemaTool:
             name,
             str(listed.get("description") or ""),
             schema if isinstance(schema, Mapping) else {"type": None},
-            _caller(session, name),
+            _caller(upstream, name),
         )
     except (TypeError, ValueError) as exc:
         msg = f"The MCP server's tool {name!r} cannot be guarded: {exc}"
@@ -153,8 +298,11 @@ async def toolset(session: Any, *, classifier: Classifier | None = None) -> Tool
     when the server's tools change.
 
     Args:
-        session: a connected ``mcp.ClientSession`` or an entered mcp 2.x
-            ``mcp.Client``; it must stay open while the tools are used.
+        session: the MCP client object you hold (:data:`ACCEPTED`): a
+            connected ``mcp.ClientSession``, an entered ``mcp.Client``, a
+            connected ``agents.mcp.MCPServer`` of the OpenAI Agents SDK or an
+            entered ``fastmcp.Client``. Every call goes through it, so it must
+            stay open while the tools are used.
         classifier: the rules (``always``, ``never``, verbs); defaults to
             ``Classifier()``. The tools' MCP annotations are applied on top,
             as described in the module docstring.
@@ -165,19 +313,15 @@ async def toolset(session: Any, *, classifier: Classifier | None = None) -> Tool
         ``print(tools.table())`` shows which rule decided for each tool.
 
     Raises:
-        TypeError: ``session`` is not an MCP client session.
+        TypeError: ``session`` is none of the accepted objects (the text
+            names them).
+        ToolguardError: an Agents SDK server built with its own
+            ``require_approval``, which toolguard cannot apply (the text
+            names what to use instead).
         ValueError: a listed tool has no usable name or input schema, or two
             tools share a name.
         RuntimeError: the listing never ends.
     """
-    if not (
-        callable(getattr(session, "list_tools", None))
-        and callable(getattr(session, "call_tool", None))
-    ):
-        msg = (
-            "toolset() needs a connected mcp.ClientSession or an entered mcp.Client,"
-            f" got {type(session).__name__}"
-        )
-        raise TypeError(msg)
-    listed = await _list_tools(session)
-    return Toolset([_as_tool(session, item) for item in listed], classifier=classifier)
+    upstream = _upstream(session)
+    listed = await _list_tools(upstream)
+    return Toolset([_as_tool(upstream, item) for item in listed], classifier=classifier)
