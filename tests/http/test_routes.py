@@ -915,6 +915,7 @@ async def test_openapi_lists_the_api_routes() -> None:
         "/hitl/cancel",
         "/hitl/chat",
         "/hitl/events",
+        "/hitl/info",
         "/hitl/review",
         "/hitl/reviews",
         "/hitl/threads/{thread_id}",

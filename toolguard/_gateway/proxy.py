@@ -63,6 +63,7 @@ from toolguard._core.errors import ToolguardError
 from toolguard._core.llm import Message, ModelResponse
 from toolguard._core.records import Action, ToolCall
 from toolguard._enforce.judge import Judge
+from toolguard._gateway.calls_info import CallsInfo
 from toolguard._gateway.question import APPROVAL_SCHEMA, approval_message
 from toolguard._gateway.upstream import read_only_handlers, wire
 from toolguard._policy.redact import check_redact
@@ -274,6 +275,7 @@ class MCPProxy:
         self.judges_every_call = judge is not None and judge.scope == "all"
         self._asked: dict[str, _Asked] = {}
         self._tasks: anyio.abc.TaskGroup | None = None
+        self.calls = CallsInfo(upstream)  # the server and each call's client, for the page
 
     # ------------------------------------------------------------------ helpers
 
@@ -386,6 +388,7 @@ class MCPProxy:
         if not isinstance(opened, tuple):
             return opened  # ran without a review (a judge let it), or refused
         thread_id, review_id, call_id, pending_review = opened
+        self.calls.opened(thread_id, ctx)
         # From here on, a client that gives up on the call (notifications/cancelled, its
         # own timeout, a closed connection: the MCP server cancels this handler) gets
         # the review cancelled, so that nobody can approve a call whose caller is gone.

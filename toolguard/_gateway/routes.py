@@ -14,6 +14,7 @@ from typing import TYPE_CHECKING, Any, Final
 
 from toolguard._chat.chat import ReviewedChat
 from toolguard._core.hosts import default_hosts
+from toolguard._gateway.calls_info import CallsInfo
 
 if TYPE_CHECKING:
     from fastapi import APIRouter, FastAPI
@@ -93,6 +94,7 @@ def build_app(
     allow_origins: Iterable[str] = (),
     max_body_bytes: int = DEFAULT_MAX_BODY_BYTES,
     auth: Any = None,
+    calls: CallsInfo | None = None,
 ) -> FastAPI:
     """Toolguard's HTTP API (``GET /hitl/reviews`` included), ``GET /hitl/audit`` and the page.
 
@@ -108,11 +110,19 @@ def build_app(
     :class:`~toolguard.http.TokenAuth`) makes every route under ``/hitl``, ``GET /hitl/audit``
     included, require a signed-in reviewer.
 
+    It is a gateway's API: ``GET /hitl/info`` answers ``{"mode": "gateway", "server": {...}}``,
+    ``POST /hitl/chat`` answers 404 (the threads hold MCP clients' calls, not
+    conversations), and each item of ``GET /hitl/reviews`` and ``GET /hitl/events`` has a
+    ``call`` field: ``{"server": {...}, "client": {...} | null}``, from ``calls`` (the
+    proxy's :attr:`~toolguard._gateway.proxy.MCPProxy.calls`; without it, nothing is known
+    about the server or the clients).
+
     Raises:
         TypeError, ValueError: an option is invalid (the text says which).
     """
     from toolguard._http.app import protected_app  # noqa: PLC0415
 
+    known = calls if calls is not None else CallsInfo()
     return protected_app(
         chat,
         title="toolguard mcp-proxy",
@@ -121,4 +131,7 @@ def build_app(
         max_body_bytes=max_body_bytes,
         routers=[audit_router(chat)],
         auth=auth,
+        mode="gateway",
+        info=known.info,
+        review_fields=known.review_fields,
     )

@@ -22,6 +22,7 @@ import anyio.abc
 import anyio.from_thread
 
 from toolguard._enforce.judge import Judge
+from toolguard._gateway.calls_info import upstream_target
 from toolguard._gateway.proxy import DEFAULT_TTL, EventHook, MCPProxy
 from toolguard._gateway.routes import DEFAULT_MAX_BODY_BYTES, DEFAULT_PORT, build_app
 from toolguard._gateway.upstream import list_upstream
@@ -95,6 +96,7 @@ async def run(
             )
             proxy.chat.notify = notify  # webhooks: review.requested / decided / expired
             proxy.chat.authorize = reviewers
+            proxy.calls.target = upstream_target(command, args, upstream_url)
             _report_stale(await proxy.close_stale())
             app = build_app(
                 proxy.chat,
@@ -104,6 +106,7 @@ async def run(
                 allow_origins=allow_origins,
                 max_body_bytes=max_body_bytes,
                 auth=auth,
+                calls=proxy.calls,
             )
             http = _http_server(with_proxy_headers(app), host=host, port=port)
             async with anyio.create_task_group() as tasks:

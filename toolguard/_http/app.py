@@ -4,10 +4,10 @@ same protections (:class:`~toolguard._http.guards.Protect`) and serves the appro
 same way.
 """
 
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Mapping
 from importlib import resources
 from pathlib import Path
-from typing import Any
+from typing import Any, Literal
 
 from fastapi import APIRouter, Depends, FastAPI, HTTPException, status
 from fastapi.responses import FileResponse
@@ -16,6 +16,7 @@ from fastapi.staticfiles import StaticFiles
 from toolguard._chat.chat import ReviewedChat
 from toolguard._http.auth import Authenticator, check_auth, identity_dependency
 from toolguard._http.guards import Guard, Hosts, Protect
+from toolguard._http.live import ReviewFields
 from toolguard._http.parsing import DEFAULT_MAX_BODY_BYTES
 from toolguard._http.routes import check_chat, routes
 from toolguard._version import __version__
@@ -95,6 +96,9 @@ def protected_app(
     allowed_origins: Iterable[str] = (),
     routers: Iterable[APIRouter] = (),
     auth: Authenticator | None = None,
+    mode: Literal["chat", "gateway"] = "chat",
+    info: Callable[[], Mapping[str, Any]] | None = None,
+    review_fields: ReviewFields | None = None,
 ) -> FastAPI:
     """The one factory of toolguard's apps: :func:`create_app`, ``serve`` and ``mcp-proxy``.
 
@@ -105,6 +109,9 @@ def protected_app(
     (403), the body limit (413) and the security headers, for every route. ``allowed_hosts`` has
     no default: each caller says which Hosts it answers (``None``: any). With ``auth``, the
     chat's routes and ``routers`` require a signed-in reviewer (401); the page does not.
+    ``mode``, ``info`` and ``review_fields``: what ``GET /hitl/info`` answers, whether
+    ``POST /hitl/chat`` takes messages (not in ``"gateway"`` mode: 404), and more fields of
+    each pending review (see :func:`~toolguard._http.routes.routes`).
 
     Raises:
         TypeError, ValueError: an option is invalid (the text says which).
@@ -116,7 +123,17 @@ def protected_app(
     app = FastAPI(title=title, version=__version__)
     app.state.chat = chat
     app.state.auth = auth
-    app.include_router(routes(chat, guard, reviewer=reviewer, auth=auth))
+    app.include_router(
+        routes(
+            chat,
+            guard,
+            reviewer=reviewer,
+            auth=auth,
+            mode=mode,
+            info=info,
+            review_fields=review_fields,
+        )
+    )
     required = [Depends(identity_dependency(auth))] if auth is not None else []
     for router in routers:
         app.include_router(router, dependencies=required)

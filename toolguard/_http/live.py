@@ -8,7 +8,7 @@ the store every second, so changes made by other processes show too.
 import inspect
 import json
 import logging
-from collections.abc import AsyncIterator, Iterable
+from collections.abc import AsyncIterator, Callable, Iterable, Mapping
 from datetime import datetime
 from typing import Any
 
@@ -39,6 +39,10 @@ _EVENTS_RETRY_MS = 1000
 
 _EVENTS_MAX_STREAMS = 32
 """At most this many ``GET /hitl/events`` streams at once per router; more get a 503."""
+
+ReviewFields = Callable[[ThreadState], Mapping[str, Any]]
+"""More fields for each item of the listing and the stream (e.g. the gateway's ``call``);
+they never replace the item's own fields."""
 
 
 class Streams:
@@ -91,11 +95,14 @@ def _iso(moment: datetime) -> str:
     return text
 
 
-def _pending_of(states: Iterable[ThreadState], *, times: bool = False) -> list[dict[str, Any]]:
+def _pending_of(
+    states: Iterable[ThreadState], *, times: bool = False, fields: ReviewFields | None = None
+) -> list[dict[str, Any]]:
     """``[{thread_id, review_id, pending_review}, ...]`` of the threads awaiting a review.
 
     With ``times``, each item also has ``requested_at`` (the earliest request
     of the review) and ``expires_at`` (its deadline or ``None``), ISO 8601.
+    With ``fields``, each item also has the fields it gives for the thread.
     """
     reviews: list[dict[str, Any]] = []
     for state in states:
@@ -112,18 +119,24 @@ def _pending_of(states: Iterable[ThreadState], *, times: bool = False) -> list[d
             deadline = pending.expires_at
             item["requested_at"] = _iso(min(asked)) if asked else None
             item["expires_at"] = _iso(deadline) if deadline is not None else None
+        if fields is not None:
+            for key, value in fields(state).items():
+                item.setdefault(key, value)
         reviews.append(item)
     return reviews
 
 
-async def pending_reviews(chat: ReviewedChat, actor: str | None = None) -> list[dict[str, Any]]:
+async def pending_reviews(
+    chat: ReviewedChat, actor: str | None = None, *, fields: ReviewFields | None = None
+) -> list[dict[str, Any]]:
     """The pending reviews of every thread ``actor`` may read, oldest thread first.
 
     The body of ``GET /hitl/reviews``: each item is ``{"thread_id",
     "review_id", "pending_review"}``. A thread the chat's ``access`` hook
     does not let ``actor`` read (operation ``"read"``) is left out, and so is
     a thread that cannot be read back (``CorruptThreadError``, logged). A
-    store without ``thread_ids()`` lists nothing.
+    store without ``thread_ids()`` lists nothing. ``fields``: more fields for
+    each item (see :data:`ReviewFields`).
 
     Raises:
         TypeError: ``chat`` is not a ``ReviewedChat``, or ``actor`` is not
@@ -133,7 +146,7 @@ async def pending_reviews(chat: ReviewedChat, actor: str | None = None) -> list[
     if not isinstance(served, ReviewedChat):
         msg = f"chat must be a toolguard.ReviewedChat, got {type(served).__name__}"
         raise TypeError(msg)
-    return _pending_of(await _readable_threads(chat, reviewer_id(actor, "actor")))
+    return _pending_of(await _readable_threads(chat, reviewer_id(actor, "actor")), fields=fields)
 
 
 def sse(event: str, data: Any) -> bytes:
@@ -149,18 +162,24 @@ def _shutting_down(request: Request) -> bool:
 
 
 async def _live_events(
-    chat: ReviewedChat, actor: str | None, request: Request, streams: Streams
+    chat: ReviewedChat,
+    actor: str | None,
+    request: Request,
+    streams: Streams,
+    fields: ReviewFields | None,
 ) -> AsyncIterator[bytes]:
     """The ``GET /hitl/events`` stream, counted in ``streams`` while it runs."""
     streams.open += 1
     try:
-        async for chunk in _events(chat, actor, request):
+        async for chunk in _events(chat, actor, request, fields):
             yield chunk
     finally:
         streams.open -= 1
 
 
-async def _events(chat: ReviewedChat, actor: str | None, request: Request) -> AsyncIterator[bytes]:
+async def _events(
+    chat: ReviewedChat, actor: str | None, request: Request, fields: ReviewFields | None
+) -> AsyncIterator[bytes]:
     """The ``GET /hitl/events`` stream: ``reviews`` and ``thread`` events as the store changes."""
     started = anyio.current_time()
     stopping_already = _shutting_down(request)  # e.g. "Connection: close" from the start
@@ -170,7 +189,7 @@ async def _events(chat: ReviewedChat, actor: str | None, request: Request) -> As
     quiet_since = anyio.current_time()
     while True:
         states = await _readable_threads(chat, actor)
-        reviews = _pending_of(states, times=True)
+        reviews = _pending_of(states, times=True, fields=fields)
         now_versions = {s.thread_id: (s.status, s.version) for s in states}
         if versions is not None:
             for state in states:
@@ -202,9 +221,16 @@ async def _events(chat: ReviewedChat, actor: str | None, request: Request) -> As
 
 
 def events_response(
-    chat: ReviewedChat, actor: str | None, request: Request, streams: Streams
+    chat: ReviewedChat,
+    actor: str | None,
+    request: Request,
+    streams: Streams,
+    fields: ReviewFields | None = None,
 ) -> Response:
-    """The answer of ``GET /hitl/events``: the live stream, or a 503 when too many are open."""
+    """The answer of ``GET /hitl/events``: the live stream, or a 503 when too many are open.
+
+    ``fields``: more fields for each pending review (see :data:`ReviewFields`).
+    """
     if streams.open >= _EVENTS_MAX_STREAMS:
         return reply(
             status.HTTP_503_SERVICE_UNAVAILABLE,
@@ -212,7 +238,7 @@ def events_response(
             " or poll GET /hitl/reviews instead.",
         )
     return StreamingResponse(
-        _live_events(chat, actor, request, streams),
+        _live_events(chat, actor, request, streams, fields),
         media_type="text/event-stream",
         headers={"X-Accel-Buffering": "no"},
     )

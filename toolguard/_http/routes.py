@@ -11,8 +11,8 @@ which turns toolguard's errors into status codes; the route class of
 # time, and they refer to the router factory's locals.
 
 import logging
-from collections.abc import Callable, Iterable
-from typing import Annotated, Any
+from collections.abc import Callable, Iterable, Mapping
+from typing import Annotated, Any, Literal
 from uuid import UUID
 
 from fastapi import APIRouter, Depends, Request, Response, status
@@ -25,7 +25,7 @@ from toolguard._core.jsonable import clean_text
 from toolguard._http.answers import ECHO_LIMIT, Refusal, answer, shorten
 from toolguard._http.auth import Authenticator, check_auth, identity_dependency, session_router
 from toolguard._http.guards import Guard, route_class
-from toolguard._http.live import Streams, events_response, pending_reviews
+from toolguard._http.live import ReviewFields, Streams, events_response, pending_reviews
 from toolguard._http.parsing import DEFAULT_MAX_BODY_BYTES
 from toolguard._http.schemas import (
     CancelRequest,
@@ -43,6 +43,12 @@ _log = logging.getLogger("toolguard.http")
 
 _Dependency = Callable[..., Any]
 """A FastAPI dependency: the chat's (one per router) or the reviewer's."""
+
+NO_MESSAGES = (
+    "This server is a toolguard mcp-proxy gateway: its calls come from MCP clients and it takes"
+    " no chat messages. Decide its pending reviews with POST /hitl/review."
+)
+"""The 404 of ``POST /hitl/chat`` on a gateway."""
 
 
 def create_router(
@@ -112,11 +118,17 @@ def routes(
     prefix: str = "/hitl",
     reviewer: Callable[..., Any] | None = None,
     auth: Authenticator | None = None,
+    mode: Literal["chat", "gateway"] = "chat",
+    info: Callable[[], Mapping[str, Any]] | None = None,
+    review_fields: ReviewFields | None = None,
 ) -> APIRouter:
     """The routes of :func:`create_router`, refusing what ``guard`` refuses.
 
     With ``auth``, every route but the session routes requires a signed-in reviewer (a
     dependency of the whole router, so also ``GET /tools``), who is the reviewer.
+    ``GET /info`` answers ``{"mode": mode}`` and the fields of ``info()``; in ``"gateway"``
+    mode ``POST /chat`` answers 404 (a gateway's threads take no messages).
+    ``review_fields`` adds fields to each item of ``GET /reviews`` and ``GET /events``.
     """
     auth = check_auth(auth, reviewer)
 
@@ -132,9 +144,10 @@ def routes(
         route_class=checked,
         dependencies=[Depends(signed_in)] if signed_in is not None else [],
     )
-    _add_turn_routes(router, get_chat, who_asks, prefix)
+    _add_turn_routes(router, get_chat, who_asks, prefix, messages=mode == "chat")
     _add_thread_routes(router, get_chat, who_asks, prefix)
-    _add_listing_routes(router, get_chat, who_asks)
+    _add_listing_routes(router, get_chat, who_asks, review_fields)
+    _add_info_route(router, mode, info)
     if auth is None:
         return router
     both = APIRouter()
@@ -221,12 +234,26 @@ _NO_THREAD = _error("No thread has that id.")
 
 
 def _add_turn_routes(
-    router: APIRouter, get_chat: _Dependency, who_asks: _Dependency, prefix: str
+    router: APIRouter,
+    get_chat: _Dependency,
+    who_asks: _Dependency,
+    prefix: str,
+    *,
+    messages: bool = True,
 ) -> None:
-    """``POST /chat``, ``/review`` and ``/cancel``: each answers one turn of the chat."""
+    """``POST /chat``, ``/review`` and ``/cancel``: each answers one turn of the chat.
+
+    Without ``messages``, ``POST /chat`` answers 404 whatever it is sent.
+    """
+    if not messages:
+        # Registered first, so it answers instead of the route below, before any body is read.
+        @router.post("/chat", include_in_schema=False)
+        async def no_chat() -> None:
+            raise Refusal(status_code=status.HTTP_404_NOT_FOUND, detail=NO_MESSAGES)
 
     @router.post(
         "/chat",
+        include_in_schema=messages,
         response_model=ChatResponse,
         responses={
             400: _error("A review is pending in this thread: send its decisions first."),
@@ -358,7 +385,27 @@ def _add_thread_routes(
         return PlainTextResponse(to_jsonl(events), media_type="application/x-ndjson")
 
 
-def _add_listing_routes(router: APIRouter, get_chat: _Dependency, who_asks: _Dependency) -> None:
+def _add_info_route(
+    router: APIRouter, mode: str, info: Callable[[], Mapping[str, Any]] | None
+) -> None:
+    """``GET /info``: what the server is, for the page (read-only)."""
+
+    @router.get("/info")
+    async def get_info() -> dict[str, Any]:
+        """What serves this API: ``{"mode": "chat"}`` (a chat with an agent: ``toolguard serve``,
+        :func:`create_app`) or ``{"mode": "gateway", "server": {...}}`` (``toolguard
+        mcp-proxy``: its calls come from MCP clients; ``server`` is the upstream MCP server:
+        ``target`` (its command line or URL), ``name``, ``version``, ``title``)."""
+        extra = info() if info is not None else {}
+        return {"mode": mode, **{key: value for key, value in extra.items() if key != "mode"}}
+
+
+def _add_listing_routes(
+    router: APIRouter,
+    get_chat: _Dependency,
+    who_asks: _Dependency,
+    review_fields: ReviewFields | None = None,
+) -> None:
     """``GET /tools``, ``/reviews`` and ``/events``: the chat's tools and its pending reviews."""
 
     @router.get("/tools")
@@ -395,7 +442,7 @@ def _add_listing_routes(router: APIRouter, get_chat: _Dependency, who_asks: _Dep
         Oldest thread first; threads the chat's ``access`` hook does not let
         the caller read (operation ``"read"``) and damaged threads are left out.
         """
-        return {"reviews": await pending_reviews(reviewed_chat, who)}
+        return {"reviews": await pending_reviews(reviewed_chat, who, fields=review_fields)}
 
     streams = Streams()
 
@@ -424,4 +471,4 @@ def _add_listing_routes(router: APIRouter, get_chat: _Dependency, who_asks: _Dep
         read every second, so changes made by other processes show too. At
         most 32 streams at once (503).
         """
-        return events_response(reviewed_chat, who, request, streams)
+        return events_response(reviewed_chat, who, request, streams, review_fields)
