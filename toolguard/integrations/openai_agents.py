@@ -72,6 +72,7 @@ except ImportError as exc:  # pragma: no cover - depends on the environment
     )
     raise ImportError(msg) from exc
 
+from toolguard._core import telemetry
 from toolguard._core.errors import (
     ApprovalRequiredError,
     InvalidReviewDecisionError,
@@ -95,6 +96,7 @@ from toolguard._tools.toolset import Tools, Toolset
 from toolguard.integrations._review import (
     ReviewItem,
     add_vote,
+    allowed_by,
     args_digest,
     as_toolset,
     call_span,
@@ -122,6 +124,7 @@ __all__ = [
     "EDITED_RESULT",
     "EDITS_KEY",
     "REVIEWS_KEY",
+    "TRACE_KEY",
     "VOTES_KEY",
     "ReviewStateError",
     "apply_decisions",
@@ -141,6 +144,15 @@ REVIEWS_KEY = "toolguard_reviews"
 
 ASKED_KEY = "toolguard_asked_at"
 """The context key holding when each paused call of a tool with a ``ttl`` asked (epoch seconds)."""
+
+TRACE_KEY = "toolguard_trace"
+"""The context key holding, while the application traces, each paused call's review for its spans.
+
+``{call_id: {"review_id", "asked_at", "decided_at"?, "decision"?, "by"?}}``:
+the review's id, when the call asked and when it was decided (epoch
+seconds), the decision's type and the reviewer. Written only when a tracer
+provider is set and the run's context is a dict (or none: it becomes one).
+"""
 
 EDITED_RESULT = "A reviewer edited this call; it ran with the arguments {args}. Result: {result}"
 """What the model reads for an edited call whose history item could not be replaced."""
@@ -188,12 +200,16 @@ def _function_tool(toolset: Toolset, tool: Tool[Any, Any], claims: Claims | None
             needs.append("its once-only claim")
         if has_deadline(tool):
             needs.append("when it asked, for its deadline")
+        review_id, asked_at = new_id(), now()
         if needs:
             context = _run_context(ctx, tool.name, " and ".join(needs))
             if claims is not None:
-                _keep_entry(context, REVIEWS_KEY, call_id, new_id())
+                _keep_entry(context, REVIEWS_KEY, call_id, review_id)
             if has_deadline(tool):
-                _keep_entry(context, ASKED_KEY, call_id, now())
+                _keep_entry(context, ASKED_KEY, call_id, asked_at)
+        traced = _trace_context(ctx) if telemetry.tracer() is not None else None
+        if traced is not None:
+            _keep_entry(traced, TRACE_KEY, call_id, {"review_id": review_id, "asked_at": asked_at})
         return True
 
     async def on_invoke_tool(ctx: ToolContext[Any], input_json: str) -> str:
@@ -239,6 +255,37 @@ def _run_context(wrapper: RunContextWrapper[Any], name: str, need: str) -> Mutab
     return cast("MutableMapping[str, Any]", context)
 
 
+def _trace_context(wrapper: object) -> MutableMapping[str, Any] | None:
+    """The run's context dict for :data:`TRACE_KEY` (``None`` becomes ``{}``; else ``None``).
+
+    Tracing never refuses a run: a context that is not a dict just carries no review.
+    """
+    context: object = getattr(wrapper, "context", None)
+    if context is None and wrapper is not None:
+        fresh: dict[str, Any] = {}
+        cast("Any", wrapper).context = fresh
+        return fresh
+    return (
+        cast("MutableMapping[str, Any]", context) if isinstance(context, MutableMapping) else None
+    )
+
+
+def _traced(context: object, call_id: str, *, edited: bool = False) -> telemetry.Decided:
+    """How an approved call was decided, for its span, from :data:`TRACE_KEY` (and the claims)."""
+    entry = _context_entry(context, TRACE_KEY, call_id)
+    entry = entry if isinstance(entry, Mapping) else {}
+    review_id = entry.get("review_id") or _context_entry(context, REVIEWS_KEY, call_id)
+    asked_at = entry.get("asked_at") or _context_entry(context, ASKED_KEY, call_id)
+    decision = entry.get("decision")
+    return decided_in_review(
+        review_id,
+        asked_at,
+        decision=decision if isinstance(decision, str) else "edit" if edited else "approve",
+        by=entry.get("by"),
+        decided_at=entry.get("decided_at"),
+    )
+
+
 def _parse_object(text: str | None) -> dict[str, Any] | None:
     """JSON object arguments as JSON data, or ``None`` when they are not an object."""
     if text is None or not text.strip():
@@ -280,10 +327,12 @@ async def _invoke(
     """Run one call of ``tool`` the way toolguard's runner would."""
     approved = ctx.is_tool_approved(tool.name, ctx.tool_call_id) is True
     edit = _edit_for(ctx) if approved else None
+    decided = _traced(ctx.context, ctx.tool_call_id, edited=edit is not None) if approved else None
     source: Any = input_json
     if edit is not None:
         source = edit.get("args")
         if not isinstance(source, dict) or edit.get("name") != tool.name:
+            trace_ended(ctx.tool_call_id, tool.name, "failed", decided, "tampered")
             return (
                 f"The edited call for `{tool.name}` is malformed in the run's context."
                 " It was not executed."
@@ -292,7 +341,7 @@ async def _invoke(
         source = {}
     call, verdict = propose(toolset, ctx.tool_call_id, tool.name, source)
     if verdict.outcome == "deny" or verdict.validated is None:
-        trace_refusal(call, verdict)
+        trace_refusal(call, verdict, decided)
         return verdict.refusal or ""  # a deny rule, bad arguments: nothing runs
     validated = verdict.validated
     if verdict.outcome == "ask":
@@ -313,18 +362,14 @@ async def _invoke(
                 " context, so it cannot be claimed once. It was not executed."
             )
         await claim_once(claims, review_id)
-    decided = None
     if approved:
         asked_at = _context_entry(ctx.context, ASKED_KEY, ctx.tool_call_id)
-        decided = decided_in_review(
-            _context_entry(ctx.context, REVIEWS_KEY, ctx.tool_call_id),
-            asked_at,
-            decision="edit" if edit is not None else "approve",
-        )
         late = deadline_refusal(tool, asked_at)
         if late is not None:
             trace_ended(call.id, tool.name, "expired", decided)
             return late  # the call is about to start, past its review's deadline
+    if not approved or verdict.outcome == "run":
+        decided = allowed_by(verdict)  # the SDK's approval of a call toolguard lets run
     with call_span(call.id, tool.name, decided) as span:
         try:
             value = await tool.execute(validated)
@@ -507,17 +552,45 @@ def apply_decisions(
         settled.append((paused.item, decision))
     if edits or votes:
         _keep(state, edits, votes)
+    tracing = telemetry.tracer() is not None
+    traced = _trace_context(wrapper) if tracing else None
     for item, decision in settled:
         if isinstance(decision, (ApproveDecision, EditDecision)):
             state.approve(item)
         else:
             reason = getattr(decision, "message", None) or REJECTED_BY_USER_MESSAGE
             state.reject(item, rejection_message=reason)
-            rejected = decided_in_review(None, None, decision="reject", by=reviewer_text(reviewer))
-            trace_ended(str(item.call_id), item.tool_name or "", "rejected", rejected)
+        if tracing:
+            _trace_decision(traced, item, decision, reviewer_text(reviewer), edits)
     for item in broken:
         state.approve(item)
     return review_payload(held) if held else None
+
+
+def _trace_decision(
+    context: MutableMapping[str, Any] | None,
+    item: ToolApprovalItem,
+    decision: AnyDecision,
+    reviewer: str | None,
+    edits: Mapping[str, Any],
+) -> None:
+    """Record who decided a call and when, for its span; a rejection's span is recorded now.
+
+    ``context``: the run's context dict (``None``: it is not a dict, so only
+    a rejection's span is recorded, without its review).
+    """
+    call_id = str(item.call_id)
+    stored = _context_entry(context, TRACE_KEY, call_id)
+    entry: dict[str, Any] = dict(stored) if isinstance(stored, Mapping) else {}
+    entry.update(decided_at=now(), decision="edit" if call_id in edits else decision.type)
+    if reviewer is not None:
+        entry["by"] = reviewer
+    if context is not None:
+        _keep_entry(context, TRACE_KEY, call_id, entry)
+    if not isinstance(decision, (ApproveDecision, EditDecision)):  # the SDK rejects it
+        known = context if context is not None else {TRACE_KEY: {call_id: entry}}
+        rejected = _traced(known, call_id)
+        trace_ended(call_id, item.tool_name or "", "rejected", rejected)
 
 
 def _keep(
