@@ -5,8 +5,10 @@ from __future__ import annotations
 import json
 import subprocess
 import sys
-from collections.abc import Callable, Sequence
+from collections.abc import AsyncIterator, Callable, Sequence
+from contextlib import asynccontextmanager
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Any
 
 import anyio
@@ -38,6 +40,7 @@ from toolguard import (
     QuorumReviewerError,
     Rules,
     Tool,
+    ToolguardError,
     guard,
     requires_approval,
 )
@@ -1067,3 +1070,234 @@ async def test_an_edited_approval_of_another_run_runs_nothing() -> None:
     await agent.run(message_history=run_b.all_messages(), deferred_tool_results=foreign)
     assert returns(script.requests[-1]) == [("c1", "delete_file", TAMPERED, "failed")]
     assert ran == []
+
+
+# --------------------------------------------------------------------------- an MCPToolset
+
+
+class InMemory:
+    """A fastmcp transport to an MCP server object in this process (mcp's in-memory streams)."""
+
+    def __init__(self, server: Any) -> None:
+        self.server = server
+
+    @asynccontextmanager
+    async def connect_session(
+        self, *, transport_options: Any = None, **session_kwargs: Any
+    ) -> AsyncIterator[Any]:
+        from fastmcp.client.transports.base import TransportOptions
+        from mcp.shared.memory import create_client_server_memory_streams
+
+        options = transport_options or TransportOptions()
+        server = self.server
+        async with (
+            create_client_server_memory_streams() as (ours, theirs),
+            anyio.create_task_group() as group,
+        ):
+            group.start_soon(
+                lambda: server.run(theirs[0], theirs[1], server.create_initialization_options())
+            )
+            try:
+                async with options.session_class(
+                    read_stream=ours[0], write_stream=ours[1], **session_kwargs
+                ) as session:
+                    yield session
+            finally:
+                group.cancel_scope.cancel()
+
+
+def mcp_toolset(log: Path, **options: Any) -> Any:
+    """A Pydantic AI MCPToolset over the test MCP server (tests/integrations/mcp_server.py)."""
+    pytest.importorskip("fastmcp")
+    from fastmcp.client.transports.base import ClientTransport
+    from pydantic_ai.mcp import MCPToolset
+
+    from .mcp_server import build_server
+
+    transport = type("InMemoryTransport", (InMemory, ClientTransport), {})(build_server(log))
+    return MCPToolset(transport, **options)
+
+
+def mcp_agent(script: Script, guarded: Any) -> Agent[None, str | DeferredToolRequests]:
+    return Agent(
+        script.model(),
+        toolsets=[guarded],
+        output_type=[str, DeferredToolRequests],  # type: ignore[arg-type]
+    )
+
+
+MCP_TABLE = """\
+tool          approval  rule        reason
+------------  --------  ----------  --------------------------------------------------------------------------------------------------------
+read_file     no        annotation  the server marks it readOnlyHint: true and the word 'read' is a read verb
+list_files    required  annotation  the server does not mark it readOnlyHint: true (MCP tools are destructive by default)
+archive_file  required  verb        the word 'archive' is an approval verb (data)
+purge_cache   required  verb        the word 'purge' is an approval verb (data); the server's readOnlyHint: true cannot exempt it
+delete_file   required  verb        the word 'delete' is an approval verb (data); the server's readOnlyHint: true cannot exempt it
+book_room     required  verb        the word 'book' is an approval verb (commerce); the server's readOnlyHint: true cannot exempt it
+fail_always   no        annotation  the server marks it readOnlyHint: true and the name holds no known verb
+stats         no        annotation  the server marks it readOnlyHint: true and the word 'stats' names information and the name holds no verb"""  # noqa: E501
+
+
+FAIL_ALWAYS = "Tool `fail_always` failed: MCPToolError: no such file: x"
+
+
+def logged(log: Path) -> list[dict[str, Any]]:
+    from .mcp_server import executions
+
+    return executions(log)
+
+
+async def mcp_paused(tmp_path: Path) -> tuple[Path, Script, Any, Any, Any]:
+    """The model reads a file, asks for stats, fails a call and deletes a file (which pauses)."""
+    log = tmp_path / "executions.jsonl"
+    script = Script(
+        calls(
+            ("c1", "read_file", {"path": "a"}),
+            ("c2", "delete_file", {"path": "d"}),
+            ("c3", "stats", {}),
+            ("c4", "fail_always", {"path": "x"}),
+        ),
+        text("Done."),
+    )
+    guarded = tg.toolset(mcp_toolset(log))
+    agent = mcp_agent(script, guarded)
+    result = await agent.run("tidy up")
+    return log, script, guarded, agent, result
+
+
+async def test_an_mcp_toolset_runs_read_only_tools_and_defers_the_rest(tmp_path: Path) -> None:
+    log, _, guarded, _, result = await mcp_paused(tmp_path)
+    assert guarded.tools.table() == MCP_TABLE
+    assert logged(log) == [
+        {"tool": "read_file", "args": {"path": "a"}},
+        {"tool": "stats", "args": {}},
+        {"tool": "fail_always", "args": {"path": "x"}},
+    ]
+    assert isinstance(result.output, DeferredToolRequests)
+    assert tg.pending_review(result.output).model_dump() == {
+        "action_requests": [
+            {
+                "name": "delete_file",
+                "args": {"path": "d"},
+                "description": "Tool `delete_file` is awaiting approval",
+            }
+        ],
+        "review_configs": [
+            {"action_name": "delete_file", "allowed_decisions": ["approve", "edit", "reject"]}
+        ],
+    }
+    assert returns(result.all_messages()) == [
+        ("c1", "read_file", ["read_file done", {"path": "a"}], "success"),
+        ("c3", "stats", {"files": 3}, "success"),
+        ("c4", "fail_always", FAIL_ALWAYS, "failed"),
+    ]
+
+
+async def test_an_mcp_call_approved_runs_once(tmp_path: Path) -> None:
+    log, script, _, agent, result = await mcp_paused(tmp_path)
+    results = tg.deferred_results(result.output, [{"type": "approve"}])
+    done = await agent.run(message_history=result.all_messages(), deferred_tool_results=results)
+    assert done.output == "Done."
+    assert returns(script.requests[-1]) == [
+        ("c1", "read_file", ["read_file done", {"path": "a"}], "success"),
+        ("c2", "delete_file", ["delete_file done", {"path": "d"}], "success"),
+        ("c3", "stats", {"files": 3}, "success"),
+        ("c4", "fail_always", FAIL_ALWAYS, "failed"),
+    ]
+    assert [e for e in logged(log) if e["tool"] == "delete_file"] == [
+        {"tool": "delete_file", "args": {"path": "d"}}
+    ]
+
+
+async def test_an_mcp_call_rejected_does_not_run(tmp_path: Path) -> None:
+    log, script, _, agent, result = await mcp_paused(tmp_path)
+    results = tg.deferred_results(result.output, [{"type": "reject", "message": "Keep it."}])
+    done = await agent.run(message_history=result.all_messages(), deferred_tool_results=results)
+    assert done.output == "Done."
+    assert returns(script.requests[-1]) == [
+        ("c1", "read_file", ["read_file done", {"path": "a"}], "success"),
+        ("c2", "delete_file", "Keep it.", "denied"),
+        ("c3", "stats", {"files": 3}, "success"),
+        ("c4", "fail_always", FAIL_ALWAYS, "failed"),
+    ]
+    assert [e["tool"] for e in logged(log)] == ["read_file", "stats", "fail_always"]
+
+
+async def test_an_mcp_toolset_honours_the_classifier_rules_and_policies(tmp_path: Path) -> None:
+    """never exempts a tool; a deny rule refuses; a policy gives read_file a quorum of two."""
+    log = tmp_path / "executions.jsonl"
+    script = Script(
+        calls(
+            ("c1", "read_file", {"path": "a"}),
+            ("c2", "purge_cache", {"path": "/cache"}),
+            ("c3", "list_files", {"path": "/etc"}),
+        ),
+        text("Done."),
+    )
+    guarded = tg.toolset(
+        mcp_toolset(log),
+        classifier=Classifier(never=["purge_cache"]),
+        rules=Rules(deny=['list_files(path="/etc*")']),
+        policies={"read_file": ApprovalPolicy(approvals=2)},
+    )
+    agent = mcp_agent(script, guarded)
+    result = await agent.run("tidy up")
+    assert logged(log) == [{"tool": "purge_cache", "args": {"path": "/cache"}}]
+    denied = (
+        'The call to `list_files` is denied by the rule `deny list_files(path="/etc*")`.'
+        " It was not executed."
+    )
+    assert returns(result.all_messages()) == [
+        ("c2", "purge_cache", ["purge_cache done", {"path": "/cache"}], "success"),
+        ("c3", "list_files", denied, "failed"),
+    ]
+    assert isinstance(result.output, DeferredToolRequests)
+    review = tg.pending_review(result.output).model_dump()
+    assert review["review_configs"][0]["approvals"] == {"required": 2, "given": 0, "by": []}
+    first = tg.deferred_results(result.output, [{"type": "approve"}], reviewer="ann")
+    again = await agent.run(message_history=result.all_messages(), deferred_tool_results=first)
+    assert isinstance(again.output, DeferredToolRequests)  # one vote of two: nothing ran
+    assert [e["tool"] for e in logged(log)] == ["purge_cache"]
+    second = tg.deferred_results(again.output, [{"type": "approve"}], reviewer="bob")
+    done = await agent.run(message_history=again.all_messages(), deferred_tool_results=second)
+    assert done.output == "Done."
+    assert logged(log) == [
+        {"tool": "purge_cache", "args": {"path": "/cache"}},
+        {"tool": "read_file", "args": {"path": "a"}},
+    ]
+
+
+async def test_what_an_mcp_toolset_cannot_honour_is_refused(tmp_path: Path) -> None:
+    log = tmp_path / "executions.jsonl"
+    with pytest.raises(ToolguardError) as behaviour:
+        tg.toolset(mcp_toolset(log, tool_error_behavior="error"))
+    assert str(behaviour.value) == (
+        "toolguard turns a tool's error into a failed tool result the model reads, so it cannot"
+        " honour tool_error_behavior='error': build the MCPToolset with"
+        " tool_error_behavior='failed' (or the default) and read the error in the result"
+    )
+    with pytest.raises(TypeError) as policies:
+        tg.toolset(mcp_toolset(log), policies={"read_file": {"approvals": 2}})  # type: ignore[dict-item]
+    assert str(policies.value) == (
+        "policies must map tool names to toolguard.ApprovalPolicy objects, got dict"
+    )
+    with pytest.raises(TypeError) as listed:
+        tg.toolset([Counter().tools()[0]], rules=Rules(deny=["search_contacts"]))
+    assert str(listed.value) == (
+        "classifier=, rules= and policies= are for a Pydantic AI MCPToolset; for other tools pass"
+        " toolguard.guard(tools, classifier, rules=...) with @requires_approval on the functions"
+    )
+    from pydantic_ai.toolsets import FunctionToolset
+
+    with pytest.raises(TypeError) as other:
+        tg.toolset(FunctionToolset([Counter().tools()[0]]))
+    assert str(other.value) == (
+        "toolguard guards a Pydantic AI MCPToolset, not a FunctionToolset: pass the functions"
+        " or tools themselves (a list, a mapping or a toolguard.Toolset)"
+    )
+    typo = tg.toolset(mcp_toolset(log), policies={"read_fiel": ApprovalPolicy()})
+    with pytest.raises(ValueError, match=r"^policies name") as unknown:
+        await mcp_agent(Script(text("hi")), typo).run("hello")
+    assert str(unknown.value) == "policies name tools the MCP server does not list: read_fiel"
+    assert logged(log) == []

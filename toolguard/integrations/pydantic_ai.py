@@ -32,6 +32,11 @@ raises. Approve runs the call once, reject returns the reason (or
 arguments through ``ToolApproved(override_args=...)``; an edit must keep the
 tool's name (Pydantic AI cannot switch an approved call to another tool).
 
+A Pydantic AI ``MCPToolset`` is guarded the same way: ``tg.toolset(MCPToolset(...),
+classifier=..., rules=..., policies={"tool": ApprovalPolicy(...)})`` classifies the
+server's tools with their MCP annotations when the agent lists them and runs
+each call through the ``MCPToolset`` (see :class:`GuardedMCPToolset`).
+
 The toolset never runs a guarded body unless Pydantic AI marks the call
 approved (``RunContext.tool_call_approved``): calling ``call_tool`` directly
 raises ``ApprovalRequired`` instead. An approval is bound to the call it was
@@ -46,15 +51,18 @@ approved call past that deadline, with the runner's expiry text.
 
 from __future__ import annotations
 
+import copy
 import hmac
 import json
-from collections.abc import Mapping
+import sys
+from collections.abc import Callable, Mapping
+from contextvars import ContextVar
 from typing import Any
 from uuid import UUID
 
 try:
     from pydantic_ai import RunContext
-    from pydantic_ai.exceptions import ApprovalRequired, ToolFailed
+    from pydantic_ai.exceptions import ApprovalRequired, ModelRetry, ToolFailed
     from pydantic_ai.messages import ModelResponse, ToolCallPart
     from pydantic_ai.tools import (
         DeferredToolRequests,
@@ -73,6 +81,7 @@ except ImportError as exc:  # pragma: no cover - depends on the environment
     )
     raise ImportError(msg) from exc
 
+from toolguard._core.errors import ToolguardError
 from toolguard._core.jsonable import to_json_data
 from toolguard._core.records import (
     REJECTED_BY_USER_MESSAGE,
@@ -88,7 +97,11 @@ from toolguard._enforce.decide import Verdict, failure_text
 from toolguard._enforce.once import Claims
 from toolguard._enforce.quorum import reviewer_text
 from toolguard._policy.redact import keep_redacted, redact_args
-from toolguard._tools.tool import Tool
+from toolguard._policy.rules import Rules
+from toolguard._tools.approval import ApprovalPolicy
+from toolguard._tools.classify import Classifier
+from toolguard._tools.schema_tool import SchemaTool
+from toolguard._tools.tool import Tool, as_tool
 from toolguard._tools.toolset import Tools, Toolset
 from toolguard.integrations._review import (
     NOT_APPROVED_HERE,
@@ -114,7 +127,7 @@ from toolguard.integrations._review import (
     vote_count,
 )
 
-__all__ = ["GuardedToolset", "deferred_results", "pending_review", "toolset"]
+__all__ = ["GuardedMCPToolset", "GuardedToolset", "deferred_results", "pending_review", "toolset"]
 
 FRAMEWORK = "Pydantic AI"
 METADATA_KEY = "toolguard"
@@ -359,7 +372,15 @@ def _record_edit(ctx: RunContext[Any], tool_args: dict[str, Any]) -> None:
         proposed[1].args = dict(tool_args)
 
 
-def toolset(tools: Tools, *, id: str | None = None, claims: Claims | None = None) -> GuardedToolset:
+def toolset(
+    tools: Tools | AbstractToolset[Any],
+    *,
+    id: str | None = None,
+    claims: Claims | None = None,
+    classifier: Classifier | None = None,
+    rules: Rules | None = None,
+    policies: Mapping[str, ApprovalPolicy] | None = None,
+) -> GuardedToolset:
     """Pydantic AI tools for ``Agent(toolsets=[...])``, guarded by toolguard.
 
     Give the agent ``output_type=[str, DeferredToolRequests]`` (or your
@@ -369,16 +390,218 @@ def toolset(tools: Tools, *, id: str | None = None, claims: Claims | None = None
     Args:
         tools: a :class:`~toolguard.Toolset` (its ``rules`` apply), or a list
             or mapping of functions and tools (then :func:`~toolguard.guard`
-            classifies them).
+            classifies them), or a Pydantic AI ``MCPToolset`` (then its
+            server's tools are classified with their MCP annotations when the
+            agent lists them: see :class:`GuardedMCPToolset`).
         id: the toolset's id among the agent's toolsets.
         claims: a store with ``claim(key)``: an approved call is claimed
             there before it runs, so it runs once even when the paused run is
             resumed twice (two processes sharing the store).
+        classifier: for an ``MCPToolset`` only: the classifier's ``always``,
+            ``never`` and verbs (default ``Classifier()``).
+        rules: for an ``MCPToolset`` only: allow/ask/deny rules
+            (:class:`~toolguard.Rules`) applied before each tool's policy.
+        policies: for an ``MCPToolset`` only: an
+            :class:`~toolguard.ApprovalPolicy` by tool name (a quorum, a
+            deadline, redacted parameters, ``when=``, a description), which
+            replaces the classifier's answer for that tool.
 
     Raises:
-        TypeError: ``claims`` has no ``claim`` method.
+        TypeError: ``claims`` has no ``claim`` method; ``classifier``,
+            ``rules`` or ``policies`` given with tools that are not an
+            ``MCPToolset`` (give those to :func:`toolguard.guard`); any other
+            Pydantic AI toolset.
+        ToolguardError: an ``MCPToolset`` built with
+            ``tool_error_behavior="error"``, which toolguard cannot honour.
     """
+    if isinstance(tools, AbstractToolset):
+        mcp_toolset = _loaded_class("pydantic_ai.mcp", "MCPToolset")
+        if mcp_toolset is not None and isinstance(tools, mcp_toolset):
+            return GuardedMCPToolset(
+                tools, id=id, claims=claims, classifier=classifier, rules=rules, policies=policies
+            )
+        msg = (
+            f"toolguard guards a Pydantic AI MCPToolset, not a {type(tools).__name__}: pass the"
+            " functions or tools themselves (a list, a mapping or a toolguard.Toolset)"
+        )
+        raise TypeError(msg)
+    if classifier is not None or rules is not None or policies is not None:
+        msg = (
+            "classifier=, rules= and policies= are for a Pydantic AI MCPToolset; for other tools"
+            " pass toolguard.guard(tools, classifier, rules=...) with @requires_approval on the"
+            " functions"
+        )
+        raise TypeError(msg)
     return GuardedToolset(as_toolset(tools), id=id, claims=claims)
+
+
+def _loaded_class(module: str, name: str) -> type | None:
+    """``module.name`` when ``module`` is already imported (an object of it exists only then)."""
+    loaded = sys.modules.get(module)
+    found = getattr(loaded, name, None) if loaded is not None else None
+    return found if isinstance(found, type) else None
+
+
+# ---------------------------------------------------------------------------- MCP servers
+
+_MCP_CALL: ContextVar[tuple[AbstractToolset[Any], RunContext[Any], dict[str, ToolsetTool[Any]]]]
+_MCP_CALL = ContextVar("toolguard_pydantic_ai_mcp_call")
+"""The MCP toolset, run context and listed tools of the call being run (for the tools' bodies)."""
+
+
+class GuardedMCPToolset(GuardedToolset):
+    """A Pydantic AI ``MCPToolset`` whose tools toolguard guards.
+
+    Build it with :func:`toolset`. Entering it enters the MCP toolset (the
+    agent does that). Each time the agent lists the tools, the server's tools
+    (as the ``MCPToolset`` lists them: its cache and filters apply) become
+    toolguard tools with the same name, description and ``inputSchema``,
+    classified as :mod:`toolguard.integrations.mcp` classifies them (the
+    server's ``readOnlyHint`` / ``destructiveHint`` on top of the
+    classifier's lists and verbs), then ``policies`` and ``rules`` apply.
+    Every call is decided as :class:`GuardedToolset` decides it; a call that
+    runs goes through the ``MCPToolset``'s own ``call_tool`` (its
+    ``process_tool_call`` hook, task and app handling, and its mapping of the
+    result: the structured content when present). An error the server
+    reports becomes a failed tool result ``Tool `NAME` failed: MCPToolError:
+    <the server's text>``, as a raising tool does everywhere in toolguard.
+    """
+
+    def __init__(
+        self,
+        server: AbstractToolset[Any],
+        *,
+        id: str | None = None,
+        claims: Claims | None = None,
+        classifier: Classifier | None = None,
+        rules: Rules | None = None,
+        policies: Mapping[str, ApprovalPolicy] | None = None,
+    ) -> None:
+        if getattr(server, "tool_error_behavior", None) == "error":
+            msg = (
+                "toolguard turns a tool's error into a failed tool result the model reads, so it"
+                " cannot honour tool_error_behavior='error': build the MCPToolset with"
+                " tool_error_behavior='failed' (or the default) and read the error in the result"
+            )
+            raise ToolguardError(msg)
+        given: object = policies  # checked at run time for untyped callers
+        if given is not None and not (
+            isinstance(given, Mapping)
+            and all(isinstance(k, str) and isinstance(v, ApprovalPolicy) for k, v in given.items())
+        ):
+            msg = (
+                "policies must map tool names to toolguard.ApprovalPolicy objects,"
+                f" got {type(given).__name__}"
+            )
+            raise TypeError(msg)
+        # The tools are known once the agent lists them; until then, none.
+        super().__init__(Toolset([], classifier=classifier, rules=rules), id=id, claims=claims)
+        self.server = server
+        self.classifier = classifier
+        self.rules = rules
+        self.policies: dict[str, ApprovalPolicy] = dict(policies or {})
+        self._listed: dict[str, ToolsetTool[Any]] = {}
+        self._built: dict[str, Toolset] = {}
+
+    async def __aenter__(self) -> GuardedMCPToolset:
+        await self.server.__aenter__()
+        return self
+
+    async def __aexit__(self, *args: Any) -> bool | None:
+        return await self.server.__aexit__(*args)
+
+    async def for_run(self, ctx: RunContext[Any]) -> AbstractToolset[Any]:
+        """This toolset over the MCP toolset's own one for the run (per-run auth or headers)."""
+        server = await self.server.for_run(ctx)
+        if server is self.server:
+            return self
+        run = copy.copy(self)
+        run.server = server
+        return run
+
+    async def get_instructions(self, ctx: RunContext[Any]) -> Any:
+        """The MCP toolset's instructions (when it includes the server's)."""
+        return await self.server.get_instructions(ctx)
+
+    async def get_tools(self, ctx: RunContext[Any]) -> dict[str, ToolsetTool[Any]]:
+        """The server's tools, classified, described by their own schemas."""
+        listed = await self.server.get_tools(ctx)
+        self.tools = self._toolset(listed)
+        self._listed = dict(listed)
+        return await super().get_tools(ctx)
+
+    async def call_tool(
+        self, name: str, tool_args: dict[str, Any], ctx: RunContext[Any], tool: ToolsetTool[Any]
+    ) -> Any:
+        """Decide and run one call as :meth:`GuardedToolset.call_tool` does, through the server."""
+        token = _MCP_CALL.set((self.server, ctx, self._listed))
+        try:
+            return await super().call_tool(name, tool_args, ctx, tool)
+        finally:
+            _MCP_CALL.reset(token)
+
+    def _toolset(self, listed: Mapping[str, ToolsetTool[Any]]) -> Toolset:
+        """The toolguard tools for this listing (built once per distinct listing)."""
+        key = json.dumps(
+            [
+                [
+                    name,
+                    tool.tool_def.description,
+                    tool.tool_def.parameters_json_schema,
+                    _annotations(tool),
+                ]
+                for name, tool in listed.items()
+            ],
+            sort_keys=True,
+            default=repr,
+        )
+        built = self._built.get(key)
+        if built is None:
+            unknown = sorted(set(self.policies) - set(listed))
+            if unknown:
+                msg = f"policies name tools the MCP server does not list: {', '.join(unknown)}"
+                raise ValueError(msg)
+            tools = [self._tool(name, tool) for name, tool in listed.items()]
+            built = Toolset(tools, classifier=self.classifier, rules=self.rules)
+            self._built = {key: built}  # only the latest listing is kept
+        return built
+
+    def _tool(self, name: str, listed: ToolsetTool[Any]) -> Tool[Any, Any]:
+        try:
+            tool = SchemaTool(
+                name,
+                listed.tool_def.description or "",
+                listed.tool_def.parameters_json_schema,
+                _mcp_body(name),
+            )
+        except (TypeError, ValueError) as exc:
+            msg = f"The MCP server's tool {name!r} cannot be guarded: {exc}"
+            raise ValueError(msg) from None
+        tool.annotations = _annotations(listed)
+        policy = self.policies.get(name)
+        return tool if policy is None else as_tool(tool, approval=policy)
+
+
+def _annotations(tool: ToolsetTool[Any]) -> dict[str, Any]:
+    """The MCP annotations Pydantic AI keeps in a listed tool's metadata (``{}`` when none)."""
+    metadata = tool.tool_def.metadata
+    found = metadata.get("annotations") if isinstance(metadata, Mapping) else None
+    return dict(found) if isinstance(found, Mapping) else {}
+
+
+def _mcp_body(name: str) -> Callable[..., Any]:
+    """The body of an MCP tool: the call goes to the MCP toolset that listed it."""
+    from toolguard.integrations.mcp import MCPToolError  # noqa: PLC0415 - needs the mcp extra
+
+    async def call(**args: Any) -> Any:
+        server, ctx, listed = _MCP_CALL.get()
+        try:
+            return await server.call_tool(name, args, ctx, listed[name])
+        except (ModelRetry, ToolFailed) as exc:
+            raise MCPToolError(exc.message) from exc
+
+    call.__name__ = call.__qualname__ = name
+    return call
 
 
 def _meta(requests: DeferredToolRequests, call: ToolCallPart) -> dict[str, Any]:
