@@ -764,8 +764,6 @@ class PydanticAIPath(Adapter):
         from pydantic_ai.messages import TextPart, ToolCallPart
         from pydantic_ai.models.function import FunctionModel
 
-        from toolguard.integrations import pydantic_ai as tg
-
         def scripted(messages: list[Any], info: Any) -> PydanticResponse:
             last = messages[-1].parts[-1]
             if last.part_kind == "user-prompt":
@@ -773,10 +771,16 @@ class PydanticAIPath(Adapter):
                 return PydanticResponse(parts=[ToolCallPart(name, args, tool_call_id="c1")])
             return PydanticResponse(parts=[TextPart(str(last.content))])
 
-        toolset = tg.toolset(toolguard.guard(self.raw_tools, rules=self.rules), claims=self.claims)
         return Agent(
-            FunctionModel(scripted), toolsets=[toolset], output_type=[str, DeferredToolRequests]
+            FunctionModel(scripted),
+            toolsets=[self._toolset()],
+            output_type=[str, DeferredToolRequests],
         )
+
+    def _toolset(self) -> Any:
+        from toolguard.integrations import pydantic_ai as tg
+
+        return tg.toolset(toolguard.guard(self.raw_tools, rules=self.rules), claims=self.claims)
 
     def _result(self, result: Any) -> Outcome:
         from pydantic import TypeAdapter
@@ -1162,6 +1166,55 @@ class MCPToolsetPath(RunnerPath):
 
 
 ADAPTERS[MCPToolsetPath.name] = MCPToolsetPath
+
+
+class PydanticAIMCPPath(PydanticAIPath):
+    """A Pydantic AI ``MCPToolset`` (fastmcp client, in-memory MCP server) guarded by toolguard."""
+
+    name = "pydantic_ai_mcp"
+    title = "Pydantic AI MCPToolset"
+
+    def _toolset(self) -> Any:
+        from fastmcp.client.transports.base import ClientTransport, TransportOptions
+        from mcp.shared.memory import create_client_server_memory_streams
+        from pydantic_ai.mcp import MCPToolset
+
+        from toolguard.integrations import pydantic_ai as tg
+
+        server = mcp_server(self.effects)
+
+        class InMemory(ClientTransport):
+            @asynccontextmanager
+            async def connect_session(
+                self, *, transport_options: Any = None, **session_kwargs: Any
+            ) -> AsyncIterator[Any]:
+                session_class = (transport_options or TransportOptions()).session_class
+                async with (
+                    create_client_server_memory_streams() as (ours, theirs),
+                    anyio.create_task_group() as group,
+                ):
+                    options = server.create_initialization_options()
+                    group.start_soon(lambda: server.run(theirs[0], theirs[1], options))
+                    try:
+                        async with session_class(
+                            read_stream=ours[0], write_stream=ours[1], **session_kwargs
+                        ) as session:
+                            yield session
+                    finally:
+                        group.cancel_scope.cancel()
+
+        policies = {
+            "delete_file": toolguard.ApprovalPolicy(ttl=self.ttl),
+            "send_email": toolguard.ApprovalPolicy(),
+            "wire_transfer": toolguard.ApprovalPolicy(approvals=2),
+            "login": toolguard.ApprovalPolicy(redact=("password",)),
+        }
+        return tg.toolset(
+            MCPToolset(InMemory()), rules=self.rules, policies=policies, claims=self.claims
+        )
+
+
+ADAPTERS[PydanticAIMCPPath.name] = PydanticAIMCPPath
 
 
 # ---------------------------------------------------------------------------- (5) the MCP gateway

@@ -76,7 +76,13 @@ NA[("j", "decorator")] = (
     "not applicable: a directly called function has no judge option; a judge belongs to a"
     " Runner or ReviewedChat, and `guard()` refuses either of them (or a Judge) with a TypeError"
 )
-for _framework in ["pydantic_ai", "openai_agents", "langchain_tools", "langchain_middleware"]:
+for _framework in [
+    "pydantic_ai",
+    "openai_agents",
+    "langchain_tools",
+    "langchain_middleware",
+    "pydantic_ai_mcp",
+]:
     NA[("j", _framework)] = (
         "not applicable: the framework runs the turn and the integration takes tools, with no"
         " judge option; given a Runner, a ReviewedChat or a Judge it raises a TypeError naming"
@@ -546,6 +552,10 @@ for _framework in ["openai_agents", "langchain_tools", "langchain_middleware"]:
     _like_runner(_framework, EXPIRED)
 # Pydantic AI keeps each paused run in its own stored history: run B is still answerable.
 FOREIGN_AFTER["pydantic_ai"] = (Ran(error=False, text="deleted /srv/b"), [("delete_file", B)])
+# A Pydantic AI MCPToolset: the Pydantic AI path's answers, its arguments checked by the MCP schema.
+for _table in [REJECTED, DENIED_AT, DENIED_LATER, EDIT_DENIED, TWICE, EXPIRED, FOREIGN]:
+    _table["pydantic_ai_mcp"] = _table["pydantic_ai"]
+FOREIGN_AFTER["pydantic_ai_mcp"] = FOREIGN_AFTER["pydantic_ai"]
 EDIT_INVALID["mcp_toolset"] = Ran(
     error=True, text="Invalid arguments for tool `send_email`: 'to': 7 is not of type 'string'"
 )
@@ -554,6 +564,8 @@ SECRET_INVALID["mcp_toolset"] = (
     Ran(error=True, text=SCHEMA_PORT_INVALID),
     Ran(error=True, text="Invalid arguments for tool `login`: 'port': Field required"),
 )
+EDIT_INVALID["pydantic_ai_mcp"] = EDIT_INVALID["mcp_toolset"]
+SECRET_INVALID["pydantic_ai_mcp"] = SECRET_INVALID["mcp_toolset"]
 
 REJECTED["mcp_proxy"] = REJECTED["runner"]
 DENIED_AT["mcp_proxy"] = DENIED_LATER["mcp_proxy"] = DENIED_AT["runner"]
