@@ -195,12 +195,13 @@ async def test_every_route_answers_a_foreign_host_421_and_changes_nothing(
 
 
 async def test_the_two_apps_differ_only_by_the_gateway_audit_route(tmp_path: Path) -> None:
-    """The same API in both; the gateway adds GET /hitl/audit (the Host test above covers it)
-    and takes no chat messages (its POST /hitl/chat answers 404, outside the schema)."""
+    """The same API in both; the gateway adds GET /hitl/audit and its grants' routes (the Host
+    test above covers them) and takes no chat messages (its POST /hitl/chat answers 404,
+    outside the schema)."""
     async with proxy_app(tmp_path) as proxied, serve_app(tmp_path) as served_app:
         proxy_paths = set(proxied.app.openapi()["paths"])
         serve_paths = set(served_app.app.openapi()["paths"])
-    assert proxy_paths - serve_paths == {"/hitl/audit"}
+    assert proxy_paths - serve_paths == {"/hitl/audit", "/hitl/grants", "/hitl/grants/{grant_id}"}
     assert serve_paths - proxy_paths == {"/hitl/chat"}
 
 

@@ -47,7 +47,7 @@ from toolguard._core.limits import Limits
 from toolguard._core.llm import ChatModel
 from toolguard._core.records import PendingTurn, new_id, utcnow
 from toolguard._core.results import ResultTemplates, check_templates
-from toolguard._core.standing import StandingGrant
+from toolguard._core.standing import GrantScope, StandingGrant
 from toolguard._enforce import grant_use, quorum, resume
 from toolguard._enforce.judge import Judge
 from toolguard._enforce.runner import EditPolicy, Runner
@@ -215,6 +215,9 @@ class ReviewedChat:
         # The judge reads the thread's user messages as the person's own words; a front
         # that writes them itself (the MCP gateway) turns this off.
         self.judge_reads_messages = True
+        # Grants held beyond one thread (the MCP gateway sets its own): then approves carry
+        # grants of scope "server" instead of "thread".
+        self.shared_grants: grant_use.SharedGrants | None = None
         self._vault = None if self.store_secrets else SecretVault(self.toolset)
         self._threads = Threads(self)
         self._gate = AccessGate(self, self._threads)
@@ -397,7 +400,8 @@ class ReviewedChat:
             await self._gate.check_reviewer(state, who)
             if self._vault is not None:  # the real values of secrets, if this process has them
                 pending = self._vault.restore(pending)
-            parsed = validate_decisions(pending, decisions)
+            scope: GrantScope = "thread" if self.shared_grants is None else "server"
+            parsed = validate_decisions(pending, decisions, grant_scope=scope)
             runner.check_allowed(pending, parsed)  # the tools' own policies, before the claim
             waiting = [a for a in pending.actions if a.status == "requested"]
             parsed = scrub_notes(parsed, waiting, pending.calls, self.toolset)  # no secret quoted

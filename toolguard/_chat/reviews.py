@@ -183,9 +183,13 @@ class Reviews:
                 now,
                 key=runner.signing_key,
             )
+            server = grant_use.shared_ids(decided)  # kept by the chat's shared grants
+            shared = [g for g in made if g.action_id in server]
+            made = [g for g in made if g.action_id not in server]
+            pending = state.pending
 
             async def save() -> ThreadState:
-                return await self.threads.save(
+                saved = await self.threads.save(
                     state,
                     state.version,
                     status="running",
@@ -198,6 +202,10 @@ class Reviews:
                     audit=[*state.audit, *events, *made_events],
                     grants=[*state.grants, *made],
                 )
+                keeper = self.settings.shared_grants
+                if shared and keeper is not None:  # recorded once the claim stands
+                    await keeper.record(saved.thread_id, pending, shared)
+                return saved
 
             return save
 

@@ -118,6 +118,11 @@ class TurnSettings(ThreadSettings, Protocol):
         """Whether the thread's messages are the person's own (the gateway's are not)."""
         ...
 
+    @property
+    def shared_grants(self) -> grant_use.SharedGrants | None:
+        """Grants held beyond one thread (the MCP gateway's), or ``None``."""
+        ...
+
 
 def auto_approved(audit: Sequence[AuditEvent]) -> list[str]:
     """The calls a judge approved on its own in a thread (digests), from its audit trail."""
@@ -189,6 +194,30 @@ class GrantSpender:
         return await retry_on_conflict(attempt, None, again)
 
 
+class SharedGrantSpender(GrantSpender):
+    """Spends grants held beyond the thread (:class:`~toolguard._enforce.grant_use.SharedGrants`).
+
+    They spend their uses with their own compare-and-set saves; the
+    ``granted`` events then go into this thread in one save, before the calls
+    run (a conflict there raises ``ConcurrentUpdateError``: nothing runs).
+    """
+
+    async def spend(self, calls: list[ToolCall]) -> set[str]:
+        """Spend shared grant uses on ``calls``; returns the ids of the calls they cover."""
+        shared = self.settings.shared_grants
+        if shared is None:
+            return set()
+        state = self.state
+        now = self.settings.clock()
+        covered, events = await shared.spend(state.thread_id, calls, self.settings.toolset, now)
+        if events:
+            saved = await self.threads.write(
+                state, self.expected, {"audit": [*state.audit, *events]}
+            )
+            self.state, self.expected = saved, saved.version
+        return covered
+
+
 class TurnLoop:
     """Runs a thread's turn until the model answers with text or a call waits for review."""
 
@@ -250,6 +279,8 @@ class TurnLoop:
                 spender = (
                     GrantSpender(settings, self.threads, state, expected) if state.grants else None
                 )
+                if spender is None and settings.shared_grants is not None:
+                    spender = SharedGrantSpender(settings, self.threads, state, expected)
                 step = await settings.runner.run(
                     response.tool_calls,
                     thread_id=state.thread_id,

@@ -90,6 +90,16 @@ _CATALOGS: Final[dict[str, dict[str, str]]] = {
         ),
         "grant_keys": "Unknown keys in 'grant': {keys}. Allowed: {allowed}",
         "grant_scope": "The 'scope' of a grant must be 'thread', got {value}",
+        "grant_scope_server": (
+            "The 'scope' of a grant must be 'thread', got 'server': scope 'server' is the MCP"
+            " gateway's (toolguard mcp-proxy), where it covers later calls through the gateway"
+        ),
+        "grant_scope_gateway": (
+            "The 'scope' of a grant must be 'server' in the MCP gateway, got {value}: each call"
+            " through the gateway is its own conversation, so a 'thread' grant would cover nothing"
+        ),
+        "unknown_server_grant": "Unknown grant {grant_id!r}: the MCP gateway has no such grant",
+        "server_grant_ended": "The grant {grant_id!r} is no longer active ({status})",
         "grant_match": "The 'match' of a grant must be 'tool' or 'args', got {value}",
         "grant_uses": "The 'uses' of a grant must be a whole number from 1 to {limit}, got {value}",
         "grant_ttl": (
@@ -194,6 +204,18 @@ _CATALOGS: Final[dict[str, dict[str, str]]] = {
         ),
         "grant_keys": "Kunci tidak dikenal di 'grant': {keys}. Yang diizinkan: {allowed}",
         "grant_scope": "'scope' pada grant harus 'thread', diterima {value}",
+        "grant_scope_server": (
+            "'scope' pada grant harus 'thread', diterima 'server': scope 'server' milik gateway"
+            " MCP (toolguard mcp-proxy), tempat grant berlaku untuk panggilan berikutnya"
+            " melalui gateway"
+        ),
+        "grant_scope_gateway": (
+            "'scope' pada grant harus 'server' di gateway MCP, diterima {value}: setiap panggilan"
+            " melalui gateway adalah percakapannya sendiri, jadi grant 'thread' tidak mencakup"
+            " apa pun"
+        ),
+        "unknown_server_grant": "Grant {grant_id!r} tidak dikenal: gateway MCP tidak memilikinya",
+        "server_grant_ended": "Grant {grant_id!r} sudah tidak aktif ({status})",
         "grant_match": "'match' pada grant harus 'tool' atau 'args', diterima {value}",
         "grant_uses": (
             "'uses' pada grant harus bilangan bulat dari 1 sampai {limit}, diterima {value}"

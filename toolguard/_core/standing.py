@@ -25,6 +25,10 @@ from toolguard._core.catalog import message
 GrantMatch = Literal["tool", "args"]
 """``tool``: later calls of the same tool; ``args``: only those with the same arguments too."""
 
+GrantScope = Literal["thread", "server"]
+"""``thread``: the conversation of the review (:class:`~toolguard.ReviewedChat`);
+``server``: every later call through the MCP gateway (``toolguard mcp-proxy``)."""
+
 GrantEnd = Literal["used_up", "expired", "revoked"]
 """Why a grant is no longer active."""
 
@@ -50,18 +54,25 @@ def shown(value: Any) -> str:
     return _short.repr(value)
 
 
-def terms_problem(data: dict[str, Any]) -> tuple[str, dict[str, object]] | None:
+def terms_problem(
+    data: dict[str, Any], scope: GrantScope = "thread"
+) -> tuple[str, dict[str, object]] | None:
     """The catalog key and values of the first problem of a grant's fields, or ``None``.
 
-    Checks, in order: unknown keys, ``scope``, ``match``, ``uses``, ``ttl``.
+    Checks, in order: unknown keys, ``scope`` (it must be ``scope``: ``"thread"``
+    in a chat, ``"server"`` in the MCP gateway), ``match``, ``uses``, ``ttl``.
     ``bool`` is never a number here.
     """
     unknown = sorted(str(k) for k in data if k not in GRANT_KEYS)
     if unknown:
         return "grant_keys", {"keys": unknown, "allowed": list(GRANT_KEYS)}
-    scope = data.get("scope")
-    if not (isinstance(scope, str) and scope == "thread"):
-        return "grant_scope", {"value": shown(scope)}
+    given = data.get("scope")
+    if not (isinstance(given, str) and given == scope):
+        if scope == "server":
+            return "grant_scope_gateway", {"value": shown(given)}
+        if isinstance(given, str) and given == "server":
+            return "grant_scope_server", {}
+        return "grant_scope", {"value": shown(given)}
     match = data.get("match")
     if not (isinstance(match, str) and match in ("tool", "args")):
         return "grant_match", {"value": shown(match)}
@@ -87,8 +98,9 @@ class GrantTerms(BaseModel):
 
     model_config = ConfigDict(extra="forbid", frozen=True)
 
-    scope: Literal["thread"] = "thread"
-    """Where the grant holds: always ``"thread"`` (the conversation of the review)."""
+    scope: GrantScope = "thread"
+    """Where the grant holds: ``"thread"`` (the conversation of the review), or
+    ``"server"`` (every later call through the MCP gateway; accepted there only)."""
     match: GrantMatch
     """``"tool"``: any later call of the tool; ``"args"``: only with exactly the same arguments."""
     uses: int | None = None
@@ -100,7 +112,8 @@ class GrantTerms(BaseModel):
     @classmethod
     def _checked(cls, data: Any) -> Any:
         if isinstance(data, dict):
-            problem = terms_problem({"scope": "thread", **data})
+            scope: GrantScope = "server" if data.get("scope") == "server" else "thread"
+            problem = terms_problem({"scope": "thread", **data}, scope)
             if problem is not None:
                 raise ValueError(message(problem[0], **problem[1]))
         return data

@@ -3,6 +3,9 @@
 Pure functions over a thread's grants; :class:`~toolguard.ReviewedChat`
 saves what they return with its compare-and-set save, so a use is spent in
 the same save that records it, and two racing turns never spend one use twice.
+Grants held beyond one thread (scope ``"server"``, the MCP gateway's) live in
+a :class:`SharedGrants` the chat is given: it records them once the review is
+claimed and spends them on the calls of new turns.
 """
 
 from __future__ import annotations
@@ -10,7 +13,7 @@ from __future__ import annotations
 import hmac
 from collections.abc import Sequence
 from datetime import datetime, timedelta
-from typing import Any
+from typing import Any, Protocol
 
 from toolguard._core.audit import AuditEvent
 from toolguard._core.catalog import message
@@ -19,6 +22,7 @@ from toolguard._core.records import (
     Action,
     AnyDecision,
     ApproveDecision,
+    PendingTurn,
     ToolCall,
     call_digest,
     new_id,
@@ -26,6 +30,28 @@ from toolguard._core.records import (
 from toolguard._core.standing import StandingGrant
 from toolguard._policy.allow_once import same_arguments
 from toolguard._tools.toolset import Toolset
+
+
+class SharedGrants(Protocol):
+    """Grants held beyond one thread (``ReviewedChat.shared_grants``; the MCP gateway's).
+
+    A chat given one accepts grants of scope ``"server"`` (and no longer
+    ``"thread"``): the claim of a review records them with :meth:`record`,
+    and every new turn offers its calls that would need a review to
+    :meth:`spend` before anything runs.
+    """
+
+    async def record(
+        self, thread_id: str, pending: PendingTurn, grants: Sequence[StandingGrant]
+    ) -> None:
+        """Keep ``grants``, made by the claim of ``pending`` in ``thread_id``; never raises."""
+        ...
+
+    async def spend(
+        self, thread_id: str, calls: Sequence[ToolCall], toolset: Toolset, now: datetime
+    ) -> tuple[set[str], list[AuditEvent]]:
+        """Spend one use per covered call: their ids and the thread's ``granted`` events."""
+        ...
 
 
 def quorum_of(tool: object) -> object:
@@ -36,7 +62,7 @@ def quorum_of(tool: object) -> object:
     return approvals
 
 
-def _single(approvals: object) -> bool:
+def single(approvals: object) -> bool:
     """Whether one approval is enough (anything unreadable counts as a quorum: fail closed)."""
     return type(approvals) is int and approvals <= 1
 
@@ -60,13 +86,14 @@ def check_grant_decisions(
             continue
         tool = toolset.get(action.name)
         approvals = quorum_of(tool)
-        if decision.grant.match == "args" and tool is not None and tool.redacted:
+        shared = decision.grant.scope == "server"  # its arguments are kept as a digest
+        if decision.grant.match == "args" and tool is not None and tool.redacted and not shared:
             # The action shows REDACTED where the secret is: a grant on "the same arguments"
             # could only compare what was shown (any secret would match) or keep the secret.
             raise InvalidReviewDecisionError(
                 message("grant_redacted", name=repr(action.name), params=sorted(tool.redacted))
             )
-        if not _single(approvals):
+        if not single(approvals):
             raise InvalidReviewDecisionError(
                 message("grant_quorum", name=repr(action.name), approvals=approvals)
             )
@@ -112,6 +139,17 @@ def _terms(grant: StandingGrant) -> str:
     uses = "no limit" if grant.uses is None else str(grant.uses)
     ttl = "none" if grant.ttl is None else f"{grant.ttl:g} s"
     return f"grant {grant.id}: match {grant.match}, uses {uses}, ttl {ttl}"
+
+
+def shared_ids(decided: Sequence[Action]) -> set[str]:
+    """The actions whose approve carried a grant of scope ``"server"`` (:class:`SharedGrants`)."""
+    return {
+        a.id
+        for a in decided
+        if isinstance(a.decision, ApproveDecision)
+        and a.decision.grant is not None
+        and a.decision.grant.scope == "server"
+    }
 
 
 def made_grants(
@@ -164,7 +202,7 @@ def made_grants(
                 tool=grant.tool,
                 args=grant.args,
                 actor=chooser,
-                detail=_terms(grant),
+                detail=f"{'server ' if terms.scope == 'server' else ''}{_terms(grant)}",
             )
         )
     return grants, events
@@ -215,7 +253,7 @@ def spend(
     covered: set[str] = set()
     for call in calls:
         tool = toolset.get(call.name)
-        if tool is None or tool.name != call.name or not _single(quorum_of(tool)):
+        if tool is None or tool.name != call.name or not single(quorum_of(tool)):
             continue
         for index, grant in enumerate(after):
             if not _covers(grant, call) or not _genuine(grant, thread_id, key):

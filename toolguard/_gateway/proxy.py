@@ -64,6 +64,7 @@ from toolguard._core.llm import Message, ModelResponse
 from toolguard._core.records import Action, ToolCall
 from toolguard._enforce.judge import Judge
 from toolguard._gateway.calls_info import CallsInfo
+from toolguard._gateway.grants import GatewayGrants
 from toolguard._gateway.question import APPROVAL_SCHEMA, approval_message
 from toolguard._gateway.upstream import read_only_handlers, wire
 from toolguard._policy.redact import check_redact
@@ -272,6 +273,9 @@ class MCPProxy:
         self.chat = ReviewedChat(self.model, self.toolset, store=store, review_ttl=ttl, judge=judge)
         # The threads' user messages are the proxy's own, not a person's words.
         self.chat.judge_reads_messages = False
+        # Approves grant scope "server": later calls through the gateway (see grants.py);
+        # their clock is the chat's, read at each use.
+        self.chat.shared_grants = GatewayGrants(store, lambda: self.chat.clock())  # noqa: PLW0108
         self.judges_every_call = judge is not None and judge.scope == "all"
         self._asked: dict[str, _Asked] = {}
         self._tasks: anyio.abc.TaskGroup | None = None

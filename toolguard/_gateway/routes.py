@@ -15,6 +15,7 @@ from typing import TYPE_CHECKING, Any, Final
 from toolguard._chat.chat import ReviewedChat
 from toolguard._core.hosts import default_hosts
 from toolguard._gateway.calls_info import CallsInfo
+from toolguard._gateway.grants import grants_router
 
 if TYPE_CHECKING:
     from fastapi import APIRouter, FastAPI
@@ -129,7 +130,7 @@ def build_app(
         allowed_hosts=[*default_hosts(host, port), *allow_hosts],
         allowed_origins=allow_origins,
         max_body_bytes=max_body_bytes,
-        routers=[audit_router(chat)],
+        routers=[audit_router(chat), grants_router(chat)],
         auth=auth,
         mode="gateway",
         info=known.info,

@@ -21,7 +21,7 @@ from toolguard._core.records import (
     RejectDecision,
     RespondDecision,
 )
-from toolguard._core.standing import GrantTerms, terms_problem
+from toolguard._core.standing import GrantScope, GrantTerms, terms_problem
 
 __all__ = [
     "AnyDecision",
@@ -122,12 +122,15 @@ def _edited_args(args: dict[str, Any]) -> dict[str, Any]:
     return data
 
 
-def parse_grant(grant: Any) -> GrantTerms | None:
+def parse_grant(grant: Any, *, scope: GrantScope = "thread") -> GrantTerms | None:
     """The ``grant`` of an approve decision as a model (``None``: no grant).
+
+    ``scope`` is the only scope accepted: ``"thread"`` in a chat, ``"server"``
+    in the MCP gateway.
 
     Raises:
         InvalidReviewDecisionError: with the catalog text for the first
-            problem: not an object, unknown keys, ``scope`` not ``"thread"``,
+            problem: not an object, unknown keys, ``scope`` not ``scope``,
             ``match`` not ``"tool"``/``"args"``, ``uses`` not a whole number
             from 1 to 10,000, ``ttl`` not a finite number of seconds above 0
             and at most 366 days (``bool`` is no number).
@@ -139,7 +142,7 @@ def parse_grant(grant: Any) -> GrantTerms | None:
     if not isinstance(grant, Mapping):
         raise InvalidReviewDecisionError(message("grant_shape", kind=_kind(grant)))
     data = dict(grant)
-    problem = terms_problem(data)
+    problem = terms_problem(data, scope)
     if problem is not None:
         raise InvalidReviewDecisionError(message(problem[0], **problem[1]))
     return GrantTerms.model_validate(data)
@@ -152,12 +155,15 @@ def _no_grant(kind: str, decision: Any) -> None:
         raise InvalidReviewDecisionError(message("grant_not_approve", type=repr(kind)))
 
 
-def parse_decision(decision: Any, allowed: Allowed | None = None) -> AnyDecision:
+def parse_decision(
+    decision: Any, allowed: Allowed | None = None, *, grant_scope: GrantScope = "thread"
+) -> AnyDecision:
     """Check one decision and return it as a model.
 
     Accepts a decision model or a mapping in the wire format. Fields that do
     not belong to the decision's type are ignored, except ``grant``: it is
-    checked on an approve (:func:`parse_grant`) and refused on any other type.
+    checked on an approve (:func:`parse_grant`, with ``grant_scope``) and refused
+    on any other type.
     Checks, in order: the type, that ``allowed`` (the action's name and
     allowed types, when given) lists it, then the fields of that type.
 
@@ -177,7 +183,7 @@ def parse_decision(decision: Any, allowed: Allowed | None = None) -> AnyDecision
             return RejectDecision(message=clean_text(decision.message))
         if isinstance(decision, RespondDecision):
             return RespondDecision(message=clean_text(decision.message))
-        return ApproveDecision(grant=parse_grant(decision.grant))
+        return ApproveDecision(grant=parse_grant(decision.grant, scope=grant_scope))
     if not isinstance(decision, Mapping):
         raise InvalidReviewDecisionError(message("decision_type", type=None))
     kind = decision.get("type")
@@ -185,7 +191,7 @@ def parse_decision(decision: Any, allowed: Allowed | None = None) -> AnyDecision
         raise InvalidReviewDecisionError(message("decision_type", type=repr(kind)))
     check_allowed(kind, allowed)
     if kind == "approve":
-        return ApproveDecision(grant=parse_grant(decision.get("grant")))
+        return ApproveDecision(grant=parse_grant(decision.get("grant"), scope=grant_scope))
     _no_grant(kind, decision)
     if kind == "edit":
         edited = decision.get("edited_action")
@@ -224,7 +230,9 @@ def as_decision_list(decisions: Any) -> list[Any]:
     return list(decisions)
 
 
-def validate_decisions(pending_review: Any, decisions: Any) -> list[AnyDecision]:
+def validate_decisions(
+    pending_review: Any, decisions: Any, *, grant_scope: GrantScope = "thread"
+) -> list[AnyDecision]:
     """Check that ``decisions`` answer ``pending_review``, in the specification's order.
 
     The checks stop at the first problem: a pending action exists, the
@@ -243,6 +251,8 @@ def validate_decisions(pending_review: Any, decisions: Any) -> list[AnyDecision]
         decisions: one decision per action, in order; dicts in the wire
             format or decision models. Any Python value is accepted and
             refused with a documented error when it is not such a list.
+        grant_scope: the one ``scope`` a grant may have: ``"thread"``
+            (default; a chat's) or ``"server"`` (the MCP gateway's).
 
     Returns:
         The decisions as models, in order.
@@ -260,4 +270,6 @@ def validate_decisions(pending_review: Any, decisions: Any) -> list[AnyDecision]
             message("decision_count", expected=expected, received=len(items))
         )
     allowed = allowed_for(pending_review)
-    return [parse_decision(item, allowed[i]) for i, item in enumerate(items)]
+    return [
+        parse_decision(item, allowed[i], grant_scope=grant_scope) for i, item in enumerate(items)
+    ]
