@@ -59,6 +59,7 @@ import anyio.lowlevel
 import anyio.to_thread
 
 from toolguard._chat.chat import ReviewedChat
+from toolguard._core import telemetry
 from toolguard._core.errors import ToolguardError
 from toolguard._core.llm import Message, ModelResponse
 from toolguard._core.records import Action, ToolCall
@@ -296,6 +297,20 @@ class MCPProxy:
         forward.__name__ = forward.__qualname__ = name
         return forward
 
+    async def _forward_at_once(self, name: str, args: dict[str, Any], *, by_rule: bool) -> Any:
+        """Forward a call that needs no review; its ``execute_tool`` span when tracing.
+
+        The span has no ``gen_ai.tool.call.id``: an MCP call has no id of its own.
+        """
+        otel = telemetry.tracer()
+        if otel is None:
+            return await self.upstream.call_tool(name, args)
+        decided = telemetry.Decided(by=telemetry.BY_RULE) if by_rule else None
+        with telemetry.running(otel, "", name, decided) as span:
+            answer = await self.upstream.call_tool(name, args)
+            telemetry.finish(span, "executed")  # the upstream answered, as a reviewed call's span
+        return answer
+
     def needs_approval(self, name: str) -> bool:
         """Whether a call to ``name`` waits for a human (unknown or unguardable tools: yes)."""
         tool = self.toolset.get(name)
@@ -369,7 +384,7 @@ class MCPProxy:
             effect = decided.effect
         runs_at_once = effect == "allow" or (effect is None and not self.needs_approval(name))
         if runs_at_once and not self.judges_every_call:
-            return await self.upstream.call_tool(name, args)
+            return await self._forward_at_once(name, args, by_rule=effect == "allow")
         session = ctx.session
         capabilities = getattr(session, "client_capabilities", None)
         elicitation = getattr(capabilities, "elicitation", None)
