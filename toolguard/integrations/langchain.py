@@ -24,7 +24,7 @@ the schema give an error tool message without asking anyone.
 ``HumanInTheLoopMiddleware``) for ``create_agent``: after each model turn it
 asks toolguard which calls need approval (the toolset's allow/ask/deny rules,
 then the classifier, ``@requires_approval``, ``when=`` on the actual
-arguments), pauses once for all of them with SPEC's
+arguments), pauses once for all of them with toolguard's
 payload, validates the decisions with :func:`~toolguard.validate_decisions`,
 replaces an edited call in the model's message (so the history shows what
 ran), answers rejected calls with the reason, and runs approved calls exactly
