@@ -18,8 +18,8 @@ With ``--openai`` the model is ``OpenAIChatModel`` on an ``AsyncOpenAI``
 client whose mock transport answers like a Chat Completions server
 (``bench_cycle.py``'s), and a third subject joins each round: the
 hand-written loop on the bare client. The report then adds each version's
-per-round ratio to the bare loop: issue 10's openai targets, with the
-versions side by side.
+per-round ratio to the bare loop (the overhead toolguard adds over a
+hand-written loop on the same client), with the versions side by side.
 
 Run from the repository root::
 
