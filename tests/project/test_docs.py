@@ -205,7 +205,8 @@ def _restore_tracing(saved: tuple[Any, Any] | None) -> None:
     trace = sys.modules.get("opentelemetry.trace")
     if trace is None:
         return
-    if saved is None:
+    if saved is None or saved[1] is None:
+        # No provider was set: a fresh Once (the saved one is marked done once an example sets one).
         from opentelemetry.util._once import Once
 
         saved = (Once(), None)
