@@ -3,7 +3,9 @@
 //   POST /hitl/chat, POST /hitl/review, GET /hitl/threads/{id}, GET /hitl/tools,
 //   GET /hitl/events (live list of pending reviews; GET /hitl/reviews when that fails),
 //   GET /hitl/threads/{id}/audit (who approved a call that ran without a review: a judge),
-//   GET, POST and DELETE /hitl/session (who is signed in; sign-in with a token; sign-out).
+//   GET, POST and DELETE /hitl/session (who is signed in; sign-in with a token; sign-out),
+//   GET /hitl/info (a chat, or an MCP gateway: then the page shows the waiting calls, with
+//   their server and client, and their results as MCP content: gateway.js).
 "use strict";
 
 (() => {
@@ -33,6 +35,8 @@
 
   // Invisible and look-alike characters are shown escaped (reveal.js, loaded first).
   const reveal = globalThis.toolguardReveal;
+  // The gateway's parts (gateway.js, loaded first).
+  const gateway = globalThis.toolguardGateway;
 
   const $ = (id) => document.getElementById(id);
   const dom = {
@@ -67,6 +71,13 @@
     send: $("send"),
     chatHint: $("chat-hint"),
     newThread: $("new-thread"),
+    subtitle: $("subtitle"),
+    conversation: $("conversation"),
+    callResult: $("call-result"),
+    callResultTitle: $("call-result-title"),
+    callOutcome: $("call-outcome"),
+    callResultBody: $("call-result-body"),
+    queueTitle: $("queue-title"),
     queueCount: $("queue-count"),
     queueEmpty: $("queue-empty"),
     queueList: $("queue-list"),
@@ -88,7 +99,12 @@
     toolsLoading: null,
     cards: [], // per action: {request, choice, root, buttons, editPanel, editArgs, editError, rejectPanel, rejectReason, choiceText}
     loads: 0, // counts thread loads: only the latest one is shown
+    mode: null, // "chat" or "gateway" (GET /hitl/info); null until known
+    calls: new Map(), // gateway: thread_id -> {server, client} of the call, from the live list
+    callInfo: null, // gateway: the open card's details {node, tool, requestedAt}
+    resultKey: null, // gateway: what the result area was built for
   };
+  const inGateway = () => state.mode === "gateway";
 
   // The live list of pending reviews (every thread), from GET /hitl/events.
   const POLL_MS = 3000; // polling GET /hitl/reviews when the event stream cannot be used
@@ -269,7 +285,7 @@
     }
     for (const card of state.cards) {
       for (const button of card.root.querySelectorAll("button")) button.disabled = state.busy;
-      if (card.grantTtl) card.grantTtl.disabled = state.busy;
+      for (const control of card.grantControls ?? []) control.disabled = state.busy;
     }
     const undecided = state.cards.some((card) => card.choice === null);
     dom.submitDecisions.disabled = state.busy || undecided;
@@ -893,6 +909,13 @@
         ...codeNodes(shown.description),
       ),
     );
+    if (inGateway()) {
+      // Which server, which client, since when: what a gateway's reviewer needs to know.
+      const requestedAt = action && typeof action.requested_at === "string" ? action.requested_at : null;
+      const node = gateway.callDetails(id, state.calls.get(state.threadId), request.name, requestedAt);
+      state.callInfo = { node, tool: request.name, requestedAt };
+      root.append(node);
+    }
     // Why this tool asks (the classifier's reason), once the tools are known.
     const why = el("p", { className: "why", "data-testid": "action-why", hidden: true });
     root.append(why);
@@ -1061,7 +1084,13 @@
       });
       confirmReject.addEventListener("click", () => submitReview([decisionOf(card, "reject")]));
       card.buttons.approve?.addEventListener("click", () => submitReview([{ type: "approve" }]));
-      if (card.buttons.approve) root.append(grantRow(card, id, request));
+      if (card.buttons.approve && inGateway()) {
+        const { row, controls } = gateway.grantRow(id, nameText(request.name), (decision) => submitReview([decision]));
+        card.grantControls = controls;
+        root.append(row);
+      } else if (card.buttons.approve) {
+        root.append(grantRow(card, id, request));
+      }
       card.buttons.edit?.addEventListener("click", () =>
         openPanel(card, card.editPanel.hidden ? "edit" : null),
       );
@@ -1106,7 +1135,7 @@
       text: "Approve and allow in this conversation",
     });
     allow.addEventListener("click", () => submitReview([grantDecision(duration.value)]));
-    card.grantTtl = duration;
+    card.grantControls = [duration];
     return el(
       "div",
       { className: "row grant-row", "data-testid": "grant-row" },
@@ -1151,6 +1180,7 @@
       state.reviewKey = null;
       state.reviewId = null;
       state.cards = [];
+      state.callInfo = null;
       renderDeadline(null);
       dom.cards.replaceChildren();
       dom.review.hidden = true;
@@ -1193,8 +1223,45 @@
         .filter((action) => action && typeof action.call_id === "string")
         .map((action) => [action.call_id, action]),
     );
-    renderMessages(thread.messages);
+    if (inGateway()) renderCallResult();
+    else renderMessages(thread.messages);
     renderReview(thread.pending_review, thread.review_id, thread.expires_at);
+  }
+
+  // ------------------------------------------------------------------ a gateway's call
+
+  // The outcome of the open call (a gateway's thread holds one call): the tool's result as
+  // MCP content, or why it did not run; nothing while it waits.
+  function renderCallResult() {
+    const actions = Array.from(state.actions.values());
+    const action = actions[actions.length - 1];
+    const done = action && action.status !== "requested" ? action : null;
+    const key = done ? JSON.stringify([state.threadId, done]) : null;
+    if (key === state.resultKey) return;
+    state.resultKey = key;
+    dom.callResult.hidden = done === null;
+    dom.callOutcome.replaceChildren();
+    dom.callResultBody.replaceChildren();
+    if (!done) return;
+    const [label, kind] = OUTCOMES[done.status] ?? [String(done.status), "muted"];
+    const result = done.result && typeof done.result === "object" ? done.result : null;
+    const ran = done.status === "executed" && result && result.value !== null && result.value !== undefined;
+    dom.callOutcome.append(
+      el("span", { className: `badge ${kind}`, "data-testid": "call-status", text: label }),
+      " ",
+      ...decidedLine(done).childNodes,
+    );
+    if (ran) dom.callResultBody.append(gateway.resultNode(result.value));
+    else if (result && typeof result.content === "string") {
+      dom.callResultBody.append(el("pre", { className: "mcp-text", "data-testid": "call-why" }, ...proseNodes(result.content)));
+    }
+  }
+
+  // The details of the open card once the live list names the call's server and client.
+  function refreshCallInfo() {
+    const shown = state.callInfo;
+    if (!shown || !shown.node.isConnected) return;
+    gateway.fillCallDetails(shown.node, state.calls.get(state.threadId), shown.tool, shown.requestedAt);
   }
 
   async function loadThread(id) {
@@ -1203,6 +1270,7 @@
     // A slower, older load (e.g. a live refresh) never overwrites a newer one.
     if (load !== state.loads || id !== state.threadId) return;
     renderThread(thread);
+    if (inGateway()) return; // no conversation: the call's result is shown
     await loadJudged(id, thread);
     if (load !== state.loads || id !== state.threadId) return;
     renderMessages(thread.messages);
@@ -1214,7 +1282,7 @@
       await loadThread(turn.thread_id);
     } catch (err) {
       showError(err);
-      if (typeof turn.reply === "string") {
+      if (typeof turn.reply === "string" && !inGateway()) {
         const message = { role: "assistant", content: turn.reply };
         dom.messages.append(renderMessage(message, new Map(), JSON.stringify(message)));
         dom.empty.hidden = true;
@@ -1273,7 +1341,12 @@
     } finally {
       setBusy(false);
     }
-    if (!state.pending) dom.input.focus();
+    if (state.pending) return;
+    if (inGateway()) {
+      if (!dom.callResult.hidden) dom.callResultTitle.focus();
+    } else {
+      dom.input.focus();
+    }
   }
 
   // ------------------------------------------------------------------ pending reviews, live
@@ -1297,6 +1370,7 @@
       nameText(request && typeof request.name === "string" ? request.name : "?"),
     );
     const id = review.thread_id;
+    if (inGateway()) return gatewayQueueItem(review, names);
     const short = nameText(id.length > 12 ? `${id.slice(0, 8)}…` : id);
     const button = el(
       "button",
@@ -1310,6 +1384,29 @@
       el("span", { className: "queue-tools", "data-testid": "queue-tools", text: names.join(", ") }),
       el("span", { className: "queue-thread", "data-testid": "queue-thread", text: `thread ${short}` }),
       el("span", { className: "queue-age", "data-testid": "queue-age", text: waitingText(review.requested_at) }),
+    );
+    button.addEventListener("click", () => openThread(id));
+    return el("li", {}, button);
+  }
+
+  // A waiting call of a gateway: its tool, server, client and how long it has waited.
+  function gatewayQueueItem(review, names) {
+    const id = review.thread_id;
+    const call = review.call && typeof review.call === "object" ? review.call : {};
+    const age = waitingText(review.requested_at);
+    const button = el(
+      "button",
+      {
+        type: "button",
+        className: "queue-item",
+        "data-testid": "queue-item",
+        "data-thread": id,
+        "aria-current": id === state.threadId ? "true" : null,
+      },
+      el("code", { className: "queue-tools", "data-testid": "queue-tools", text: names.join(", ") }),
+      el("span", { className: "queue-thread", "data-testid": "queue-server", text: `on ${nameText(gateway.serverText(call.server))}` }),
+      el("span", { className: "queue-thread", "data-testid": "queue-client", text: `from ${nameText(gateway.clientText(call.client))}` }),
+      age ? el("span", { className: "queue-age", "data-testid": "queue-age", text: age }) : null,
     );
     button.addEventListener("click", () => openThread(id));
     return el("li", {}, button);
@@ -1367,7 +1464,11 @@
     live.reviews = data.reviews.filter(
       (review) => review && typeof review.thread_id === "string" && typeof review.review_id === "string",
     );
+    for (const review of live.reviews) {
+      if (review.call && typeof review.call === "object") state.calls.set(review.thread_id, review.call);
+    }
     renderQueue();
+    if (inGateway()) refreshCallInfo();
     if (!state.threadId) return;
     const open = live.reviews.find((review) => review.thread_id === state.threadId);
     const shown = open ? open.review_id : null;
@@ -1527,7 +1628,9 @@
     if (!session.checking) {
       const changes = session.changes;
       session.checking = askSession()
-        .then((found) => {
+        .then(async (found) => {
+          // What the page is for is known before it shows anything of the app.
+          if (found.kind === "none" || found.kind === "signed-in") await loadMode();
           if (changes === session.changes) applySession(found);
         })
         .finally(() => {
@@ -1562,11 +1665,51 @@
     dom.signIn.hidden = true;
     dom.proxyNeeded.hidden = true;
     dom.app.hidden = false;
-    dom.newThread.hidden = false;
+    dom.newThread.hidden = state.mode !== "chat";
     if (session.open) return;
     session.open = true;
-    startLive();
-    if (state.threadId) reopenThread(state.threadId);
+    loadMode().then(() => {
+      if (!session.open) return;
+      startLive();
+      if (state.threadId) reopenThread(state.threadId);
+    });
+  }
+
+  // What serves the page (GET /hitl/info), asked once: a gateway gets the page made for it.
+  // A server without the route (an older one, or a router mounted elsewhere) is a chat.
+  async function loadMode() {
+    if (state.mode !== null) return;
+    let info = null;
+    try {
+      info = await api("GET", "/hitl/info");
+    } catch (err) {
+      if (err.status === 401) return; // signed out meanwhile: asked again after sign-in
+      info = null;
+    }
+    if (state.mode !== null) return;
+    if (info && info.mode === "gateway" && gateway) showGateway(info);
+    else showChat();
+  }
+
+  function showChat() {
+    state.mode = "chat";
+    dom.form.hidden = false;
+    dom.newThread.hidden = !session.open;
+    updateControls();
+  }
+
+  // The page of an MCP gateway: the waiting calls, no conversation and no chat box.
+  function showGateway(info) {
+    state.mode = "gateway";
+    document.title = "toolguard gateway — MCP tool calls waiting for approval";
+    const server = gateway.serverText(info.server);
+    dom.subtitle.textContent = `MCP gateway for ${nameText(server)}: tool calls from its clients wait here for your approval.`;
+    dom.queueTitle.firstChild.textContent = "Waiting calls ";
+    dom.queueEmpty.textContent = "No call is waiting.";
+    dom.conversation.hidden = true;
+    dom.form.hidden = true;
+    dom.newThread.hidden = true;
+    dom.messages.replaceChildren();
   }
 
   function closeApp() {
@@ -1601,6 +1744,11 @@
     dom.messages.replaceChildren();
     dom.empty.hidden = false;
     renderReview(null, null);
+    state.calls = new Map();
+    state.resultKey = null;
+    dom.callResult.hidden = true;
+    dom.callOutcome.replaceChildren();
+    dom.callResultBody.replaceChildren();
     live.reviews = [];
     renderQueue();
   }
@@ -1653,6 +1801,7 @@
     const data = await jsonOf(response);
     if (response.ok && data && typeof data.reviewer === "string") {
       session.changes += 1;
+      await loadMode(); // before the page shows the reviewer in: no chat box flashes by
       clearError();
       showAccount(data.reviewer, true);
       openApp();

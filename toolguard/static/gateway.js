@@ -1,0 +1,320 @@
+// The approval page of an MCP gateway (toolguard mcp-proxy): each waiting call's server and
+// client, the gateway-wide grants, and a tool's result shown as MCP content. Loaded before
+// app.js, which uses it when GET /hitl/info answers {"mode": "gateway"}.
+//
+// Everything shown here comes from other programs (the upstream server, the MCP client, the
+// tool): text is only ever set as text (DOM text nodes, revealed like the rest of the page),
+// never parsed as HTML; an image is shown only when it is PNG, JPEG, GIF or WebP data whose
+// first bytes say so, within a size cap (never SVG, which can carry script).
+"use strict";
+
+(() => {
+  const reveal = globalThis.toolguardReveal;
+
+  const MAX_TEXT_CHARS = 100000; // a text block longer than this shows its start and a note
+  const MAX_IMAGE_BYTES = 2 * 1024 * 1024; // a larger image is described, not shown
+  // The image types shown, each with the first bytes its data must start with.
+  const IMAGE_MAGIC = {
+    "image/png": [[0x89, 0x50, 0x4e, 0x47, 0x0d, 0x0a, 0x1a, 0x0a]],
+    "image/jpeg": [[0xff, 0xd8, 0xff]],
+    "image/gif": [
+      [0x47, 0x49, 0x46, 0x38, 0x37, 0x61],
+      [0x47, 0x49, 0x46, 0x38, 0x39, 0x61],
+    ],
+    "image/webp": [[0x52, 0x49, 0x46, 0x46, null, null, null, null, 0x57, 0x45, 0x42, 0x50]],
+  };
+  const BASE64 = /^[A-Za-z0-9+/]*={0,2}$/;
+
+  // Standing grants a gateway offers: every client of the gateway, never one conversation.
+  const GRANT_MATCHES = [
+    ["tool", "this tool, any arguments"],
+    ["args", "only these exact arguments"],
+  ];
+  const GRANT_LIMITS = [
+    ["ttl:900", "for 15 minutes", "for 15 minutes"],
+    ["ttl:3600", "for 1 hour", "for the next hour"],
+    ["ttl:28800", "for 8 hours", "for 8 hours"],
+    ["uses:1", "for 1 more call", "for 1 more call"],
+    ["uses:10", "for the next 10 calls", "for the next 10 calls"],
+  ];
+  const DEFAULT_LIMIT = "ttl:3600";
+
+  function el(tag, attrs = {}, ...children) {
+    const node = document.createElement(tag);
+    for (const [name, value] of Object.entries(attrs)) {
+      if (value === null || value === undefined || value === false) continue;
+      if (name === "text") node.textContent = value;
+      else if (name === "className") node.className = value;
+      else node.setAttribute(name, value === true ? "" : String(value));
+    }
+    for (const child of children) {
+      if (child !== null && child !== undefined) node.append(child);
+    }
+    return node;
+  }
+
+  const isObject = (value) => value !== null && typeof value === "object" && !Array.isArray(value);
+  const textOr = (value, fallback = "") => (typeof value === "string" ? value : fallback);
+
+  // Untrusted text as DOM nodes: invisible and look-alike characters shown escaped.
+  function textNodes(text, singleLine = false) {
+    return reveal.textSegments(String(text), { singleLine, letters: false }).map(([part, what]) =>
+      what === null ? document.createTextNode(part) : el("span", { className: "reveal", title: what, text: part }),
+    );
+  }
+
+  // ------------------------------------------------------------------ server and client
+
+  // "Probe Client 2.5.0": an MCP Implementation (clientInfo / serverInfo) as one line.
+  function implementationText(found) {
+    if (!isObject(found) || typeof found.name !== "string") return "";
+    const name = textOr(found.title) || found.name;
+    return found.version ? `${name} ${found.version}` : name;
+  }
+
+  // "toolguard-proxy-upstream (python -m upstream)": the upstream's name and command or URL.
+  function serverText(server) {
+    if (!isObject(server)) return "unknown";
+    const name = implementationText(server);
+    const target = textOr(server.target);
+    if (name && target) return `${name} (${target})`;
+    return name || target || "unknown";
+  }
+
+  function clientText(client) {
+    return implementationText(client) || "unknown (the MCP client did not name itself)";
+  }
+
+  // "3 min ago": how long ago an ISO 8601 time was.
+  function agoText(iso, now = Date.now()) {
+    const since = typeof iso === "string" ? Date.parse(iso) : Number.NaN;
+    if (Number.isNaN(since)) return "";
+    const minutes = Math.floor(Math.max(0, now - since) / 60000);
+    if (minutes < 1) return "less than a minute ago";
+    if (minutes < 60) return `${minutes} min ago`;
+    const hours = Math.floor(minutes / 60);
+    return hours < 48 ? `${hours} h ${minutes % 60} min ago` : `${Math.floor(hours / 24)} days ago`;
+  }
+
+  // "less than a minute ago (1/2/2030, 12:00:00 PM)", in a <time> element.
+  function sinceNode(iso) {
+    const date = new Date(iso);
+    if (typeof iso !== "string" || Number.isNaN(date.getTime())) return document.createTextNode("unknown");
+    return el("time", { datetime: iso, text: `${agoText(iso)} (${date.toLocaleString()})` });
+  }
+
+  // The details of a waiting call: server, tool, client, since when.
+  function callDetails(id, call, tool, requestedAt) {
+    const list = el("dl", { className: "call-info", "data-testid": "call-info", "aria-label": "The call" });
+    fillCallDetails(list, call, tool, requestedAt);
+    return list;
+  }
+
+  function fillCallDetails(list, call, tool, requestedAt) {
+    const info = isObject(call) ? call : {};
+    const row = (label, testid, ...value) => [
+      el("dt", { text: label }),
+      el("dd", { "data-testid": testid }, ...value),
+    ];
+    list.replaceChildren(
+      ...row("Server", "call-server", ...textNodes(serverText(info.server), true)),
+      ...row("Tool", "call-tool", el("code", {}, ...textNodes(tool, true))),
+      ...row("Client", "call-client", ...textNodes(clientText(info.client), true)),
+      ...row("Waiting since", "call-since", sinceNode(requestedAt)),
+    );
+  }
+
+  // ------------------------------------------------------------------ grants for every client
+
+  function grantLimit(value) {
+    const [kind, number] = value.split(":");
+    return kind === "uses" ? { uses: Number(number) } : { ttl: Number(number) };
+  }
+
+  // The approve that grants: every later call of the tool (or with these arguments), from
+  // any client of the gateway, runs without asking, for a time or a number of calls.
+  function grantDecision(match, limit) {
+    return { type: "approve", grant: { scope: "server", match, ...grantLimit(limit) } };
+  }
+
+  function grantHint(tool, match, limit) {
+    const what = match === "args" ? `${tool} with these exact arguments` : tool;
+    const how = (GRANT_LIMITS.find(([value]) => value === limit) ?? GRANT_LIMITS[1])[2];
+    return `Later calls of ${what} from every client of this gateway run without asking, ${how}.`;
+  }
+
+  // The row under a gateway card's buttons: what to allow, for how long, and the button.
+  // ``submit(decision)`` sends the decision; returns the row and its form controls.
+  function grantRow(id, tool, submit) {
+    const match = el(
+      "select",
+      { id: `${id}-grant-match`, "data-testid": "grant-match", "aria-label": "What to allow" },
+      ...GRANT_MATCHES.map(([value, label]) => el("option", { value, text: label })),
+    );
+    const limit = el(
+      "select",
+      { id: `${id}-grant-ttl`, "data-testid": "grant-ttl", "aria-label": "For how long" },
+      ...GRANT_LIMITS.map(([value, label]) => el("option", { value, text: label, selected: value === DEFAULT_LIMIT })),
+    );
+    limit.value = DEFAULT_LIMIT;
+    const hint = el("p", { id: `${id}-grant-hint`, className: "hint", "data-testid": "grant-hint" });
+    const allow = el("button", {
+      type: "button",
+      className: "approve grant",
+      "data-testid": "approve-grant",
+      "aria-describedby": `${id}-grant-hint`,
+      text: "Approve and allow for every client",
+    });
+    const update = () => {
+      hint.textContent = grantHint(tool, match.value, limit.value);
+    };
+    match.addEventListener("change", update);
+    limit.addEventListener("change", update);
+    update();
+    allow.addEventListener("click", () => submit(grantDecision(match.value, limit.value)));
+    const row = el("div", { className: "row grant-row", "data-testid": "grant-row" }, allow, match, limit, hint);
+    return { row, controls: [match, limit] };
+  }
+
+  // ------------------------------------------------------------------ results as MCP content
+
+  function base64Bytes(data, count) {
+    try {
+      return Array.from(atob(data.slice(0, 24)).slice(0, count), (c) => c.charCodeAt(0));
+    } catch {
+      return [];
+    }
+  }
+
+  // Why an image block is not shown as an image, or "" when it may be.
+  function imageProblem(block) {
+    const mime = textOr(block.mimeType).toLowerCase();
+    const data = textOr(block.data);
+    if (!Object.hasOwn(IMAGE_MAGIC, mime)) return "the page shows only PNG, JPEG, GIF and WebP images";
+    if (data.length === 0 || data.length % 4 !== 0 || !BASE64.test(data)) return "its data is not base64";
+    if ((data.length / 4) * 3 > MAX_IMAGE_BYTES) return `it is larger than ${MAX_IMAGE_BYTES / (1024 * 1024)} MB`;
+    const head = base64Bytes(data, 12);
+    const fits = IMAGE_MAGIC[mime].some((magic) => magic.every((byte, i) => byte === null || head[i] === byte));
+    return fits ? "" : `its data is not ${mime}`;
+  }
+
+  function sizeText(base64) {
+    const padding = base64.endsWith("==") ? 2 : base64.endsWith("=") ? 1 : 0;
+    const bytes = Math.max(0, Math.floor((base64.length * 3) / 4) - padding);
+    return bytes < 1024 ? `${bytes} bytes` : `${Math.round(bytes / 1024)} KB`;
+  }
+
+  function textBlock(text, testid = "mcp-text") {
+    const box = el("div", { className: "mcp-block" });
+    if (text.length > MAX_TEXT_CHARS) {
+      box.append(
+        el("p", {
+          className: "long-note",
+          "data-testid": "mcp-text-cut",
+          text: `A long text: showing its first ${MAX_TEXT_CHARS.toLocaleString("en")} of ${text.length.toLocaleString("en")} characters.`,
+        }),
+      );
+    }
+    box.append(el("pre", { className: "mcp-text", "data-testid": testid, tabindex: "0" }, ...textNodes(text.slice(0, MAX_TEXT_CHARS))));
+    return box;
+  }
+
+  function noteBlock(testid, ...parts) {
+    return el("p", { className: "mcp-note", "data-testid": testid }, ...parts);
+  }
+
+  function imageBlock(block, index) {
+    const mime = textOr(block.mimeType, "no type");
+    const problem = imageProblem(block);
+    if (problem) {
+      return noteBlock("mcp-image-refused", ...textNodes(`An image not shown (${mime}): ${problem}.`, true));
+    }
+    const data = block.data;
+    return el(
+      "figure",
+      { className: "mcp-block mcp-image" },
+      el("img", {
+        src: `data:${mime.toLowerCase()};base64,${data}`,
+        alt: `Image ${index + 1} of the result (${mime}, ${sizeText(data)})`,
+        "data-testid": "mcp-image",
+        decoding: "async",
+      }),
+    );
+  }
+
+  function resourceNodes(resource) {
+    const parts = [el("code", { className: "mcp-uri", "data-testid": "mcp-uri" }, ...textNodes(textOr(resource.uri, "(no uri)"), true))];
+    const mime = textOr(resource.mimeType);
+    if (mime) parts.push(` (${mime})`);
+    return parts;
+  }
+
+  function contentBlock(block, index) {
+    if (!isObject(block)) return textBlock(JSON.stringify(block, null, 2), "mcp-other");
+    switch (block.type) {
+      case "text":
+        return textBlock(textOr(block.text));
+      case "image":
+        return imageBlock(block, index);
+      case "audio":
+        return noteBlock("mcp-audio", ...textNodes(`Audio (${textOr(block.mimeType, "no type")}, ${sizeText(textOr(block.data))}): not played here.`, true));
+      case "resource_link": {
+        const name = textOr(block.title) || textOr(block.name);
+        const note = noteBlock("mcp-resource-link", "Resource link: ", ...resourceNodes(block));
+        if (name) note.append(" ", ...textNodes(`“${name}”`, true));
+        if (textOr(block.description)) note.append(" — ", ...textNodes(block.description, true));
+        return note;
+      }
+      case "resource": {
+        const resource = isObject(block.resource) ? block.resource : {};
+        const box = el("div", { className: "mcp-block", "data-testid": "mcp-resource" });
+        box.append(noteBlock("mcp-resource-uri", "Resource: ", ...resourceNodes(resource)));
+        if (typeof resource.text === "string") box.append(textBlock(resource.text, "mcp-resource-text"));
+        else if (typeof resource.blob === "string") {
+          box.append(noteBlock("mcp-resource-blob", `Binary content, ${sizeText(resource.blob)}: not shown.`));
+        }
+        return box;
+      }
+      default:
+        return textBlock(JSON.stringify(block, null, 2), "mcp-other");
+    }
+  }
+
+  // A tool's CallToolResult as MCP content: its blocks, its structured content, its error mark.
+  function resultNode(value) {
+    const result = isObject(value) ? value : { content: [{ type: "text", text: JSON.stringify(value) }] };
+    const failed = result.isError === true;
+    const box = el("div", {
+      className: `mcp-result${failed ? " error" : ""}`,
+      "data-testid": "mcp-result",
+      "data-error": failed ? "true" : "false",
+    });
+    if (failed) {
+      box.append(el("p", { className: "mcp-error", "data-testid": "mcp-error" }, el("span", { className: "badge error", text: "error" }), " The tool answered with an error."));
+    }
+    const blocks = Array.isArray(result.content) ? result.content : [];
+    blocks.forEach((block, index) => box.append(contentBlock(block, index)));
+    if (result.structuredContent !== undefined && result.structuredContent !== null) {
+      box.append(
+        el("p", { className: "label", text: "Structured content" }),
+        el("pre", { className: "json", "data-testid": "mcp-structured", tabindex: "0" }, ...textNodes(JSON.stringify(result.structuredContent, null, 2))),
+      );
+    }
+    if (blocks.length === 0 && result.structuredContent == null) {
+      box.append(noteBlock("mcp-empty", "The tool answered with no content."));
+    }
+    return box;
+  }
+
+  globalThis.toolguardGateway = {
+    agoText,
+    callDetails,
+    clientText,
+    fillCallDetails,
+    grantDecision,
+    grantRow,
+    imageProblem,
+    resultNode,
+    serverText,
+  };
+})();
