@@ -5,7 +5,7 @@ is the chat's business (400).
 """
 
 from datetime import datetime, timezone
-from typing import Annotated, Any, Literal
+from typing import Annotated, Any, Literal, TypeVar
 
 from pydantic import (
     AfterValidator,
@@ -23,6 +23,7 @@ from toolguard._chat.turns import ChatTurn
 from toolguard._core.jsonable import clean_text
 from toolguard._core.records import Action, PendingReview
 from toolguard._core.standing import GrantStatus, StandingGrant
+from toolguard._policy.redact import REDACTED
 from toolguard._stores.protocol import ThreadState, ThreadStatus
 
 _ID_MAX_LENGTH = 128
@@ -203,15 +204,40 @@ class ThreadResponse(BaseModel):
         pending = state.pending if state.status == "awaiting_review" else None
         moment = now if now is not None else datetime.now(timezone.utc)
         return cls(
-            grants=[GrantResponse.from_grant(g, moment) for g in state.grants],
+            grants=[GrantResponse.from_grant(_digest_hidden(g), moment) for g in state.grants],
             thread_id=state.thread_id,
             status=state.status,
             messages=state.messages if messages is None else messages,
             pending_review=pending.pending_review if pending is not None else None,
             review_id=pending.review_id if pending is not None else None,
             expires_at=pending.expires_at if pending is not None else None,
-            actions=state.actions,
+            actions=[_digest_hidden(action) for action in state.actions],
         )
+
+
+_Record = TypeVar("_Record", Action, StandingGrant)
+
+
+def _holds_secret(value: Any) -> bool:
+    if value == REDACTED:
+        return True
+    if isinstance(value, dict):
+        return any(_holds_secret(item) for item in value.values())
+    if isinstance(value, list):
+        return any(_holds_secret(item) for item in value)
+    return False
+
+
+def _digest_hidden(record: _Record) -> _Record:
+    """``record`` with an empty ``digest`` when its arguments hide a secret.
+
+    The digest is a hash of the real arguments: for a call whose secret values
+    are shown as ``[redacted]``, anyone reading it could test guesses of a short
+    secret against it. It binds the approval inside toolguard; no client needs it.
+    """
+    if record.digest and _holds_secret(record.args):
+        return record.model_copy(update={"digest": ""})
+    return record
 
 
 class GrantResponse(StandingGrant):
