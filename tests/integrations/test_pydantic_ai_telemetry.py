@@ -15,6 +15,7 @@ from pydantic_ai import Agent, DeferredToolRequests
 from pydantic_ai.messages import ModelMessage, ModelResponse, TextPart, ToolCallPart
 from pydantic_ai.models.function import AgentInfo, FunctionModel
 
+import toolguard
 from toolguard import requires_approval
 from toolguard.integrations import pydantic_ai as tg
 
@@ -136,3 +137,31 @@ async def test_spans_nest_under_the_agents_tool_span_and_name_the_reviewer(
                 "gen_ai.tool.call.id"
             ]
     assert all("s3cr3t" not in str(dict(s.attributes or {})) for s in ours(spans))
+
+
+async def test_a_call_an_allow_rule_lets_run_is_decided_by_the_rule(
+    spans: InMemorySpanExporter,
+) -> None:
+    sent: list[str] = []
+    model = scripted(
+        ModelResponse(
+            parts=[ToolCallPart("send_email", {"to": "team@example.com"}, tool_call_id="c9")]
+        )
+    )
+    rules = toolguard.Rules(allow=['send_email(to="*@example.com")'])
+    agent = Agent(model, toolsets=[tg.toolset(toolguard.guard(make_tools(sent), rules=rules))])
+    result = await agent.run("Mail the team")
+
+    assert (result.output, sent) == ("Done.", ["team@example.com"])
+    assert [(s.name, dict(s.attributes or {})) for s in ours(spans)] == [
+        (
+            "execute_tool send_email",
+            {
+                "gen_ai.operation.name": "execute_tool",
+                "gen_ai.tool.name": "send_email",
+                "gen_ai.tool.call.id": "c9",
+                "toolguard.decided_by": "rule",
+                "toolguard.outcome": "executed",
+            },
+        )
+    ]

@@ -107,6 +107,7 @@ from toolguard.integrations._review import (
     NOT_APPROVED_HERE,
     ReviewItem,
     add_vote,
+    allowed_by,
     allowed_decisions,
     args_digest,
     as_toolset,
@@ -228,7 +229,7 @@ class GuardedToolset(AbstractToolset[Any]):
                     raise ApprovalRequired(
                         metadata=self._pause(ctx, guarded, verdict, call, by=by, own=own)
                     )
-        decided = None
+        decided = allowed_by(verdict)  # an allow rule let it run: decided by a rule
         if approved:
             decided = reviewed(
                 own.get("review_id"),
