@@ -67,12 +67,17 @@ from toolguard._enforce.judge import Judge
 from toolguard._gateway.calls_info import CallsInfo
 from toolguard._gateway.grants import GatewayGrants
 from toolguard._gateway.question import APPROVAL_SCHEMA, approval_message
+from toolguard._gateway.relay import (
+    DEFAULT_PROGRESS_INTERVAL,
+    Relay,
+    report_waiting,
+    schema_tools,
+)
 from toolguard._gateway.upstream import read_only_handlers, wire
 from toolguard._policy.redact import check_redact
 from toolguard._policy.rules import Rule, Rules, denied_text
 from toolguard._stores.protocol import Store, ThreadState
 from toolguard._tools.classify import Classifier
-from toolguard._tools.schema_tool import SchemaTool
 from toolguard._tools.toolset import Toolset
 from toolguard._version import __version__
 
@@ -235,41 +240,13 @@ class MCPProxy:
         self.ttl = ttl
         self.on_event = on_event
         self.model = CallModel()
-        self.unguardable: dict[str, str] = {}
-        tools: list[SchemaTool] = []
         secret = {tool: check_redact(names) for tool, names in (redact or {}).items()}
         unknown = sorted(set(secret) - {item.get("name") for item in self.listed})
         if unknown:
             msg = f"redact names the tool {unknown[0]!r}, which the upstream server does not list"
             raise ValueError(msg)
-        for item in self.listed:
-            name = item.get("name")
-            if not isinstance(name, str):
-                msg = f"the upstream MCP server listed a tool without a text name: {name!r}"
-                raise ValueError(msg)
-            schema = item.get("inputSchema")
-            try:
-                tool = SchemaTool(
-                    name,
-                    str(item.get("description") or ""),
-                    schema if isinstance(schema, Mapping) else {"type": None},
-                    self._forwarder(name),
-                )
-            except (TypeError, ValueError) as exc:
-                self.unguardable[name] = str(exc)
-                continue
-            if secret.get(name):
-                tool = SchemaTool(
-                    name,
-                    tool.description,
-                    tool.parameters,
-                    tool.func,
-                    redact=secret[name],  # a ValueError here: a typo must stop the gateway
-                    _validator=tool._validator,
-                )
-            annotations = item.get("annotations")
-            tool.annotations = dict(annotations) if isinstance(annotations, Mapping) else {}
-            tools.append(tool)
+        tools, self.unguardable = schema_tools(self.listed, self._forwarder, secret)
+        self.classifier, self.redact = classifier, secret  # for a new listing (relay)
         self.toolset = Toolset(tools, classifier=classifier, rules=rules)
         self.chat = ReviewedChat(self.model, self.toolset, store=store, review_ttl=ttl, judge=judge)
         # The threads' user messages are the proxy's own, not a person's words.
@@ -281,6 +258,9 @@ class MCPProxy:
         self._asked: dict[str, _Asked] = {}
         self._tasks: anyio.abc.TaskGroup | None = None
         self.calls = CallsInfo(upstream)  # the server and each call's client, for the page
+        self.relay: Relay | None = None  # set by Relay.attach
+        self.progress_interval = DEFAULT_PROGRESS_INTERVAL
+        self.page_url: str | None = None  # named in the progress notifications
 
     # ------------------------------------------------------------------ helpers
 
@@ -431,6 +411,8 @@ class MCPProxy:
                         self._elicit_now, ctx, thread_id=thread_id, review_id=review_id
                     )
                     asking.start_soon(ask, name, question)
+                wait = (ctx, self.chat, thread_id, name, self.progress_interval, self.page_url)
+                asking.start_soon(report_waiting, *wait)  # progress while a person decides
                 result = await self._outcome(thread_id, review_id, call_id, name, args)
                 asking.cancel_scope.cancel()  # decided elsewhere (the page) or expired
             return result
@@ -688,13 +670,14 @@ class MCPProxy:
         async def call_tool(ctx: Any, params: types.CallToolRequestParams) -> Any:
             return await self.call(ctx, params)
 
-        return Server(
+        server: Server[Any] = Server(
             "toolguard-mcp-proxy",
             version=__version__,
             on_list_tools=list_tools,
             on_call_tool=call_tool,
             **read_only_handlers(self.upstream),
         )
+        return server if self.relay is None else self.relay.serve(server)
 
 
 def _last_action(state: ThreadState, call_id: str) -> Action | None:

@@ -34,7 +34,7 @@ def read_only_handlers(upstream: Any) -> dict[str, Any]:
 
     Only for what the upstream declared in its capabilities; an upstream
     error (an unknown resource, ...) reaches the client as that error.
-    Subscriptions and ``list_changed`` notifications are not forwarded.
+    Subscriptions and change notifications: :mod:`toolguard._gateway.relay`.
     """
     capabilities = getattr(upstream, "server_capabilities", None)
     handlers: dict[str, Any] = {}
