@@ -288,9 +288,9 @@ def test_mcp_proxy_with_an_upstream_that_exits_at_once(tmp_path: Path) -> None:
         "",
         (
             "no config found\n"
-            f"error: the upstream command {shlex.join(command)} ended or stopped answering before"
-            " it listed its tools (MCPError: Connection closed); run it alone to see its error, and"
-            " check that it is an MCP server speaking stdio\n"
+            f"error: the upstream command {shlex.join(command)} exited with code 1 before it"
+            " listed its tools; its last error line: no config found; run it alone to see its"
+            " error, and check that it is an MCP server speaking stdio\n"
         ),
     )
 

@@ -630,8 +630,9 @@ async def test_a_busy_port_stops_the_proxy_at_once(setup: Setup) -> None:
             )
     assert done.returncode == 2
     assert done.stdout == b""
-    assert done.stderr.decode().splitlines()[-1] == (
-        f"error: the approval page cannot listen on 127.0.0.1:{setup.port}"
+    assert done.stderr.decode() == (
+        f"error: --port {setup.port}: the approval page cannot listen on 127.0.0.1:{setup.port}:"
+        " the port is in use by another program; choose another --port (or --host)\n"
     )
     assert setup.executions() == []
 

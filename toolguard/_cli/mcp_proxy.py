@@ -23,6 +23,7 @@ from toolguard._cli.auth import (
     check_auth_options,
     no_auth_warning,
 )
+from toolguard._cli.gateway_options import add_gateway_options, address_problem, gateway_options
 from toolguard._cli.judge import JudgeOptionError, add_judge_options, build_judge
 from toolguard._cli.options import positive_int
 from toolguard._cli.startup import open_problem, sqlite_path_problem, upstream_command_problem
@@ -71,6 +72,16 @@ def add_parser(commands: Any) -> None:
         default=300.0,
         metavar="SECONDS",
         help="seconds a call waits for a decision (default: 300)",
+    )
+    proxy.add_argument(
+        "--progress-interval",
+        type=float,
+        default=2.0,
+        metavar="SECONDS",
+        help=(
+            "seconds between two progress notifications of a call waiting for a decision,"
+            " sent when the client's request carries a progressToken (default: 2)"
+        ),
     )
     proxy.add_argument(
         "--max-body-bytes",
@@ -124,6 +135,7 @@ def add_parser(commands: Any) -> None:
             " required with --notify-url"
         ),
     )
+    add_gateway_options(proxy)
     add_judge_options(proxy)
     add_auth_options(proxy)
     proxy.add_argument(
@@ -154,8 +166,9 @@ def run_command(args: argparse.Namespace) -> int:
     if url and not url.startswith(("http://", "https://")):
         sys.stderr.write(f"error: --upstream-url must be an http:// or https:// URL, got {url!r}\n")
         return 2
-    if not args.ttl > 0:
-        sys.stderr.write(f"error: --ttl must be a positive number of seconds, got {args.ttl}\n")
+    timing = _timing_problem(args.ttl, getattr(args, "progress_interval", 2.0))
+    if timing is not None:
+        sys.stderr.write(f"error: {timing}\n")
         return 2
     notify = None
     notify_url = getattr(args, "notify_url", None)
@@ -173,6 +186,7 @@ def run_command(args: argparse.Namespace) -> int:
     try:
         rules, reviewers = _rules_of(rules_file)
         judge = judge_of(args)
+        gateway = gateway_options(args)
     except (ValueError, JudgeOptionError) as exc:
         sys.stderr.write(f"error: {exc}\n")
         return 2
@@ -196,8 +210,10 @@ def run_command(args: argparse.Namespace) -> int:
         "allow_origins": list(getattr(args, "allow_origin", None) or []),
         "max_body_bytes": getattr(args, "max_body_bytes", DEFAULT_MAX_BODY_BYTES),
     }
-    problem = _http_problem(args.host, args.port, http_options) or _start_up_problem(
-        command, args.db or DEFAULT_DB
+    problem = (
+        _http_problem(args.host, args.port, http_options)
+        or _start_up_problem(command, args.db or DEFAULT_DB)
+        or _address_problem(args, gateway["listen"])
     )
     if problem is not None:
         sys.stderr.write(f"error: {problem}\n")
@@ -215,16 +231,27 @@ def run_command(args: argparse.Namespace) -> int:
                 host=args.host,
                 port=args.port,
                 ttl=args.ttl,
+                progress_interval=getattr(args, "progress_interval", 2.0),
                 rules=rules,
                 notify=notify,
                 judge=judge,
                 auth=auth,
                 reviewers=reviewers,
+                **gateway,
                 **http_options,
             )
         )
     except KeyboardInterrupt:  # Ctrl-C before the gateway watches for it
         return 130
+
+
+def _timing_problem(ttl: float, progress_interval: float) -> str | None:
+    """Why ``--ttl`` or ``--progress-interval`` cannot be used (one line), or ``None``."""
+    if not ttl > 0:
+        return f"--ttl must be a positive number of seconds, got {ttl}"
+    if not 0 < progress_interval < float("inf"):
+        return f"--progress-interval must be a positive number of seconds, got {progress_interval}"
+    return None
 
 
 def _start_up_problem(command: list[str], db: str) -> str | None:
@@ -236,12 +263,34 @@ def _start_up_problem(command: list[str], db: str) -> str | None:
     problem = sqlite_path_problem(db)
     if problem is None:
         problem = open_problem(SQLiteStore(db))
-        if problem is not None:
+        if problem == "file is not a database":
+            problem = (
+                "it is not a SQLite database (file is not a database); give toolguard's database"
+                " file or the path of a new one"
+            )
+        elif problem is not None:
             problem = (
                 f"cannot open the database: {problem}; check the path and its permissions,"
                 " or choose another path"
             )
     return f"--db {db}: {problem}" if problem is not None else None
+
+
+def _address_problem(args: argparse.Namespace, listen: Any) -> str | None:
+    """Why the approval page or the ``--listen`` server cannot listen (one line), or ``None``."""
+    problem = address_problem(args.host, args.port)
+    if problem is not None:
+        return (
+            f"--port {args.port}: the approval page cannot listen on {args.host}:{args.port}:"
+            f" {problem}; choose another --port (or --host)"
+        )
+    problem = address_problem(listen.host, listen.port) if listen is not None else None
+    if problem is not None:
+        return (
+            f"--listen {listen.url}: cannot listen on {listen.host}:{listen.port}: {problem};"
+            " choose another port (or address)"
+        )
+    return None
 
 
 def _sign_in(args: argparse.Namespace, reviewers_file: str | None) -> Any:

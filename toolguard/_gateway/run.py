@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import contextlib
 import os
-import shlex
 import signal
 import sys
 import threading
@@ -23,8 +22,12 @@ import anyio.from_thread
 
 from toolguard._enforce.judge import Judge
 from toolguard._gateway.calls_info import upstream_target
+from toolguard._gateway.listen import Listen, serve_listening
+from toolguard._gateway.overrides import operator_policy
 from toolguard._gateway.proxy import DEFAULT_TTL, EventHook, MCPProxy
+from toolguard._gateway.relay import DEFAULT_PROGRESS_INTERVAL, Relay
 from toolguard._gateway.routes import DEFAULT_MAX_BODY_BYTES, DEFAULT_PORT, build_app
+from toolguard._gateway.starting import DEFAULT_START_TIMEOUT, UpstreamStart, start_up_error
 from toolguard._gateway.upstream import list_upstream
 from toolguard._policy.reviewers import Reviewers
 from toolguard._policy.rules import Rules
@@ -55,6 +58,11 @@ async def run(
     judge: Judge | None = None,
     auth: Any = None,
     reviewers: Reviewers | None = None,
+    start_timeout: float = DEFAULT_START_TIMEOUT,
+    ask: Sequence[str] = (),
+    allow: Sequence[str] = (),
+    listen: Listen | None = None,
+    progress_interval: float = DEFAULT_PROGRESS_INTERVAL,
 ) -> int:
     """Run the gateway until the client closes stdin; return the exit code.
 
@@ -71,20 +79,28 @@ async def run(
     (see :class:`~toolguard._gateway.proxy.MCPProxy`). ``auth``: the sign-in of the HTTP app
     (see :func:`build_app`); ``reviewers``: who may decide which tool (the chat's ``authorize``
     hook; the client's own answers to an elicitation are decided by ``mcp-client``).
+    ``start_timeout``: seconds the upstream may take to start and list its tools.
+    ``ask`` and ``allow``: tool names a person always decides / that run without review
+    (see :func:`~toolguard._gateway.overrides.operator_policy`). ``listen``: serve MCP over
+    streamable HTTP there (until SIGINT or SIGTERM) instead of on stdin/stdout.
+    ``progress_interval``: seconds between two progress notifications of a call waiting
+    for a person (see :mod:`toolguard._gateway.relay`, which also passes the upstream's
+    requests and notifications to the client).
     """
-    from mcp import Client, StdioServerParameters  # noqa: PLC0415
+    from mcp import Client  # noqa: PLC0415
 
     from toolguard._http.auth import with_proxy_headers  # noqa: PLC0415
 
-    target: Any = upstream_url
-    if command is not None:
-        target = StdioServerParameters(command=command, args=list(args), env=dict(os.environ))
+    start = UpstreamStart(command, args, upstream_url, start_timeout=start_timeout, env=os.environ)
     store = SQLiteStore(db)
     listed: list[dict[str, Any]] | None = None
     stopped: int | None = None
     try:
-        async with Client(target) as upstream:
+        relay = Relay()
+        async with start, Client(start.target(), **relay.client_options()) as upstream:
             listed = await list_upstream(upstream)
+            start.started()
+            rules, classifier = operator_policy(listed, rules, ask=ask, allow=allow)
             proxy = MCPProxy(
                 upstream,
                 listed,
@@ -93,9 +109,13 @@ async def run(
                 on_event=on_event,
                 rules=rules,
                 judge=judge,
+                classifier=classifier,
             )
             proxy.chat.notify = notify  # webhooks: review.requested / decided / expired
             proxy.chat.authorize = reviewers
+            relay.attach(  # sampling, elicitation, roots, list_changed; progress
+                proxy, upstream, progress_interval=progress_interval, page_url=_page_url(host, port)
+            )
             proxy.calls.target = upstream_target(command, args, upstream_url)
             _report_stale(await proxy.close_stale())
             app = build_app(
@@ -131,17 +151,29 @@ async def run(
                     return 2
                 where = f"[{host}]" if ":" in host else host
                 status = (
-                    f"toolguard mcp-proxy: approval page http://{where}:{port}/ | db: {db}"
-                    f" | ttl: {ttl:g}s | upstream: {command or upstream_url}{_judge_part(judge)}\n"
+                    f"toolguard mcp-proxy: {f'MCP {listen.url} | ' if listen else ''}approval page"
+                    f" http://{where}:{port}/ | db: {db} | ttl: {ttl:g}s"
+                    f" | upstream: {command or upstream_url}{_judge_part(judge)}\n"
                 )
-                stopped = await _serve_until_stopped(proxy.server(), status)
+                stopped = await (
+                    _serve_until_stopped(proxy.server(), status)
+                    if listen is None
+                    else serve_listening(
+                        proxy.server(),
+                        listen,
+                        on_ready=lambda: _write_status(status),
+                        allow_hosts=allow_hosts,
+                        allow_origins=allow_origins,
+                        max_body_bytes=max_body_bytes,
+                    )
+                )
                 http.should_exit = True
                 tasks.cancel_scope.cancel()
     except Exception as exc:
-        if listed is not None:
+        if listed is not None and start_up_error(exc) is None:
             raise
-        # The upstream did not start or did not answer: one line, not a traceback.
-        sys.stderr.write(f"error: {_upstream_problem(command, args, upstream_url, exc)}\n")
+        # The upstream did not start or did not answer (or cannot be used): one line.
+        sys.stderr.write(f"error: {start.problem(exc)}\n")
         return 2
     finally:
         store.close()
@@ -230,32 +262,6 @@ class _StdinLines:
         self._receive.close()
 
 
-def _upstream_problem(
-    command: str | None, args: Sequence[str], url: str | None, exc: BaseException
-) -> str:
-    """The one-line error for an upstream that could not be reached or listed."""
-    reason = _innermost(exc)
-    if command is not None:
-        shown = shlex.join([command, *args])
-        return (
-            f"the upstream command {shown} ended or stopped answering before it listed its"
-            f" tools ({reason}); run it alone to see its error, and check that it is an MCP"
-            " server speaking stdio"
-        )
-    return (
-        f"--upstream-url {url}: cannot list its tools ({reason}); check that an MCP server"
-        " answers at that URL (streamable HTTP)"
-    )
-
-
-def _innermost(exc: BaseException) -> str:
-    """The text of the first leaf exception of ``exc`` (exception groups unwrapped), one line."""
-    while getattr(exc, "exceptions", None):  # an exception group: its first exception
-        exc = exc.exceptions[0]  # type: ignore[attr-defined]
-    text = " ".join(str(exc).split())
-    return f"{type(exc).__name__}: {text}" if text else type(exc).__name__
-
-
 def _report_stale(closed: Sequence[object]) -> None:
     """Say how many reviews a previous run left open (now closed), if any."""
     if closed:
@@ -288,6 +294,11 @@ def _http_server(app: Any, *, host: str, port: int) -> Any:
         proxy_headers=False,  # with_proxy_headers keeps the peer for --auth-header
     )
     return Server(config)
+
+
+def _page_url(host: str, port: int) -> str:
+    """The approval page's address, named in the progress notifications."""
+    return f"http://[{host}]:{port}/" if ":" in host else f"http://{host}:{port}/"
 
 
 def _judge_part(judge: Judge | None) -> str:

@@ -1,0 +1,129 @@
+"""``toolguard mcp-proxy``'s options for the upstream's start, single tools and ``--listen``.
+
+``--start-timeout SECONDS`` bounds the upstream's start; ``--ask TOOL`` and
+``--allow TOOL`` correct a server's annotations for one tool;
+``--listen URL`` (with ``--token-env NAME``) serves MCP over streamable HTTP to
+many clients instead of stdio. :func:`gateway_options` checks them into the
+keyword arguments of :func:`toolguard._gateway.run.run`;
+:func:`address_problem` finds a port another process holds before anything
+starts.
+"""
+
+from __future__ import annotations
+
+import argparse
+import errno
+import math
+import socket
+from typing import Any
+
+from toolguard._gateway.listen import parse_listen
+from toolguard._gateway.starting import DEFAULT_START_TIMEOUT
+
+__all__ = ["add_gateway_options", "address_problem", "gateway_options"]
+
+
+def add_gateway_options(proxy: argparse.ArgumentParser) -> None:
+    """``--start-timeout``, ``--ask``, ``--allow``, ``--listen`` and ``--token-env``."""
+    proxy.add_argument(
+        "--start-timeout",
+        type=float,
+        default=DEFAULT_START_TIMEOUT,
+        metavar="SECONDS",
+        help=("seconds the upstream may take to start and list its tools (default: %(default)g)"),
+    )
+    proxy.add_argument(
+        "--ask",
+        action="append",
+        default=[],
+        metavar="TOOL",
+        help=(
+            "a person decides every call to TOOL, whatever the server's annotations say"
+            " (repeatable; default: none)"
+        ),
+    )
+    proxy.add_argument(
+        "--allow",
+        action="append",
+        default=[],
+        metavar="TOOL",
+        help=(
+            "calls to TOOL run without review, whatever the server's annotations say; a deny or"
+            " ask rule of --rules, and --ask, still win (repeatable; default: none)"
+        ),
+    )
+    proxy.add_argument(
+        "--listen",
+        metavar="URL",
+        help=(
+            "serve MCP over streamable HTTP at URL (http://HOST:PORT/PATH) to many clients"
+            " instead of on stdin/stdout (default: stdio)"
+        ),
+    )
+    proxy.add_argument(
+        "--token-env",
+        metavar="NAME",
+        help=(
+            "with --listen, clients must send Authorization: Bearer TOKEN, TOKEN being the value"
+            " of the environment variable NAME; required beyond loopback (default: none)"
+        ),
+    )
+
+
+def gateway_options(args: argparse.Namespace) -> dict[str, Any]:
+    """The ``start_timeout``, ``ask``, ``allow`` and ``listen`` arguments of the gateway's run.
+
+    Raises:
+        ValueError: an option cannot be used (the text is the error line).
+    """
+    seconds = getattr(args, "start_timeout", DEFAULT_START_TIMEOUT)
+    if not (math.isfinite(seconds) and seconds > 0):
+        msg = f"--start-timeout must be a positive number of seconds, got {seconds:g}"
+        raise ValueError(msg)
+    url = getattr(args, "listen", None)
+    token_env = getattr(args, "token_env", None)
+    if token_env is not None and url is None:
+        msg = "--token-env goes with --listen: it names the token of the MCP clients over HTTP"
+        raise ValueError(msg)
+    listen = parse_listen(url, token_env) if url is not None else None
+    if listen is not None and listen.port == args.port and _same_address(listen.host, args.host):
+        msg = (
+            f"--listen {url} and --port {args.port} name the same address: give the MCP"
+            " server and the approval page different ports"
+        )
+        raise ValueError(msg)
+    return {
+        "start_timeout": seconds,
+        "ask": list(getattr(args, "ask", None) or []),
+        "allow": list(getattr(args, "allow", None) or []),
+        "listen": listen,
+    }
+
+
+def _same_address(one: str, other: str) -> bool:
+    wildcard = {"0.0.0.0", "::", ""}  # noqa: S104 - names of the wildcard address
+    return one == other or one in wildcard or other in wildcard
+
+
+def address_problem(host: str, port: int) -> str | None:
+    """Why nothing can listen on ``host:port`` now (one line), or ``None`` when it can.
+
+    Binds the address (as the server will, with ``SO_REUSEADDR``) and lets it
+    go at once.
+    """
+    try:
+        infos = socket.getaddrinfo(host, port, type=socket.SOCK_STREAM, flags=socket.AI_PASSIVE)
+    except socket.gaierror as exc:
+        return f"{host} is not an address of this machine ({exc.strerror})"
+    family, kind, proto, _, address = infos[0]
+    with socket.socket(family, kind, proto) as probe:
+        probe.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+        try:
+            probe.bind(address)
+        except OSError as exc:
+            if exc.errno == errno.EADDRINUSE:
+                return "the port is in use by another program"
+            if exc.errno == errno.EADDRNOTAVAIL:
+                return f"{host} is not an address of this machine"
+            return exc.strerror or str(exc)
+    return None
