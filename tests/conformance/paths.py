@@ -1246,7 +1246,7 @@ class MCPProxyPath(Adapter):
                 self.tasks = tasks
                 self.proxy, self.http = self._gateway(rules)
                 async with (
-                    Client(self.proxy.server(), mode="legacy") as client,
+                    self._connect() as client,
                     anyio.create_task_group() as calls,
                 ):
                     self.client = client
@@ -1254,6 +1254,12 @@ class MCPProxyPath(Adapter):
                     yield self
                     calls.cancel_scope.cancel()  # calls still waiting: their client gives up
                 tasks.cancel_scope.cancel()
+
+    def _connect(self) -> AbstractAsyncContextManager[Any]:
+        """The MCP client of the gateway's server (in memory: stdio's messages, without a pipe)."""
+        from mcp import Client
+
+        return Client(self.proxy.server(), mode="legacy")
 
     @asynccontextmanager
     async def _judge_of_the_command_line(self) -> AsyncIterator[None]:
@@ -1421,3 +1427,55 @@ class MCPProxyPath(Adapter):
 
 
 ADAPTERS[MCPProxyPath.name] = MCPProxyPath
+
+
+class MCPProxyHTTPPath(MCPProxyPath):
+    """``toolguard mcp-proxy --listen``: the same gateway, its MCP served over streamable HTTP
+    on 127.0.0.1 (the listen module's app, guards and token included) to a real MCP client."""
+
+    name = "mcp_proxy_http"
+    title = "MCP gateway over HTTP (`mcp-proxy --listen`)"
+
+    @asynccontextmanager
+    async def _connect(self) -> AsyncIterator[Any]:
+        import httpx2
+        from mcp import Client
+        from mcp.client.streamable_http import streamable_http_client
+
+        from tests.helpers import free_port
+        from toolguard._gateway.listen import Listen, serve_listening
+
+        port = free_port()
+        token = "conformance-token"  # noqa: S105 - a test value
+        listen = Listen(f"http://127.0.0.1:{port}/mcp", "127.0.0.1", port, "/mcp", token)
+        ready, stop, stopped = anyio.Event(), anyio.Event(), anyio.Event()
+
+        async def serve() -> None:
+            try:
+                await serve_listening(
+                    self.proxy.server(),
+                    listen,
+                    on_ready=ready.set,
+                    max_body_bytes=1024 * 1024,
+                    signals=False,
+                    stop=stop,
+                )
+            finally:
+                stopped.set()
+
+        self.tasks.start_soon(serve)
+        await ready.wait()
+        headers = {"Authorization": f"Bearer {token}"}
+        try:
+            async with (
+                httpx2.AsyncClient(headers=headers, timeout=httpx2.Timeout(MCP_LIMIT)) as http,
+                Client(streamable_http_client(listen.url, http_client=http), mode="legacy") as c,
+            ):
+                yield c
+        finally:
+            stop.set()  # the server ends its sessions and closes its sockets
+            with anyio.CancelScope(shield=True):
+                await stopped.wait()
+
+
+ADAPTERS[MCPProxyHTTPPath.name] = MCPProxyHTTPPath

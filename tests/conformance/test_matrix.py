@@ -88,7 +88,7 @@ for _framework in [
         " judge option; given a Runner, a ReviewedChat or a Judge it raises a TypeError naming"
         " the judge, so a judge is never silently dropped"
     )
-NA[("d", "mcp_proxy")] = (
+NA[("d", "mcp_proxy")] = NA[("d", "mcp_proxy_http")] = (
     "not applicable: the gateway has no option giving an upstream tool a quorum (guarantee 28)"
 )
 
@@ -585,6 +585,14 @@ EDIT_DENIED["mcp_proxy"] = Ran(error=True, text=DENIED)
 EDIT_INVALID["mcp_proxy"] = Ran(
     error=True, text="Invalid arguments for tool `send_email`: 'to': 7 is not of type 'string'"
 )
+# The gateway answers alike whichever transport its client speaks (stdio or --listen's HTTP).
+_gateway_tables: list[dict[str, Any]] = [
+    REJECTED, DENIED_AT, DENIED_LATER, EDIT_DENIED, EDIT_INVALID, SECRET_INVALID, SECRET_RAN,
+    TWICE, EXPIRED, FOREIGN, FOREIGN_AFTER, INVALID_BY_PATH, QUORUM_RAN,
+]  # fmt: skip
+for _by_path in _gateway_tables:
+    if "mcp_proxy" in _by_path:
+        _by_path["mcp_proxy_http"] = _by_path["mcp_proxy"]
 
 
 # ---------------------------------------------------------------------------- (j)
@@ -620,7 +628,8 @@ async def test_j_a_judge_never_rejects_and_fails_closed(path: str, tmp_path: Pat
     'ask' each leave the call to a person (who alone decides it); its 'allow' runs neither a
     quorum tool nor an ask-ruled call, but does run a plain guarded call."""
     judging = Judging(judge_answer, auto_approve=True)
-    name = JUDGE_MODEL if path == "mcp_proxy" else "ScriptedModel"
+    gateway = path in ("mcp_proxy", "mcp_proxy_http")
+    name = JUDGE_MODEL if gateway else "ScriptedModel"
     allowed = f"Judge ({name}): low risk, the user asked for it. {ALLOW_WHY}"
     async with adapter("j", path, tmp_path).session(rules=ASK_MAIL, judge=judging) as p:
         expect(DENIED_AT, path, await p.propose("send_email", EVIL))
@@ -635,7 +644,7 @@ async def test_j_a_judge_never_rejects_and_fails_closed(path: str, tmp_path: Pat
         assert await p.propose("delete_file", C) == review("delete_file", C, judge=asks)
         expect(REJECTED, path, await p.decide([{"type": "reject", "message": "not this one"}]))
 
-        if path != "mcp_proxy":  # the gateway gives no upstream tool a quorum: see (d)
+        if not gateway:  # the gateway gives no upstream tool a quorum: see (d)
             transfer = {"amount": 900, "to": "ACME"}
             quorum = {"required": 2, "given": 0, "by": []}
             assert await p.propose("wire_transfer", transfer) == review(
@@ -646,7 +655,7 @@ async def test_j_a_judge_never_rejects_and_fails_closed(path: str, tmp_path: Pat
 
         assert await p.propose("delete_file", B) == Ran(error=False, text="deleted /srv/b")
         assert p.effects == [("delete_file", A), ("delete_file", B)]
-        assert p.judge_calls() == (4 if path == "mcp_proxy" else 5)  # one verdict per call
+        assert p.judge_calls() == (4 if gateway else 5)  # one verdict per call
 
 
 # ---------------------------------------------------------------------------- the documented matrix
