@@ -264,7 +264,7 @@ def test_tables_are_sorted_disjoint_json() -> None:
 STATIC = Path(toolguard.__file__).resolve().parent / "static"
 
 
-@pytest.mark.parametrize("script", ["app.js", "reveal.js"])
+@pytest.mark.parametrize("script", ["app.js", "gateway.js", "reveal.js"])
 def test_page_scripts_never_turn_text_into_markup(script: str) -> None:
     """The page builds DOM nodes from text only: no HTML parsing, no eval, no inline styles."""
     text = (STATIC / script).read_text(encoding="utf-8")
@@ -284,11 +284,13 @@ def test_page_scripts_never_turn_text_into_markup(script: str) -> None:
 
 
 def test_page_markup_has_no_inline_script_style_or_handlers() -> None:
-    """index.html loads reveal.js before app.js, with nothing inline (a strict CSP holds)."""
+    """index.html loads reveal.js, then gateway.js, then app.js, with nothing inline (a strict
+    CSP holds)."""
     html = (STATIC / "index.html").read_text(encoding="utf-8")
     scripts = re.findall(r"<script\b([^>]*)>(.*?)</script>", html, flags=re.DOTALL)
     assert scripts == [
         (' src="/static/reveal.js" defer', ""),
+        (' src="/static/gateway.js" defer', ""),
         (' src="/static/app.js" defer', ""),
     ]
     assert re.findall(r"<style|\sstyle\s*=|\son[a-z]+\s*=|javascript:", html, flags=re.I) == []

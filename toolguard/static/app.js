@@ -5,7 +5,8 @@
 //   GET /hitl/threads/{id}/audit (who approved a call that ran without a review: a judge),
 //   GET, POST and DELETE /hitl/session (who is signed in; sign-in with a token; sign-out),
 //   GET /hitl/info (a chat, or an MCP gateway: then the page shows the waiting calls, with
-//   their server and client, and their results as MCP content: gateway.js).
+//   their server and client, and their results as MCP content: gateway.js),
+//   GET and DELETE /hitl/grants (a gateway's standing grants, listed and revoked: gateway.js).
 "use strict";
 
 (() => {
@@ -83,6 +84,25 @@
     queueList: $("queue-list"),
     queueLive: $("queue-live"),
   };
+  // A gateway's standing grants (shown only in gateway mode).
+  const grants = gateway
+    ? gateway.grantsPanel(
+        {
+          section: $("grants"),
+          title: $("grants-title"),
+          count: $("grants-count"),
+          empty: $("grants-empty"),
+          list: $("grants-list"),
+          error: $("grants-error"),
+          status: $("grants-status"),
+          ended: $("grants-ended"),
+          endedSummary: $("grants-ended-summary"),
+          endedList: $("grants-ended-list"),
+          live: $("grants-live"),
+        },
+        (method, path) => api(method, path),
+      )
+    : null;
 
   const state = {
     threadId: null,
@@ -114,6 +134,7 @@
     pollTimer: null,
     refreshing: false,
     again: false,
+    reviewsKey: "", // the pending reviews last shown: a change may have made or spent a grant
   };
 
   // ------------------------------------------------------------------ small helpers
@@ -1341,6 +1362,7 @@
     } finally {
       setBusy(false);
     }
+    if (inGateway()) grants.refresh(); // an approve may have granted
     if (state.pending) return;
     if (inGateway()) {
       if (!dom.callResult.hidden) dom.callResultTitle.focus();
@@ -1468,7 +1490,12 @@
       if (review.call && typeof review.call === "object") state.calls.set(review.thread_id, review.call);
     }
     renderQueue();
-    if (inGateway()) refreshCallInfo();
+    if (inGateway()) {
+      refreshCallInfo();
+      const key = live.reviews.map((review) => `${review.thread_id} ${review.review_id}`).join("\n");
+      if (key !== live.reviewsKey) grants.refresh(); // a decided review may have granted
+      live.reviewsKey = key;
+    }
     if (!state.threadId) return;
     const open = live.reviews.find((review) => review.thread_id === state.threadId);
     const shown = open ? open.review_id : null;
@@ -1476,6 +1503,7 @@
   }
 
   function onThreadEvent(data) {
+    if (inGateway()) grants.refresh(); // a call that ran may have spent a grant's use
     if (data && data.thread_id === state.threadId) refreshOpenThread();
   }
 
@@ -1670,6 +1698,7 @@
     session.open = true;
     loadMode().then(() => {
       if (!session.open) return;
+      if (inGateway()) grants.start();
       startLive();
       if (state.threadId) reopenThread(state.threadId);
     });
@@ -1719,6 +1748,7 @@
     if (!session.open) return;
     session.open = false;
     stopLive();
+    if (grants) grants.stop();
   }
 
   async function reopenThread(id) {
@@ -1750,6 +1780,7 @@
     dom.callOutcome.replaceChildren();
     dom.callResultBody.replaceChildren();
     live.reviews = [];
+    live.reviewsKey = "";
     renderQueue();
   }
 

@@ -96,11 +96,22 @@
     return hours < 48 ? `${hours} h ${minutes % 60} min ago` : `${Math.floor(hours / 24)} days ago`;
   }
 
+  // "in 59 min": how long until an ISO 8601 time.
+  function untilText(iso, now = Date.now()) {
+    const until = typeof iso === "string" ? Date.parse(iso) : Number.NaN;
+    if (Number.isNaN(until)) return "";
+    const minutes = Math.floor(Math.max(0, until - now) / 60000);
+    if (minutes < 1) return "in less than a minute";
+    if (minutes < 60) return `in ${minutes} min`;
+    const hours = Math.floor(minutes / 60);
+    return hours < 48 ? `in ${hours} h ${minutes % 60} min` : `in ${Math.floor(hours / 24)} days`;
+  }
+
   // "less than a minute ago (1/2/2030, 12:00:00 PM)", in a <time> element.
-  function sinceNode(iso) {
+  function sinceNode(iso, relative = agoText) {
     const date = new Date(iso);
     if (typeof iso !== "string" || Number.isNaN(date.getTime())) return document.createTextNode("unknown");
-    return el("time", { datetime: iso, text: `${agoText(iso)} (${date.toLocaleString()})` });
+    return el("time", { datetime: iso, text: `${relative(iso)} (${date.toLocaleString()})` });
   }
 
   // The details of a waiting call: server, tool, client, since when.
@@ -174,6 +185,199 @@
     allow.addEventListener("click", () => submit(grantDecision(match.value, limit.value)));
     const row = el("div", { className: "row grant-row", "data-testid": "grant-row" }, allow, match, limit, hint);
     return { row, controls: [match, limit] };
+  }
+
+  // ------------------------------------------------------------------ the gateway's grants
+
+  const ENDED = { used_up: "used up", expired: "expired", revoked: "revoked" };
+  const GRANTS_REFRESH_MS = 15000; // besides the live events, focus and visibility
+  const RERENDER_MS = 30000; // an unchanged list is drawn again after this ("in 59 min")
+
+  function reviewerNodes(name) {
+    return typeof name === "string" && name ? textNodes(name, true) : [document.createTextNode("an unnamed reviewer")];
+  }
+
+  // "revoked by maria, 2 min ago (1/2/2030, 12:02:00 PM)": how a grant ended.
+  function endedNodes(grant) {
+    const parts = [ENDED[grant.status] ?? textOr(grant.status, "ended")];
+    if (typeof grant.ended_by === "string" && grant.ended_by) parts.push(" by ", ...textNodes(grant.ended_by, true));
+    const at = textOr(grant.ended_at) || (grant.status === "expired" ? textOr(grant.expires_at) : "");
+    if (at) parts.push(", ", sinceNode(at));
+    return parts;
+  }
+
+  // One grant as a list item: its tool and match, its arguments (as the API lists them:
+  // secrets already replaced), who granted it; when active its uses left, its expiry and
+  // "Revoke", else how it ended.
+  function grantItem(grant, key, revoke) {
+    const active = grant.status === "active";
+    const tool = textOr(grant.tool, "?");
+    const titleId = `grant-${key}-title`;
+    const row = (label, testid, ...value) => [el("dt", { text: label }), el("dd", { "data-testid": testid }, ...value)];
+    const rows = [];
+    if (grant.match === "args") {
+      rows.push(
+        ...row(
+          "Arguments",
+          "grant-args",
+          el("pre", { className: "json grant-args", tabindex: "0" }, ...textNodes(JSON.stringify(grant.args ?? null, null, 2))),
+        ),
+      );
+    }
+    if (active) {
+      const uses = grant.uses_left === null || grant.uses_left === undefined ? "no limit" : `${grant.uses_left} of ${grant.uses}`;
+      rows.push(...row("Uses left", "grant-uses", uses));
+      const expires = typeof grant.expires_at === "string" ? sinceNode(grant.expires_at, untilText) : "never (until revoked)";
+      rows.push(...row("Expires", "grant-expires", expires));
+    }
+    rows.push(...row("Granted by", "grant-by", ...reviewerNodes(grant.granted_by)));
+    if (!active) rows.push(...row("Status", "grant-status", ...endedNodes(grant)));
+    const item = el(
+      "li",
+      { className: `grant-item${active ? "" : " ended"}`, "data-testid": "grant-item", "data-grant": textOr(grant.id), "data-status": textOr(grant.status) },
+      el(
+        "h3",
+        { id: titleId, className: "grant-title", "data-testid": "grant-title" },
+        el("code", { "data-testid": "grant-tool" }, ...textNodes(tool, true)),
+        grant.match === "args" ? ", these exact arguments" : ", any arguments",
+      ),
+      el("dl", { className: "call-info" }, ...rows),
+    );
+    if (active) {
+      const button = el("button", {
+        type: "button",
+        className: "reject",
+        "data-testid": "grant-revoke",
+        "aria-describedby": titleId,
+        text: "Revoke",
+      });
+      button.addEventListener("click", () => revoke(grant, tool));
+      item.append(el("div", { className: "row" }, button));
+    }
+    return item;
+  }
+
+  // The list of the gateway's grants (GET /hitl/grants) and their "Revoke" (DELETE
+  // /hitl/grants/{id}). ``parts`` are the page's elements, ``api(method, path)`` the page's
+  // request helper (it throws an Error whose message is the server's answer).
+  function grantsPanel(parts, api) {
+    let running = false; // shown and refreshing (gateway mode, signed in)
+    let loading = false;
+    let again = false;
+    let revoking = false;
+    let loads = 0;
+    let timer = null;
+    let shownText = null; // the grants last shown, and when: an unchanged list is kept as it
+    let shownAt = 0; // is (a button is not replaced under the pointer) until its times age
+
+    // The element with the focus inside the list, to give it back after a new render.
+    function focusedKey() {
+      const active = document.activeElement;
+      const item = active && active.closest ? active.closest("[data-grant]") : null;
+      if (!item || !parts.section.contains(item)) return null;
+      return [item.getAttribute("data-grant"), active.getAttribute("data-testid"), active.tagName];
+    }
+
+    function restoreFocus(key) {
+      if (!key) return;
+      const [id, testid, tag] = key;
+      const item = [...parts.section.querySelectorAll("[data-grant]")].find((node) => node.getAttribute("data-grant") === id);
+      const target = item ? [...item.querySelectorAll(tag)].find((node) => node.getAttribute("data-testid") === testid) ?? item.querySelector(tag) : null;
+      if (target) target.focus();
+    }
+
+    function render(grants) {
+      const list = grants.filter(isObject);
+      const text = JSON.stringify(list);
+      if (text === shownText && Date.now() - shownAt < RERENDER_MS) return;
+      shownText = text;
+      shownAt = Date.now();
+      const key = focusedKey();
+      const active = list.filter((grant) => grant.status === "active");
+      const ended = list.filter((grant) => grant.status !== "active").reverse(); // latest first
+      parts.list.replaceChildren(...active.map((grant, i) => grantItem(grant, `active-${i}`, revoke)));
+      parts.endedList.replaceChildren(...ended.map((grant, i) => grantItem(grant, `ended-${i}`, revoke)));
+      parts.empty.hidden = active.length > 0;
+      parts.count.textContent = active.length ? `(${active.length})` : "";
+      parts.ended.hidden = ended.length === 0;
+      parts.endedSummary.textContent = `Ended grants (${ended.length})`;
+      restoreFocus(key);
+    }
+
+    async function refresh() {
+      if (!running) return;
+      if (loading) {
+        again = true;
+        return;
+      }
+      loading = true;
+      const load = ++loads;
+      try {
+        const data = await api("GET", "/hitl/grants");
+        if (running && load === loads) {
+          render(Array.isArray(data.grants) ? data.grants : []);
+          parts.live.textContent = "";
+        }
+      } catch (err) {
+        if (running && load === loads) parts.live.textContent = `Could not update the grants (${err.message}); trying again.`;
+      } finally {
+        loading = false;
+      }
+      if (again) {
+        again = false;
+        refresh();
+      }
+    }
+
+    async function revoke(grant, tool) {
+      if (revoking) return;
+      revoking = true;
+      parts.error.textContent = "";
+      parts.status.textContent = "";
+      try {
+        await api("DELETE", `/hitl/grants/${encodeURIComponent(textOr(grant.id))}`);
+        parts.status.replaceChildren(...textNodes(`Revoked the grant for ${tool}: its next calls wait for a review again.`, true));
+      } catch (err) {
+        parts.error.replaceChildren(...textNodes(err instanceof Error ? err.message : String(err)));
+      } finally {
+        revoking = false;
+      }
+      parts.title.focus(); // the button is gone once the list is read again
+      await refresh();
+    }
+
+    const onVisible = () => {
+      if (document.visibilityState === "visible") refresh();
+    };
+
+    function start() {
+      parts.section.hidden = false;
+      if (running) return;
+      running = true;
+      timer = setInterval(() => {
+        if (document.visibilityState !== "hidden") refresh();
+      }, GRANTS_REFRESH_MS);
+      window.addEventListener("focus", refresh);
+      document.addEventListener("visibilitychange", onVisible);
+      refresh();
+    }
+
+    // Signed out: nothing of the grants stays on the page, and nothing is asked.
+    function stop() {
+      running = false;
+      loads += 1;
+      if (timer !== null) clearInterval(timer);
+      timer = null;
+      window.removeEventListener("focus", refresh);
+      document.removeEventListener("visibilitychange", onVisible);
+      render([]);
+      shownText = null;
+      parts.error.textContent = "";
+      parts.status.textContent = "";
+      parts.live.textContent = "";
+    }
+
+    return { refresh, start, stop };
   }
 
   // ------------------------------------------------------------------ results as MCP content
@@ -313,8 +517,10 @@
     fillCallDetails,
     grantDecision,
     grantRow,
+    grantsPanel,
     imageProblem,
     resultNode,
     serverText,
+    untilText,
   };
 })();
