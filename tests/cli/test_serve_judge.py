@@ -407,3 +407,21 @@ async def test_a_judge_that_answers_nonsense_sends_the_call_to_a_person(
 
 def test_build_judge_returns_none_without_a_model() -> None:
     assert build_judge(None) is None
+
+
+async def test_stopping_the_app_closes_the_model_and_judge_clients(
+    monkeypatch: pytest.MonkeyPatch, tmp_path: Path
+) -> None:
+    """The OpenAI clients serve built for --model and --judge-model end with the app."""
+    monkeypatch.setenv("OPENAI_BASE_URL", "http://127.0.0.1:9/v1")
+    app = build_app(db=str(tmp_path / "j.db"), model="qwen2.5:7b", judge_model="qwen2.5:7b")
+    chat = app.state.chat
+    model, judge_model = chat.model, judge_of(app).model
+    assert isinstance(model, OpenAIChatModel)
+    assert isinstance(judge_model, OpenAIChatModel)
+    try:
+        async with app.router.lifespan_context(app):
+            assert (model.client.is_closed(), judge_model.client.is_closed()) == (False, False)
+        assert (model.client.is_closed(), judge_model.client.is_closed()) == (True, True)
+    finally:
+        chat.store.close()

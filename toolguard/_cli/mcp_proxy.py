@@ -28,6 +28,7 @@ from toolguard._cli.judge import JudgeOptionError, add_judge_options, build_judg
 from toolguard._cli.options import positive_int
 from toolguard._cli.startup import open_problem, sqlite_path_problem, upstream_command_problem
 from toolguard._core.errors import RuleSyntaxError
+from toolguard._core.llm import close_client
 from toolguard._enforce.judge import Judge
 from toolguard._gateway.proxy import CallModel
 from toolguard._gateway.routes import DEFAULT_MAX_BODY_BYTES, build_app
@@ -223,7 +224,8 @@ def run_command(args: argparse.Namespace) -> int:
         sys.stderr.write(no_auth_warning(f"http://{where}:{args.port}/"))
     try:
         return anyio.run(
-            lambda: run(
+            lambda: _closing_judge(
+                judge,
                 command[0] if command else None,
                 command[1:],
                 upstream_url=url,
@@ -234,7 +236,6 @@ def run_command(args: argparse.Namespace) -> int:
                 progress_interval=getattr(args, "progress_interval", 2.0),
                 rules=rules,
                 notify=notify,
-                judge=judge,
                 auth=auth,
                 reviewers=reviewers,
                 **gateway,
@@ -243,6 +244,16 @@ def run_command(args: argparse.Namespace) -> int:
         )
     except KeyboardInterrupt:  # Ctrl-C before the gateway watches for it
         return 130
+
+
+async def _closing_judge(judge: Judge | None, *args: Any, **options: Any) -> int:
+    """:func:`run` the gateway, then close the judge model's HTTP client (its connections)."""
+    try:
+        return await run(*args, judge=judge, **options)
+    finally:
+        if judge is not None:
+            with anyio.CancelScope(shield=True):
+                await close_client(judge.model)
 
 
 def _timing_problem(ttl: float, progress_interval: float) -> str | None:

@@ -47,7 +47,7 @@ from toolguard._cli.startup import (
 )
 from toolguard._core.errors import RuleSyntaxError
 from toolguard._core.hosts import default_hosts
-from toolguard._core.llm import ChatModel
+from toolguard._core.llm import ChatModel, close_client
 from toolguard._enforce.judge import Judge
 from toolguard._policy.reviewers import Reviewers
 from toolguard._policy.rules import Rules
@@ -462,7 +462,25 @@ def build_app(
         raise ServeError(str(exc)) from exc
     if chat.notify is not None:
         _deliver_in_background(app, chat)
+    _close_clients_at_shutdown(app, chat)
     return app
+
+
+def _close_clients_at_shutdown(app: FastAPI, chat: ReviewedChat) -> None:
+    """Close the HTTP clients of the chat's model and judge model when the app stops."""
+    starting = app.router.lifespan_context
+
+    @contextlib.asynccontextmanager
+    async def lifespan(app_: Any) -> AsyncIterator[Any]:
+        try:
+            async with starting(app_) as state:
+                yield state
+        finally:
+            judge = chat.runner.judge
+            for model in (chat.model, judge.model if judge is not None else None):
+                await close_client(model)
+
+    app.router.lifespan_context = lifespan
 
 
 def _deliver_in_background(app: FastAPI, chat: ReviewedChat) -> None:

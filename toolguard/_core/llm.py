@@ -9,6 +9,7 @@ script for tests) only needs one async method.
 
 from __future__ import annotations
 
+import inspect
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Protocol, runtime_checkable
@@ -110,3 +111,22 @@ class ScriptedModel:
 def call(name: str, call_id: str | None = None, /, **args: Any) -> ToolCall:
     """Shorthand for a scripted tool call: ``call("send_email", to="a@b.c")``."""
     return ToolCall(id=call_id or f"call_{new_id()[:12]}", name=name, args=args)
+
+
+async def close_client(model: object) -> None:
+    """Close the HTTP client of ``model`` when it has one (an ``OpenAIChatModel``'s ``client``).
+
+    For the models a command builds itself and owns: closing their client at
+    shutdown ends its pooled connections instead of leaving them to the garbage
+    collector. A model without a ``client``, or whose client has no ``close``,
+    is left as it is; a failing close is not an error at shutdown.
+    """
+    close = getattr(getattr(model, "client", None), "close", None)
+    if not callable(close):
+        return
+    try:
+        result = close()
+        if inspect.isawaitable(result):
+            await result
+    except Exception:  # noqa: S110 - shutting down: nothing left to report it to
+        pass
