@@ -30,7 +30,7 @@ from mcp import Client, StdioServerParameters, types  # noqa: E402
 from toolguard import MemoryStore  # noqa: E402
 from toolguard._cli.main import main as cli_main  # noqa: E402
 from toolguard._gateway.proxy import MCPProxy  # noqa: E402
-from toolguard._gateway.relay import NO_CLIENT, UNSUPPORTED, Relay  # noqa: E402
+from toolguard._gateway.relay import AMBIGUOUS, NO_CLIENT, UNSUPPORTED, Relay  # noqa: E402
 from toolguard._gateway.upstream import list_upstream  # noqa: E402
 
 from .mcp_relay_upstream import (  # noqa: E402
@@ -216,6 +216,67 @@ async def test_with_no_client_connected_the_upstream_gets_an_error() -> None:
     assert UNSUPPORTED.format(what="roots") == (
         "the MCP client connected to toolguard does not support roots"
     )
+
+
+async def test_a_request_that_could_be_for_either_of_two_clients_goes_to_neither() -> None:
+    """Two clients' calls run on the upstream at once: it cannot say whose call it samples for,
+    so the second sampling request is refused rather than sent to a client it may not be for."""
+    first, second = Seen(), Seen()
+    release = anyio.Event()
+
+    async def slow_sample(ctx: Any, params: Any) -> types.CreateMessageResult:
+        first.sampled.append(params)
+        await release.wait()  # the first client's call stays on the upstream meanwhile
+        return types.CreateMessageResult(
+            role="assistant", content=types.TextContent(text="forty-two"), model="test-model"
+        )
+
+    relay = Relay()
+    with anyio.fail_after(LIMIT):
+        upstream = StdioServerParameters(
+            command=sys.executable,
+            args=["-m", "tests.integrations.mcp_relay_upstream"],
+            env={"PATH": os.environ.get("PATH", ""), "PYTHONPATH": str(ROOT)},
+            cwd=str(ROOT),
+        )  # a process of its own: its requests carry nothing of the call they serve
+        async with Client(upstream, mode="legacy", **relay.client_options()) as up:
+            proxy = MCPProxy(up, await list_upstream(up), store=MemoryStore(), ttl=60)
+            relay.attach(proxy, up, progress_interval=INTERVAL, page_url=PAGE)
+            async with (
+                anyio.create_task_group() as tasks,
+                Client(proxy.server(), mode="legacy", sampling_callback=slow_sample) as one,
+                Client(proxy.server(), mode="legacy", sampling_callback=second.sample) as two,
+            ):
+                proxy._tasks = tasks
+                results: list[types.CallToolResult] = []
+
+                async def call_first() -> None:
+                    results.append(await one.call_tool("ask_model", {"text": "for one"}))
+
+                tasks.start_soon(call_first)
+                await until(lambda: len(first.sampled) == 1)
+                refused = await two.call_tool("ask_model", {"text": "for two"})
+                release.set()
+                await until(lambda: len(results) == 1)
+                tasks.cancel_scope.cancel()
+
+    assert (text(refused), refused.is_error) == (
+        [
+            (
+                "sampling failed: toolguard cannot tell which of its connected MCP clients"
+                " sampling/createMessage is for (the upstream does not say whose call it"
+                " serves); it was not forwarded"
+            )
+        ],
+        True,
+    )
+    assert AMBIGUOUS.format(method="roots/list") == (
+        "toolguard cannot tell which of its connected MCP clients roots/list is for"
+        " (the upstream does not say whose call it serves); it was not forwarded"
+    )
+    assert text(results[0]) == ["model said: forty-two"]
+    assert [p.messages[0].content.text for p in first.sampled] == ["for one"]
+    assert second.sampled == []
 
 
 async def test_sampling_reaches_the_client_of_a_call_approved_on_the_page() -> None:

@@ -8,8 +8,12 @@ client can do and for what the upstream says:
   ``roots/list``) reach the MCP client on whose behalf the upstream works: the
   client whose request is being served, else the one whose tool call is
   running on the upstream (a call a reviewer approved on the page runs in the
-  page's request: it is found by its tool and arguments), else the latest of
-  the requests in flight, else the most recently active client. The upstream
+  page's request: it is found by its tool and arguments), else the one
+  client with requests in flight, else the one client connected. When it
+  could be for several clients (the calls of several clients run at once on
+  the upstream, which says not whose call it serves; or several are connected
+  and none is calling), it goes to none: the upstream gets an error
+  (:data:`AMBIGUOUS`), so one client's data never reaches another. The upstream
   is told at start-up that sampling, elicitation and roots are supported; a
   client that did not declare the capability, or no client at all, answers
   with an MCP error naming what is missing (see :data:`UNSUPPORTED`).
@@ -38,7 +42,7 @@ import contextvars
 import json
 import sys
 from collections.abc import Awaitable, Callable, Iterable, Iterator, Mapping, Sequence
-from typing import TYPE_CHECKING, Any, Final
+from typing import TYPE_CHECKING, Any, Final, Literal
 
 import anyio
 
@@ -52,6 +56,7 @@ if TYPE_CHECKING:
     from toolguard._chat.chat import ReviewedChat
 
 __all__ = [
+    "AMBIGUOUS",
     "DEFAULT_PROGRESS_INTERVAL",
     "NO_CLIENT",
     "UNSUPPORTED",
@@ -67,6 +72,12 @@ UNSUPPORTED: Final = "the MCP client connected to toolguard does not support {wh
 """The error the upstream gets for a request the client cannot answer."""
 NO_CLIENT: Final = "no MCP client is connected to toolguard to answer {method}"
 """The error the upstream gets for a request while no client is connected."""
+AMBIGUOUS: Final = (
+    "toolguard cannot tell which of its connected MCP clients {method} is for"
+    " (the upstream does not say whose call it serves); it was not forwarded"
+)
+"""The error the upstream gets when the request could be for several clients: it goes to none
+(a request meant for one client's call must not reach another client)."""
 
 # The request of the gateway's MCP server being handled in this context.
 _SERVING: contextvars.ContextVar[Any | None] = contextvars.ContextVar("_SERVING", default=None)
@@ -343,19 +354,26 @@ class Relay:
                 return ctx
         return None
 
-    def _target(self) -> tuple[Any, Any] | None:
-        """The client session an upstream request goes to, and the request it relates to."""
+    def _target(self) -> tuple[Any, Any] | Literal["ambiguous"] | None:
+        """The client session an upstream request goes to, and the request it relates to.
+
+        ``None``: no client; ``"ambiguous"``: it could be for more than one client
+        (their calls run at once, or several are connected and none is calling).
+        """
         ctx = _SERVING.get()
         if not any(item is ctx for item in self._serving):  # copied from a request that ended
             ctx = None
-        if ctx is None and self._forwarding:
-            ctx = self._forwarding[-1]
-        if ctx is None and self._serving:
-            ctx = self._serving[-1]
+        if ctx is None:
+            running = self._forwarding or self._serving
+            if len({_connection(item.session) for item in running}) > 1:
+                return "ambiguous"
+            ctx = running[-1] if running else None
         if ctx is not None:
             return ctx.session, ctx.request_id
+        if len(self._clients) > 1:
+            return "ambiguous"
         if self._clients:
-            return next(reversed(self._clients.values())), None
+            return next(iter(self._clients.values())), None
         return None
 
     # ------------------------------------------------------------------ the upstream's requests
@@ -369,10 +387,9 @@ class Relay:
         from mcp.shared.message import ServerMessageMetadata  # noqa: PLC0415
 
         target = self._target()
-        if target is None:
-            return types.ErrorData(
-                code=types.INVALID_REQUEST, message=NO_CLIENT.format(method=method)
-            )
+        if target is None or target == "ambiguous":
+            text = NO_CLIENT if target is None else AMBIGUOUS
+            return types.ErrorData(code=types.INVALID_REQUEST, message=text.format(method=method))
         session, related = target
         what = missing(getattr(session, "client_capabilities", None))
         if what is not None:
