@@ -30,7 +30,10 @@ SDK's ``Client`` (one proxy shared by its tests), fastmcp's ``Client`` with a
 progress handler, the OpenAI Agents SDK's ``MCPServerStdio`` and Pydantic AI's
 ``MCPToolset`` in an ``Agent`` whose scripted model makes one call. None of them
 can be asked (no elicitation), so a reviewer decides on the approval page's
-API. What ran is read from the repository itself (its branches and commits).
+API; each review names the server and the client (its ``clientInfo``: the MCP
+SDK's default for ``mcp.Client`` and the Agents SDK, fastmcp's for fastmcp and
+Pydantic AI). What ran is read from the repository itself (its branches and
+commits).
 Every wait is bounded and every process ends with its client.
 """
 
@@ -43,6 +46,7 @@ import socket
 import subprocess
 import sys
 from collections.abc import AsyncIterator, Awaitable, Callable
+from importlib import metadata
 from pathlib import Path
 from typing import Any
 
@@ -62,6 +66,7 @@ from toolguard._gateway.relay import waiting_message  # noqa: E402
 ROOT = Path(__file__).resolve().parents[2]
 LIMIT = 30  # seconds: the bound of every wait
 pytestmark = pytest.mark.asyncio(loop_scope="module")  # the shared proxy lives in this loop
+MCP_DEFAULT_VERSION = "0.1.0"  # the clientInfo version of an mcp ClientSession given none
 
 AT_ONCE = (
     "git_status",
@@ -221,6 +226,18 @@ class Gateway:
         return StdioServerParameters(
             command=sys.executable, args=self.args, env=self.env, cwd=str(ROOT)
         )
+
+    def call(self, client: str, version: str) -> dict[str, Any]:
+        """What a pending review says of the server and of the client that sent the call."""
+        return {
+            "server": {
+                "target": f"{sys.executable} -m mcp_server_git --repository {self.repo.path}",
+                "name": "mcp-git",
+                "version": metadata.version("mcp-server-git"),
+                "title": None,
+            },
+            "client": {"name": client, "version": version, "title": None},
+        }
 
 
 def text(result: Any) -> list[str]:
@@ -433,6 +450,7 @@ async def test_git_create_branch_waits_for_the_page_and_runs_once(shared: Shared
     )
 
     assert review["pending_review"]["action_requests"] == request("git_create_branch", args)
+    assert review["call"] == gateway.call("mcp", MCP_DEFAULT_VERSION)
     assert (text(result), result.is_error) == (
         ["Created branch 'feature/mcp-client' from 'main'"],
         False,
@@ -459,6 +477,7 @@ async def test_a_rejected_git_commit_records_nothing(shared: SharedProxy) -> Non
     )
 
     assert review["pending_review"]["action_requests"] == request("git_commit", args)
+    assert review["call"] == shared.gateway.call("mcp", MCP_DEFAULT_VERSION)
     assert (text(result), result.is_error) == (["Not on main, please open a pull request."], True)
     assert (repo.commits(), repo.staged()) == (commits, staged)
     assert staged == ["staged.txt"]
@@ -512,6 +531,7 @@ async def test_fastmcp_client_gets_progress_naming_the_review_and_the_approved_r
         f"Waiting for a person to approve `git_create_branch` (review {review['review_id']})"
         f" on http://127.0.0.1:{gateway.port}/"
     )
+    assert review["call"] == gateway.call("fastmcp", fastmcp.__version__)
     assert progress
     assert progress == [(float(n), None, message) for n in range(1, len(progress) + 1)]
     assert (text(result), result.is_error) == (
@@ -546,6 +566,7 @@ async def test_agents_sdk_server_lists_unchanged_and_waits_for_the_page(
     await gone(gateway.url)
     assert dumped(listed) == dumped(direct_tools)
     assert review["pending_review"]["action_requests"] == request("git_create_branch", args)
+    assert review["call"] == gateway.call("mcp", MCP_DEFAULT_VERSION)  # the SDK's ClientSession
     assert (text(result), result.is_error) == (
         ["Created branch 'feature/agents' from 'main'"],
         False,
@@ -561,7 +582,7 @@ async def test_pydantic_ai_mcp_toolset_commits_once_approved(
     tmp_path: Path, direct_tools: list[types.Tool]
 ) -> None:
     pytest.importorskip("pydantic_ai")
-    pytest.importorskip("fastmcp")
+    fastmcp = pytest.importorskip("fastmcp")
     from fastmcp.client.transports import StdioTransport
     from pydantic_ai import Agent
     from pydantic_ai.mcp import MCPToolset
@@ -609,6 +630,7 @@ async def test_pydantic_ai_mcp_toolset_commits_once_approved(
     await gone(gateway.url)
 
     assert review["pending_review"]["action_requests"] == request("git_commit", args)
+    assert review["call"] == gateway.call("fastmcp", fastmcp.__version__)  # its fastmcp Client
     assert offered == [{"name": t.name, "inputSchema": t.input_schema} for t in direct_tools]
     commits = repo.commits()
     assert commits[1:] == before
