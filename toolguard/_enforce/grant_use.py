@@ -29,6 +29,7 @@ from toolguard._core.records import (
 )
 from toolguard._core.standing import StandingGrant
 from toolguard._policy.allow_once import same_arguments
+from toolguard._tools.tool import Tool
 from toolguard._tools.toolset import Toolset
 
 
@@ -228,6 +229,41 @@ def _covers(grant: StandingGrant, call: ToolCall) -> bool:
     )
 
 
+def use_once(  # noqa: PLR0917 - one use: the grant, the call, where and when
+    grant: StandingGrant,
+    call: ToolCall,
+    tool: Tool[..., Any],
+    thread_id: str,
+    now: datetime,
+    name: str = "grant",
+) -> tuple[StandingGrant, AuditEvent]:
+    """One use of ``grant`` by ``call``: the grant after it, and the call's ``granted`` event.
+
+    The use that brings ``uses_left`` to 0 marks the grant used up. The event
+    belongs to ``thread_id`` (the call's thread), names the grant (``name``
+    and its id), who granted it, and the arguments with secrets replaced.
+    """
+    left = None if grant.uses_left is None else grant.uses_left - 1
+    spent = grant.model_copy(
+        update={
+            "uses_left": left,
+            "ended": "used_up" if left == 0 else None,
+            "ended_at": now if left == 0 else None,
+        }
+    )
+    event = AuditEvent(
+        at=now,
+        kind="granted",
+        thread_id=thread_id,
+        review_id=grant.review_id,
+        tool=call.name,
+        args=tool.shown_args(call.args),  # secrets as REDACTED
+        actor=grant.granted_by,
+        detail=f"{name} {grant.id}; uses left: {_uses(spent)}",
+    )
+    return spent, event
+
+
 def spend(
     thread_id: str,
     grants: Sequence[StandingGrant],
@@ -262,29 +298,10 @@ def spend(
                 after[index] = grant.model_copy(update={"ended": "expired", "ended_at": now})
                 events.append(_ended(thread_id, grant, now, "expired"))
                 continue
-            left = None if grant.uses_left is None else grant.uses_left - 1
-            used_up = left == 0
-            spent = grant.model_copy(
-                update={
-                    "uses_left": left,
-                    "ended": "used_up" if used_up else None,
-                    "ended_at": now if used_up else None,
-                }
-            )
+            spent, granted = use_once(grant, call, tool, thread_id, now)
             after[index] = spent
-            events.append(
-                AuditEvent(
-                    at=now,
-                    kind="granted",
-                    thread_id=thread_id,
-                    review_id=grant.review_id,
-                    tool=call.name,
-                    args=tool.shown_args(call.args),  # secrets as REDACTED
-                    actor=grant.granted_by,
-                    detail=f"grant {grant.id}; uses left: {_uses(spent)}",
-                )
-            )
-            if used_up:
+            events.append(granted)
+            if spent.ended == "used_up":
                 events.append(_ended(thread_id, spent, now, "used up"))
             covered.add(call.id)
             break

@@ -52,7 +52,7 @@ from toolguard._core.catalog import message
 from toolguard._core.errors import ConcurrentUpdateError, UnknownGrantError
 from toolguard._core.records import PendingTurn, ToolCall, call_digest
 from toolguard._core.standing import StandingGrant
-from toolguard._enforce.grant_use import quorum_of, revoke, single
+from toolguard._enforce.grant_use import quorum_of, revoke, single, use_once
 from toolguard._stores.protocol import Store, ThreadState
 from toolguard._tools.toolset import Toolset
 
@@ -253,28 +253,10 @@ class GatewayGrants:
                         )
                         ended.append(_event(grant, "grant_ended", now, f"grant {grant.id} expired"))
                         continue
-                    left = None if grant.uses_left is None else grant.uses_left - 1
-                    spent = grant.model_copy(
-                        update={
-                            "uses_left": left,
-                            "ended": "used_up" if left == 0 else None,
-                            "ended_at": now if left == 0 else None,
-                        }
-                    )
+                    spent, event = use_once(grant, call, tool, thread_id, now, "server grant")
                     after[index] = spent
-                    granted.append(
-                        AuditEvent(
-                            at=now,
-                            kind="granted",
-                            thread_id=thread_id,
-                            review_id=grant.review_id,
-                            tool=call.name,
-                            args=tool.shown_args(call.args),  # secrets replaced
-                            actor=grant.granted_by,
-                            detail=f"server grant {grant.id}; uses left: {_uses(spent)}",
-                        )
-                    )
-                    if left == 0:
+                    granted.append(event)
+                    if spent.ended == "used_up":
                         ended.append(_event(spent, "grant_ended", now, f"grant {grant.id} used up"))
                     covered.add(call.id)
                     break

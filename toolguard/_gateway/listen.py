@@ -50,6 +50,7 @@ __all__ = [
     "ListenError",
     "listen_app",
     "parse_listen",
+    "quiet_server",
     "serve_listening",
 ]
 
@@ -343,8 +344,12 @@ def listen_app(
 # ---------------------------------------------------------------------------- serving
 
 
-def _http_server(app: Any, listen: Listen) -> Any:
-    """uvicorn's server for ``app``, without signal handling of its own (the gateway's)."""
+def quiet_server(app: Any, *, host: str, port: int, **options: Any) -> Any:
+    """uvicorn's server for one of the gateway's apps, without signal handling of its own.
+
+    The gateway watches SIGINT and SIGTERM itself and stops its servers with the
+    rest; no lifespan, no access log. ``options``: more of ``uvicorn.Config``'s.
+    """
     import uvicorn  # noqa: PLC0415
 
     class Server(uvicorn.Server):
@@ -353,13 +358,7 @@ def _http_server(app: Any, listen: Listen) -> Any:
             yield
 
     config = uvicorn.Config(
-        app,
-        host=listen.host,
-        port=listen.port,
-        log_config=None,
-        access_log=False,
-        lifespan="off",
-        timeout_graceful_shutdown=int(_STOP_SECONDS),
+        app, host=host, port=port, log_config=None, access_log=False, lifespan="off", **options
     )
     return Server(config)
 
@@ -394,7 +393,12 @@ async def serve_listening(
         allow_origins=allow_origins,
         max_body_bytes=max_body_bytes,
     )
-    http = _http_server(app, listen)
+    http = quiet_server(
+        app,
+        host=listen.host,
+        port=listen.port,
+        timeout_graceful_shutdown=int(_STOP_SECONDS),
+    )
     watch = signals and threading.current_thread() is threading.main_thread() and os.name == "posix"
     stopped: list[int] = []
     failed: list[BaseException] = []

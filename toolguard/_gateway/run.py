@@ -8,12 +8,11 @@ process's stdin/stdout until the client closes stdin.
 
 from __future__ import annotations
 
-import contextlib
 import os
 import signal
 import sys
 import threading
-from collections.abc import AsyncIterator, Iterator, Sequence
+from collections.abc import AsyncIterator, Sequence
 from typing import Any, BinaryIO, Final
 
 import anyio
@@ -22,7 +21,7 @@ import anyio.from_thread
 
 from toolguard._enforce.judge import Judge
 from toolguard._gateway.calls_info import upstream_target
-from toolguard._gateway.listen import Listen, serve_listening
+from toolguard._gateway.listen import Listen, quiet_server, serve_listening
 from toolguard._gateway.overrides import operator_policy
 from toolguard._gateway.proxy import DEFAULT_TTL, EventHook, MCPProxy
 from toolguard._gateway.relay import DEFAULT_PROGRESS_INTERVAL, Relay
@@ -128,7 +127,9 @@ async def run(
                 auth=auth,
                 calls=proxy.calls,
             )
-            http = _http_server(with_proxy_headers(app), host=host, port=port)
+            http = quiet_server(  # proxy headers: with_proxy_headers keeps the peer
+                with_proxy_headers(app), host=host, port=port, proxy_headers=False
+            )
             async with anyio.create_task_group() as tasks:
                 proxy._tasks = tasks  # the proxy's own background tasks
                 failed: list[BaseException] = []
@@ -269,31 +270,6 @@ def _report_stale(closed: Sequence[object]) -> None:
             f"toolguard mcp-proxy: closed {len(closed)} review(s) left open by a"
             " previous run; nothing of them ran\n"
         )
-
-
-def _http_server(app: Any, *, host: str, port: int) -> Any:
-    """uvicorn's server for the approval page, without signal handling of its own.
-
-    The gateway watches SIGINT and SIGTERM itself (:func:`_serve_until_stopped`)
-    and stops the server with the rest.
-    """
-    import uvicorn  # noqa: PLC0415
-
-    class Server(uvicorn.Server):
-        @contextlib.contextmanager
-        def capture_signals(self) -> Iterator[None]:
-            yield
-
-    config = uvicorn.Config(
-        app,
-        host=host,
-        port=port,
-        log_config=None,
-        access_log=False,
-        lifespan="off",
-        proxy_headers=False,  # with_proxy_headers keeps the peer for --auth-header
-    )
-    return Server(config)
 
 
 def _page_url(host: str, port: int) -> str:
