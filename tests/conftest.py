@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import gc
 from collections.abc import Iterator
+from typing import Any
 
 import pytest
 
@@ -29,3 +30,26 @@ def _collect_garbage_per_module() -> Iterator[None]:
     garbage collector happens to run in."""
     yield
     gc.collect()
+
+
+@pytest.fixture
+def spans() -> Iterator[Any]:
+    """A global tracer provider exporting to memory, for this test only (an
+    ``InMemorySpanExporter`` of opentelemetry-sdk); the previous provider is put back."""
+    from opentelemetry import trace
+    from opentelemetry.sdk.trace import TracerProvider
+    from opentelemetry.sdk.trace.export import SimpleSpanProcessor
+    from opentelemetry.sdk.trace.export.in_memory_span_exporter import (
+        InMemorySpanExporter,
+    )
+    from opentelemetry.util._once import Once
+
+    exporter = InMemorySpanExporter()
+    provider = TracerProvider()
+    provider.add_span_processor(SimpleSpanProcessor(exporter))
+    before = (trace._TRACER_PROVIDER_SET_ONCE, trace._TRACER_PROVIDER)
+    trace._TRACER_PROVIDER_SET_ONCE, trace._TRACER_PROVIDER = Once(), None
+    trace.set_tracer_provider(provider)
+    yield exporter
+    trace._TRACER_PROVIDER_SET_ONCE, trace._TRACER_PROVIDER = before
+    provider.shutdown()

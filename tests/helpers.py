@@ -759,3 +759,15 @@ def checkpoints_done(store: Any, timeout: float) -> bool:
                 lambda: not (store._checkpoint_wanted or store._checkpoint_running), timeout
             )
         )
+
+
+# --- OpenTelemetry -------------------------------------------------------------------------------
+
+
+def ours(exporter: Any) -> list[Any]:
+    """The finished spans toolguard itself recorded (its instrumentation scope), in order."""
+    return [
+        s
+        for s in exporter.get_finished_spans()
+        if s.instrumentation_scope is not None and s.instrumentation_scope.name == "toolguard"
+    ]

@@ -5,17 +5,14 @@ from __future__ import annotations
 import json
 import subprocess
 import sys
-from collections.abc import Iterator
 from datetime import datetime, timedelta, timezone
 from typing import Any
 
 import pytest
 from opentelemetry import trace
-from opentelemetry.sdk.trace import ReadableSpan, TracerProvider
-from opentelemetry.sdk.trace.export import SimpleSpanProcessor
+from opentelemetry.sdk.trace import ReadableSpan
 from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
 from opentelemetry.trace import StatusCode
-from opentelemetry.util._once import Once
 
 from toolguard import (
     Judge,
@@ -43,20 +40,6 @@ class Clock:
 
     def __call__(self) -> datetime:
         return self.now
-
-
-@pytest.fixture
-def spans() -> Iterator[InMemorySpanExporter]:
-    """A global tracer provider exporting to memory, for this test only."""
-    exporter = InMemorySpanExporter()
-    provider = TracerProvider()
-    provider.add_span_processor(SimpleSpanProcessor(exporter))
-    before = (trace._TRACER_PROVIDER_SET_ONCE, trace._TRACER_PROVIDER)
-    trace._TRACER_PROVIDER_SET_ONCE, trace._TRACER_PROVIDER = Once(), None
-    trace.set_tracer_provider(provider)
-    yield exporter
-    trace._TRACER_PROVIDER_SET_ONCE, trace._TRACER_PROVIDER = before
-    provider.shutdown()
 
 
 def tools(log: list[str]) -> list[Any]:

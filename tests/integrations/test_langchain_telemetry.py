@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import json
-from collections.abc import Iterator
 from typing import Any
 
 import pytest
@@ -21,8 +20,8 @@ from opentelemetry.sdk.trace import ReadableSpan, TracerProvider
 from opentelemetry.sdk.trace.export import SimpleSpanProcessor
 from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
 from opentelemetry.trace import StatusCode
-from opentelemetry.util._once import Once
 
+from tests.helpers import ours
 from toolguard import Rules, Toolset, guard, requires_approval
 from toolguard._core import telemetry
 from toolguard.integrations import langchain as tg
@@ -30,20 +29,6 @@ from toolguard.integrations import langchain as tg
 CONFIG: Any = {"configurable": {"thread_id": "t1"}}
 MODES = ["middleware", "tools"]
 SECRET = "hunter2-very-secret"  # noqa: S105 - a password that must never reach a span
-
-
-@pytest.fixture
-def spans() -> Iterator[InMemorySpanExporter]:
-    """A global tracer provider exporting to memory, for this test only."""
-    exporter = InMemorySpanExporter()
-    provider = TracerProvider()
-    provider.add_span_processor(SimpleSpanProcessor(exporter))
-    before = (trace._TRACER_PROVIDER_SET_ONCE, trace._TRACER_PROVIDER)
-    trace._TRACER_PROVIDER_SET_ONCE, trace._TRACER_PROVIDER = Once(), None
-    trace.set_tracer_provider(provider)
-    yield exporter
-    trace._TRACER_PROVIDER_SET_ONCE, trace._TRACER_PROVIDER = before
-    provider.shutdown()
 
 
 class FakeModel(GenericFakeChatModel):
@@ -103,14 +88,6 @@ def turn(*items: tuple[str, str, dict[str, Any]]) -> AIMessage:
 
 SEARCH = ("c1", "search_mail", {"query": "invoice"})
 SEND = ("c2", "send_email", {"to": "bob@example.org", "password": SECRET})
-
-
-def ours(exporter: InMemorySpanExporter) -> list[ReadableSpan]:
-    return [
-        s
-        for s in exporter.get_finished_spans()
-        if s.instrumentation_scope is not None and s.instrumentation_scope.name == "toolguard"
-    ]
 
 
 def named(exporter: InMemorySpanExporter, name: str) -> ReadableSpan:

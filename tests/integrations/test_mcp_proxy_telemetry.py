@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import json
-from collections.abc import AsyncIterator, Iterator
+from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 from pathlib import Path
 from typing import Any
@@ -14,14 +14,13 @@ import pytest
 mcp = pytest.importorskip("mcp")
 
 from mcp import Client, types  # noqa: E402
-from opentelemetry import trace  # noqa: E402
 from opentelemetry.sdk.trace import ReadableSpan, TracerProvider  # noqa: E402
 from opentelemetry.sdk.trace.export import SimpleSpanProcessor  # noqa: E402
 from opentelemetry.sdk.trace.export.in_memory_span_exporter import (  # noqa: E402
     InMemorySpanExporter,
 )
-from opentelemetry.util._once import Once  # noqa: E402
 
+from tests.helpers import ours  # noqa: E402
 from toolguard import MemoryStore, Rules  # noqa: E402
 from toolguard._core import telemetry  # noqa: E402
 from toolguard._gateway.proxy import CLIENT_REVIEWER, MCPProxy  # noqa: E402
@@ -30,20 +29,6 @@ from .mcp_proxy_upstream import TOOLS, build_server  # noqa: E402
 
 LIMIT = 20
 SECRET = "/srv/private/hunter2-correct-horse"  # noqa: S105 - a test value
-
-
-@pytest.fixture
-def spans() -> Iterator[InMemorySpanExporter]:
-    """A global tracer provider exporting to memory, for this test only."""
-    exporter = InMemorySpanExporter()
-    provider = TracerProvider()
-    provider.add_span_processor(SimpleSpanProcessor(exporter))
-    before = (trace._TRACER_PROVIDER_SET_ONCE, trace._TRACER_PROVIDER)
-    trace._TRACER_PROVIDER_SET_ONCE, trace._TRACER_PROVIDER = Once(), None
-    trace.set_tracer_provider(provider)
-    yield exporter
-    trace._TRACER_PROVIDER_SET_ONCE, trace._TRACER_PROVIDER = before
-    provider.shutdown()
 
 
 @asynccontextmanager
@@ -79,14 +64,6 @@ async def three_calls(log: Path, store: MemoryStore) -> list[types.CallToolResul
             await client.call_tool("archive_file", {"path": SECRET}),
             await client.call_tool("read_file", {"path": SECRET}),
         ]
-
-
-def ours(exporter: InMemorySpanExporter) -> list[ReadableSpan]:
-    return [
-        s
-        for s in exporter.get_finished_spans()
-        if s.instrumentation_scope is not None and s.instrumentation_scope.name == "toolguard"
-    ]
 
 
 def call_attributes(span: ReadableSpan, name: str, **more: Any) -> dict[str, Any]:

@@ -22,8 +22,8 @@ from opentelemetry import trace
 from opentelemetry.sdk.trace import ReadableSpan, TracerProvider
 from opentelemetry.sdk.trace.export import SimpleSpanProcessor
 from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
-from opentelemetry.util._once import Once
 
+from tests.helpers import ours
 from tests.openai_server import ScriptedOpenAIServer, reply_text, reply_tool_calls
 from toolguard import Rules, Toolset, guard, requires_approval
 from toolguard._core import telemetry
@@ -40,20 +40,6 @@ def _no_sdk_tracing() -> Iterator[None]:
     set_tracing_disabled(True)
     yield
     set_tracing_disabled(True)
-
-
-@pytest.fixture
-def spans() -> Iterator[InMemorySpanExporter]:
-    """A global tracer provider exporting to memory, for this test only."""
-    exporter = InMemorySpanExporter()
-    provider = TracerProvider()
-    provider.add_span_processor(SimpleSpanProcessor(exporter))
-    before = (trace._TRACER_PROVIDER_SET_ONCE, trace._TRACER_PROVIDER)
-    trace._TRACER_PROVIDER_SET_ONCE, trace._TRACER_PROVIDER = Once(), None
-    trace.set_tracer_provider(provider)
-    yield exporter
-    trace._TRACER_PROVIDER_SET_ONCE, trace._TRACER_PROVIDER = before
-    provider.shutdown()
 
 
 @pytest.fixture
@@ -105,14 +91,6 @@ def make_tools(sent: list[str]) -> Toolset:
 def make_agent(client: openai.AsyncOpenAI, sent: list[str]) -> Agent[Any]:
     model = OpenAIChatCompletionsModel(model="scripted-model", openai_client=client)
     return Agent(name="assistant", model=model, tools=tg.function_tools(make_tools(sent)))
-
-
-def ours(exporter: InMemorySpanExporter) -> list[ReadableSpan]:
-    return [
-        s
-        for s in exporter.get_finished_spans()
-        if s.instrumentation_scope is not None and s.instrumentation_scope.name == "toolguard"
-    ]
 
 
 def named(exporter: InMemorySpanExporter, name: str) -> ReadableSpan:

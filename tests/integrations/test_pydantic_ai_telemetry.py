@@ -2,36 +2,17 @@
 
 from __future__ import annotations
 
-from collections.abc import Iterator
 from typing import Any
 
-import pytest
-from opentelemetry import trace
-from opentelemetry.sdk.trace import ReadableSpan, TracerProvider
-from opentelemetry.sdk.trace.export import SimpleSpanProcessor
 from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
-from opentelemetry.util._once import Once
 from pydantic_ai import Agent, DeferredToolRequests
 from pydantic_ai.messages import ModelMessage, ModelResponse, TextPart, ToolCallPart
 from pydantic_ai.models.function import AgentInfo, FunctionModel
 
 import toolguard
+from tests.helpers import ours
 from toolguard import requires_approval
 from toolguard.integrations import pydantic_ai as tg
-
-
-@pytest.fixture
-def spans() -> Iterator[InMemorySpanExporter]:
-    """A global tracer provider exporting to memory, for this test only."""
-    exporter = InMemorySpanExporter()
-    provider = TracerProvider()
-    provider.add_span_processor(SimpleSpanProcessor(exporter))
-    before = (trace._TRACER_PROVIDER_SET_ONCE, trace._TRACER_PROVIDER)
-    trace._TRACER_PROVIDER_SET_ONCE, trace._TRACER_PROVIDER = Once(), None
-    trace.set_tracer_provider(provider)
-    yield exporter
-    trace._TRACER_PROVIDER_SET_ONCE, trace._TRACER_PROVIDER = before
-    provider.shutdown()
 
 
 def make_tools(sent: list[str]) -> list[Any]:
@@ -55,14 +36,6 @@ def scripted(*responses: ModelResponse) -> FunctionModel:
         return queue.pop(0) if queue else ModelResponse(parts=[TextPart("Done.")])
 
     return FunctionModel(answer)
-
-
-def ours(exporter: InMemorySpanExporter) -> list[ReadableSpan]:
-    return [
-        s
-        for s in exporter.get_finished_spans()
-        if s.instrumentation_scope is not None and s.instrumentation_scope.name == "toolguard"
-    ]
 
 
 async def test_spans_nest_under_the_agents_tool_span_and_name_the_reviewer(
