@@ -139,19 +139,8 @@
 
   // ------------------------------------------------------------------ small helpers
 
-  function el(tag, attrs = {}, ...children) {
-    const node = document.createElement(tag);
-    for (const [name, value] of Object.entries(attrs)) {
-      if (value === null || value === undefined || value === false) continue;
-      if (name === "text") node.textContent = value;
-      else if (name === "className") node.className = value;
-      else node.setAttribute(name, value === true ? "" : String(value));
-    }
-    for (const child of children) {
-      if (child !== null && child !== undefined) node.append(child);
-    }
-    return node;
-  }
+  // Builds an element: el("p", { className: "note", text: "..." }, child, ...); text as text.
+  const el = gateway.el;
 
   function pretty(value) {
     return JSON.stringify(value, null, 2);

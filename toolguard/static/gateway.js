@@ -514,6 +514,7 @@
     agoText,
     callDetails,
     clientText,
+    el,
     fillCallDetails,
     grantDecision,
     grantRow,
