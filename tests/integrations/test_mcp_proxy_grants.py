@@ -305,6 +305,29 @@ async def test_a_grant_expires_at_its_ttl_by_the_chats_clock(tmp_path: Path) -> 
     ]
 
 
+async def test_hostile_grant_ids_get_short_answers_and_revoke_nothing(tmp_path: Path) -> None:
+    """An id longer than any grant's is a short 422 (not echoed); bytes that are no UTF-8 and
+    markup are an unknown grant; a path-looking id is no route; the real grant stays active."""
+    async with gateway(tmp_path) as gw:
+        await gw.decided("archive_file", {"path": "a"}, approve(match="tool"))
+        [grant] = await gw.grants()
+        long = await gw.http.delete("/hitl/grants/" + "g" * 10_000)
+        odd = [
+            await gw.http.delete("/hitl/grants/" + part)
+            for part in ("%ED%A0%80", "%3Cscript%3E", "..%2F..%2Fgrants")
+        ]
+        [after] = await gw.grants()
+    assert long.status_code == 422
+    assert long.json()["detail"][0]["input"] == "g" * 100 + "\u2026"
+    assert len(long.text) < 1_000
+    assert [(r.status_code, r.json()["detail"]) for r in odd] == [
+        (404, "Unknown grant '\ufffd\ufffd\ufffd': the MCP gateway has no such grant"),
+        (404, "Unknown grant '<script>': the MCP gateway has no such grant"),
+        (404, "Not Found"),  # the decoded slashes make it another path: no route
+    ]
+    assert after == grant
+
+
 async def test_a_revoked_grant_stops_applying_and_revoking_again_is_a_404(tmp_path: Path) -> None:
     async with gateway(tmp_path) as gw:
         await gw.decided("archive_file", {"path": "a"}, approve(match="tool"))

@@ -58,6 +58,7 @@ from toolguard._tools.toolset import Toolset
 
 if TYPE_CHECKING:
     from fastapi import APIRouter
+    from fastapi.routing import APIRoute
 
 __all__ = ["GRANTS_THREAD", "GatewayGrants", "grant_view", "grants_router"]
 
@@ -328,19 +329,21 @@ def _when(moment: datetime | None) -> str | None:
     return text[:-6] + "Z" if text.endswith("+00:00") else text
 
 
-def grants_router(chat: ReviewedChat) -> "APIRouter":
+def grants_router(chat: ReviewedChat, route_class: "type[APIRoute] | None" = None) -> "APIRouter":
     """``GET /hitl/grants`` and ``DELETE /hitl/grants/{grant_id}`` (see the module docstring).
 
     The chat's ``shared_grants`` must be a :class:`GatewayGrants` (the
     gateway sets it); otherwise the router has no routes.
     """
     from fastapi import APIRouter, Depends, Request, status  # noqa: PLC0415
+    from fastapi import Path as PathParam  # noqa: PLC0415
+    from fastapi.routing import APIRoute  # noqa: PLC0415
 
     from toolguard._core.jsonable import clean_text  # noqa: PLC0415
     from toolguard._http.answers import Refusal, shorten  # noqa: PLC0415
-    from toolguard._http.schemas import ErrorResponse  # noqa: PLC0415
+    from toolguard._http.schemas import ErrorResponse, Id  # noqa: PLC0415
 
-    router = APIRouter(prefix="/hitl", tags=["hitl"])
+    router = APIRouter(prefix="/hitl", tags=["hitl"], route_class=route_class or APIRoute)
     keeper = chat.shared_grants
     if not isinstance(keeper, GatewayGrants):
         return router
@@ -365,7 +368,7 @@ def grants_router(chat: ReviewedChat) -> "APIRouter":
         },
     )
     async def delete_grant(
-        grant_id: str, who: Annotated[str | None, Depends(who_asks)]
+        grant_id: Annotated[Id, PathParam()], who: Annotated[str | None, Depends(who_asks)]
     ) -> dict[str, Any]:
         """Revoke an active grant: later matching calls are reviewed again."""
         try:

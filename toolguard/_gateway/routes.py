@@ -10,6 +10,7 @@ serve``'s, with the same protections.
 from __future__ import annotations
 
 from collections.abc import Iterable
+from functools import partial
 from typing import TYPE_CHECKING, Any, Final
 
 from toolguard._chat.chat import ReviewedChat
@@ -19,6 +20,7 @@ from toolguard._gateway.grants import grants_router
 
 if TYPE_CHECKING:
     from fastapi import APIRouter, FastAPI
+    from fastapi.routing import APIRoute
 
 __all__ = [
     "DEFAULT_MAX_BODY_BYTES",
@@ -54,7 +56,7 @@ def reviews_router(chat: ReviewedChat) -> APIRouter:
     return router
 
 
-def audit_router(chat: ReviewedChat) -> APIRouter:
+def audit_router(chat: ReviewedChat, route_class: type[APIRoute] | None = None) -> APIRouter:
     """``GET /hitl/audit``: the audit trail of every call the gateway recorded, as JSON lines.
 
     One thread per call, so the per-thread ``GET /hitl/threads/{id}/audit``
@@ -65,8 +67,9 @@ def audit_router(chat: ReviewedChat) -> APIRouter:
     """
     from fastapi import APIRouter  # noqa: PLC0415
     from fastapi.responses import PlainTextResponse  # noqa: PLC0415
+    from fastapi.routing import APIRoute  # noqa: PLC0415
 
-    router = APIRouter(prefix="/hitl", tags=["hitl"])
+    router = APIRouter(prefix="/hitl", tags=["hitl"], route_class=route_class or APIRoute)
 
     @router.get(
         "/audit",
@@ -130,7 +133,7 @@ def build_app(
         allowed_hosts=[*default_hosts(host, port), *allow_hosts],
         allowed_origins=allow_origins,
         max_body_bytes=max_body_bytes,
-        routers=[audit_router(chat), grants_router(chat)],
+        routers=[partial(audit_router, chat), partial(grants_router, chat)],
         auth=auth,
         mode="gateway",
         info=known.info,

@@ -11,11 +11,12 @@ from typing import Any, Literal
 
 from fastapi import APIRouter, Depends, FastAPI, HTTPException, status
 from fastapi.responses import FileResponse
+from fastapi.routing import APIRoute
 from fastapi.staticfiles import StaticFiles
 
 from toolguard._chat.chat import ReviewedChat
 from toolguard._http.auth import Authenticator, check_auth, identity_dependency
-from toolguard._http.guards import Guard, Hosts, Protect
+from toolguard._http.guards import Guard, Hosts, Protect, route_class
 from toolguard._http.live import ReviewFields
 from toolguard._http.parsing import DEFAULT_MAX_BODY_BYTES
 from toolguard._http.routes import check_chat, routes
@@ -94,7 +95,7 @@ def protected_app(
     reviewer: Callable[..., Any] | None = None,
     max_body_bytes: int = DEFAULT_MAX_BODY_BYTES,
     allowed_origins: Iterable[str] = (),
-    routers: Iterable[APIRouter] = (),
+    routers: Iterable[Callable[[type[APIRoute]], APIRouter]] = (),
     auth: Authenticator | None = None,
     mode: Literal["chat", "gateway"] = "chat",
     info: Callable[[], Mapping[str, Any]] | None = None,
@@ -102,9 +103,10 @@ def protected_app(
 ) -> FastAPI:
     """The one factory of toolguard's apps: :func:`create_app`, ``serve`` and ``mcp-proxy``.
 
-    The chat's routes under ``/hitl``, ``routers`` (more routes, e.g. the
-    gateway's ``GET /hitl/audit``), the approval page unless ``page`` is
-    false, all behind :class:`~toolguard._http.guards.Protect`: the ``Host``
+    The chat's routes under ``/hitl``, ``routers`` (functions that make more
+    routers from the route class they are given, which answers hostile input as
+    the chat's routes do, e.g. the gateway's ``GET /hitl/audit``), the approval
+    page unless ``page`` is false, all behind :class:`~toolguard._http.guards.Protect`: the ``Host``
     allow-list (421), the cross-site refusal of state-changing requests
     (403), the body limit (413) and the security headers, for every route. ``allowed_hosts`` has
     no default: each caller says which Hosts it answers (``None``: any). With ``auth``, the
@@ -135,8 +137,8 @@ def protected_app(
         )
     )
     required = [Depends(identity_dependency(auth))] if auth is not None else []
-    for router in routers:
-        app.include_router(router, dependencies=required)
+    for make_router in routers:
+        app.include_router(make_router(route_class(guard)), dependencies=required)
     docs = frozenset(
         url for url in (app.docs_url, app.redoc_url, app.swagger_ui_oauth2_redirect_url) if url
     )
