@@ -24,9 +24,9 @@ import json
 import os
 import secrets
 import sys
-from collections.abc import AsyncIterator, Iterable, Sequence
+from collections.abc import AsyncIterator, Callable, Iterable, Sequence
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, TypeVar
 
 import anyio
 
@@ -182,6 +182,9 @@ def choose_model(model: str | None = None, base_url: str | None = None) -> ChatM
     return OpenAIChatModel(openai.AsyncOpenAI(api_key=api_key, base_url=url), model=name)
 
 
+_Read = TypeVar("_Read")
+
+
 def load_rules(path: str) -> Rules:
     """The :class:`~toolguard.Rules` in the TOML file at ``path`` (``toolguard serve --rules``).
 
@@ -189,14 +192,7 @@ def load_rules(path: str) -> Rules:
         ServeError: the file cannot be read or holds no valid rules; the text
             says which.
     """
-    try:
-        return Rules.from_toml(Path(path))
-    except OSError as exc:
-        msg = f"--rules {path}: cannot read the file: {exc.strerror or exc}"
-        raise ServeError(msg) from exc
-    except (RuleSyntaxError, TypeError) as exc:
-        msg = f"--rules {path}: {exc}"
-        raise ServeError(msg) from exc
+    return _from_rules_file(Rules.from_toml, path)
 
 
 def load_reviewers(path: str) -> Reviewers | None:
@@ -205,8 +201,13 @@ def load_reviewers(path: str) -> Reviewers | None:
     Raises:
         ServeError: the file cannot be read or its table is invalid.
     """
+    return _from_rules_file(Reviewers.from_toml, path)
+
+
+def _from_rules_file(read: Callable[[Path], _Read], path: str) -> _Read:
+    """``read(path)``, its errors as one :class:`ServeError` line naming ``--rules``."""
     try:
-        return Reviewers.from_toml(Path(path))
+        return read(Path(path))
     except OSError as exc:
         msg = f"--rules {path}: cannot read the file: {exc.strerror or exc}"
         raise ServeError(msg) from exc
