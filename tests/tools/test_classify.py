@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import csv
+import doctest
 import re
 from pathlib import Path
 
@@ -10,8 +12,11 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 import toolguard
+import toolguard._tools.classify
 import toolguard.classify
 from toolguard._tools.classify import (
+    _CACHE_MAX,
+    _CACHED_NAME_MAX,
     DEFAULT_VERBS,
     DESTRUCTIVE_VERBS,
     INFO_NOUNS,
@@ -24,6 +29,7 @@ from toolguard._tools.classify import (
 )
 
 DOCS = Path(__file__).resolve().parents[2] / "docs"
+BENCHMARK_DATA = Path(__file__).resolve().parents[2] / "benchmarks" / "data"
 
 
 def verb(name: str, word: str, domain: str | None) -> Classification:
@@ -205,12 +211,7 @@ def test_dangerous_real_tool_names_need_approval(name: str, word: str, domain: s
         ),
         ("list_workflow_runs", "the word 'list' is a read verb"),
         ("get_current_time", "the word 'get' is a read verb"),
-        (
-            "list_pull_requests",
-            "the read verb 'list' leads the action: 'pull' is read as a thing, not an action",
-        )
-        if "pull" in DEFAULT_VERBS
-        else ("list_pull_requests", "the word 'list' is a read verb"),
+        ("list_pull_requests", "the word 'list' is a read verb"),
         (
             "get_transfer_status",
             "the read verb 'get' leads the action: 'transfer' is read as a thing, not an action",
@@ -223,12 +224,7 @@ def test_dangerous_real_tool_names_need_approval(name: str, word: str, domain: s
             "check_deploy_status",
             "the read verb 'check' leads the action: 'deploy' is read as a thing, not an action",
         ),
-        (
-            "mcp__github__get_pull_request_review_comments",
-            "the read verb 'get' leads the action: 'review' is read as a thing, not an action"
-            if "review" in DEFAULT_VERBS
-            else "the word 'get' is a read verb",
-        ),
+        ("mcp__github__get_pull_request_review_comments", "the word 'get' is a read verb"),
         (
             "search_posts_by_tag",
             "the read verb 'search' leads the action: 'tag' is read as a thing, not an action",
@@ -342,8 +338,10 @@ def test_a_verb_that_is_not_first_still_asks_without_a_read_verb() -> None:
         ("frobnicate_widget", ["frobnicate", "widget"]),
         ("sequentialthinking", ["sequentialthinking"]),
         ("sender_widget", ["sender", "widget"]),
+        ("XMLHttpRequest", ["xml", "http", "request"]),
         ("", []),
-        ("✉️", []),
+        ("___", []),
+        ("..//::-- ", []),
     ],
 )
 @pytest.mark.parametrize("setting", ["ask", "allow"])
@@ -357,6 +355,12 @@ def test_unknown_names_follow_the_unknown_setting(
 
 def test_unknown_asks_by_default_and_the_explicit_setting_wins() -> None:
     """The default is "ask"; SEED_VERBS allows unknown names unless told otherwise."""
+    assert Classifier().explain("frobnicate_widget").reason == (
+        "no known verb in ['frobnicate', 'widget']: unknown=\"ask\""
+    )
+    assert Classifier(unknown="allow").explain("frobnicate_widget").reason == (
+        "no known verb in ['frobnicate', 'widget']: unknown=\"allow\""
+    )
     assert Classifier().explain("frobnicate_widget") == unknown(
         "frobnicate_widget", ["frobnicate", "widget"], "ask"
     )
@@ -526,6 +530,239 @@ def test_the_default_classifier_follows_the_documented_rule(
     assert Classifier().requires_approval(name) == _plain_rule(name)
 
 
+# --- names the classifier cannot read -------------------------------------------------------
+
+
+def unreadable(name: str, char: str, suffix: str = "") -> Classification:
+    """A name that needs approval because ``char`` (U+XXXX and its name) is not printable ASCII."""
+    return Classification(
+        name=name,
+        needs_approval=True,
+        rule="unreadable",
+        matched_word=None,
+        matched_verb=None,
+        reason=(
+            f"the name holds {char}, which is not printable ASCII: its words cannot be read,"
+            f" so it needs approval{suffix}"
+        ),
+    )
+
+
+CYRILLIC_E = "U+0435 CYRILLIC SMALL LETTER IE"
+FULLWIDTH_D = "U+FF44 FULLWIDTH LATIN SMALL LETTER D"
+ZERO_WIDTH = "U+200B ZERO WIDTH SPACE"
+E_ACUTE = "U+00E9 LATIN SMALL LETTER E WITH ACUTE"
+
+HOSTILE = [
+    ("d\u0435lete_file", CYRILLIC_E),  # a Cyrillic ie for the e of delete
+    ("get_d\u0435lete_file", CYRILLIC_E),  # ... after a read verb, which would exempt it
+    ("get_\u03bfrder", "U+03BF GREEK SMALL LETTER OMICRON"),
+    ("\uff44\uff45\uff4c\uff45\uff54\uff45_file", FULLWIDTH_D),
+    ("list_\uff44\uff45\uff4c\uff45\uff54\uff45", FULLWIDTH_D),
+    ("del\u200bete_file", ZERO_WIDTH),
+    ("search_files_del\u200bete", ZERO_WIDTH),
+    ("get\u00adfile", "U+00AD SOFT HYPHEN"),
+    ("get_user\u202edelete", "U+202E RIGHT-TO-LEFT OVERRIDE"),
+    ("créer_événement", E_ACUTE),
+    ("get_météo", E_ACUTE),
+    ("✉️", "U+2709 ENVELOPE"),
+    ("list_files\x00rm", "U+0000 (a control character)"),
+    ("get_user\nsend_email", "U+000A (a control character)"),
+    ("send\tmail", "U+0009 (a control character)"),
+    ("get_\U000f0000", "U+F0000 (a nameless character)"),
+]
+
+
+@pytest.mark.parametrize(("name", "char"), HOSTILE)
+@pytest.mark.parametrize("setting", ["ask", "allow"])
+def test_a_name_that_is_not_printable_ascii_needs_approval(
+    name: str, char: str, setting: str
+) -> None:
+    """Look-alike, invisible, accented and control characters ask, whatever unknown= says."""
+    classifier = Classifier(unknown=setting)  # type: ignore[arg-type]
+    assert classifier.explain(name) == unreadable(name, char)
+    assert classifier.classify([name]) == [unreadable(name, char)]
+    own_reads = Classifier(verbs=["pay"], reads=["get"], unknown=setting)  # type: ignore[arg-type]
+    assert own_reads.explain(name) == unreadable(name, char)
+
+
+@pytest.mark.parametrize(("name", "char"), HOSTILE)
+def test_hints_cannot_exempt_a_name_that_cannot_be_read(name: str, char: str) -> None:
+    """readOnlyHint: true does not exempt an unreadable name; never= does (your lists win)."""
+    classifier = Classifier()
+    hint = "; the server's readOnlyHint: true cannot exempt it"
+    assert classifier.explain(name, annotations={"readOnlyHint": True}) == unreadable(
+        name, char, hint
+    )
+    assert classifier.explain(name, annotations={}) == unreadable(name, char)
+    exempt = Classifier(never=[name])
+    assert exempt.explain(name).needs_approval is False
+    assert exempt.explain(name).rule == "never"
+
+
+@pytest.mark.parametrize(("name", "words"), [
+    ("d\u0435lete_file", ["d", "lete", "file"]),
+    ("\uff44\uff45\uff4c\uff45\uff54\uff45_file", ["file"]),
+    ("del\u200bete_file", ["del", "ete", "file"]),
+])  # fmt: skip
+def test_seed_verbs_keep_the_original_blind_spot(name: str, words: list[str]) -> None:
+    """The original rule reads only ASCII words, exactly as before: these names ran, and run."""
+    assert Classifier(verbs=SEED_VERBS).explain(name) == Classification(
+        name=name,
+        needs_approval=False,
+        rule="default",
+        matched_word=None,
+        matched_verb=None,
+        reason=f"no approval verb among the words {words!r}",
+    )
+
+
+NOT_PRINTABLE_ASCII = st.characters().filter(
+    lambda char: not (char.isascii() and char.isprintable())
+)
+
+
+@settings(max_examples=300)
+@given(st.text(max_size=20), NOT_PRINTABLE_ASCII, st.text(max_size=20))
+def test_no_name_with_a_character_outside_printable_ascii_is_exempt(
+    before: str, char: str, after: str
+) -> None:
+    """Whatever surrounds it, such a character makes the default classifiers ask."""
+    name = before + char + after
+    for classifier in (Classifier(), Classifier(unknown="allow")):
+        result = classifier.explain(name)
+        assert (result.needs_approval, result.rule) == (True, "unreadable")
+
+
+@pytest.mark.parametrize(
+    ("name", "expected"),
+    [
+        ("delete2", verb("delete2", "delete", "data")),
+        ("v2_delete", verb("v2_delete", "delete", "data")),
+        ("sendEmail2", verb("sendEmail2", "send", "messaging and publishing")),
+        (
+            "get_delete2",
+            Classification(
+                name="get_delete2",
+                needs_approval=True,
+                rule="verb",
+                matched_word="delete",
+                matched_verb="delete",
+                reason=(
+                    "the word 'delete' is a destructive verb: the read verb 'get' before it does "
+                    "not exempt it"
+                ),
+            ),
+        ),
+        ("get_s3_object", read("get_s3_object", "the word 'get' is a read verb")),
+        ("getHTTP2Status", read("getHTTP2Status", "the word 'get' is a read verb")),
+        ("get2_user", unknown("get2_user", ["get2", "user"], "ask")),
+        ("base64_encode", unknown("base64_encode", ["base64", "encode"], "ask")),
+        ("DELETEFile", verb("DELETEFile", "delete", "data")),
+        ("DELETE_FILE", verb("DELETE_FILE", "delete", "data")),
+        ("dElEtE_fIlE", unknown("dElEtE_fIlE", ["d", "el", "et", "e", "f", "il", "e"], "ask")),
+        ("XMLHttpRequest", unknown("XMLHttpRequest", ["xml", "http", "request"], "ask")),
+    ],
+)
+def test_digits_and_case(name: str, expected: Classification) -> None:
+    """Digits after an approval verb are set aside (a read verb's are not); case splits words."""
+    assert Classifier().explain(name) == expected
+
+
+def test_names_without_words_follow_the_unknown_setting() -> None:
+    """An empty name or one of separators only hides nothing: unknown= decides, both ways."""
+    for name in ("", "_", "___", "__--..//::", " " * 10_000):
+        assert Classifier().explain(name) == unknown(name, [], "ask")
+        assert Classifier(unknown="allow").explain(name) == unknown(name, [], "allow")
+
+
+def test_ten_thousand_character_names_are_decided_and_not_cached() -> None:
+    """Long names are read like short ones; only names up to 128 characters are cached."""
+    classifier = Classifier()
+    long_read = "get_" + "x" * 9_996
+    long_write = "x" * 9_990 + "_drop_db"
+    long_unknown = "x" * 10_000
+    assert classifier.explain(long_read) == read(long_read, "the word 'get' is a read verb")
+    assert classifier.explain(long_write) == verb(long_write, "drop", "data")
+    assert classifier.classify([long_unknown]) == [unknown(long_unknown, ["x" * 10_000], "ask")]
+    assert classifier.explain("delete_" * 1_500) == verb("delete_" * 1_500, "delete", "data")
+    assert classifier._cache == {}
+    assert _CACHED_NAME_MAX == 128
+    at_limit, past_limit = "get_" + "y" * 124, "get_" + "y" * 125
+    classifier.classify([at_limit, past_limit])
+    classifier.explain("z" * 129)
+    assert list(classifier._cache) == [at_limit]
+
+
+def test_hostile_names_cannot_grow_the_cache_past_its_bound() -> None:
+    """A stream of distinct long names keeps the cache within its size and name-length limits."""
+    classifier = Classifier()
+    names = [f"{index:08d}_" + "q" * 200 for index in range(2_000)]
+    names += [f"send_{index}" for index in range(_CACHE_MAX + 5)]
+    results = classifier.classify(names)
+    assert len(results) == len(names)
+    assert 0 < len(classifier._cache) <= _CACHE_MAX
+    assert max(len(name) for name in classifier._cache) <= _CACHED_NAME_MAX
+    assert results[0] == unknown(names[0], [f"{0:08d}", "q" * 200], "ask")
+    assert results[-1] == verb(names[-1], "send", "messaging and publishing")
+
+
+# --- the original rule, name by name -------------------------------------------------------
+
+# The tool names that the original rule's own tests classified.
+ORIGINAL_TEST_NAMES = [
+    "findCalendarEvents", "retrieveEventById", "sendHTTPRequest", "HTTPServerStart",
+    "XMLHttpRequest", "getURLs", "getUserIDs", "PDFsToText", "s3Upload", "S3Upload",
+    "listS3Buckets", "EC2Instance", "HTTP2Server", "v2_delete_item", "base64Encode", "2fa_code",
+    "OAuth2Token", "send_email", "SEND_EMAIL", "create-issue", "mail.send",
+    "calendar.events.delete", "gmail__send_message", "MCP_server__write_file",
+    "github/create_issue", "fs:write", "s3:PutObject", "send email now", "addressBook",
+    "created_at_lookup", "sender_stats", "address_lookup", "bookmarks_list", "sends_report",
+    "deleting_soon", "create_or_update_item", "update_or_create_item", "send_heartbeat",
+    "Send_Heartbeat", "send_heartbeat_v2", "find_calendar_events", "purchaseTicket",
+    "REFUND_ORDER", "delete_file", "delete_everything", "delete_cache", "get_stats", "book_room",
+    "findX", "read_inbox", "purchase_log", "tool_0", "A", "URL", "créer_événement", "", "   ",
+    "___", "__--..//::", "é",
+]  # fmt: skip
+BENCHMARK_NAMES = [
+    row["name"]
+    for row in csv.DictReader(
+        (BENCHMARK_DATA / "tool_names.csv").read_text(encoding="utf-8").splitlines()
+    )
+]
+
+
+def original_rule(name: str) -> Classification:
+    """The original rule, written out: a name asks exactly when a word is one of the 13 verbs."""
+    words = split_words(name)
+    found = next((word for word in words if word in SEED_VERBS), None)
+    if found is None:
+        return Classification(
+            name=name,
+            needs_approval=False,
+            rule="default",
+            matched_word=None,
+            matched_verb=None,
+            reason=f"no approval verb among the words {list(words)!r}",
+        )
+    return verb(name, found, None)
+
+
+@pytest.mark.parametrize(
+    "name", [*ORIGINAL_TEST_NAMES, *(name for name, _ in HOSTILE), "delete2", "get_delete2"]
+)
+def test_seed_verbs_classify_the_original_test_names_as_before(name: str) -> None:
+    """Classifier(verbs=SEED_VERBS) gives the original answer and reason for every name."""
+    assert Classifier(verbs=SEED_VERBS).explain(name) == original_rule(name)
+
+
+def test_seed_verbs_classify_every_benchmark_name_as_before() -> None:
+    """Over the 594 real tool names of the benchmark too."""
+    assert len(BENCHMARK_NAMES) == 594
+    classifier = Classifier(verbs=SEED_VERBS)
+    assert classifier.classify(BENCHMARK_NAMES) == [original_rule(n) for n in BENCHMARK_NAMES]
+
+
 # --- combining ------------------------------------------------------------------------------
 
 CLASSIFIERS = st.builds(
@@ -672,3 +909,9 @@ def test_the_docs_table_lists_every_group_as_the_code_does() -> None:
         for group in VERB_GROUPS
     ]
     assert ", ".join(f"`{word}`" for word in READ_VERBS) in text
+
+
+def test_the_docstring_examples_hold() -> None:
+    """The examples in the classifier's docstrings print what they show."""
+    results = doctest.testmod(toolguard._tools.classify, optionflags=doctest.NORMALIZE_WHITESPACE)
+    assert (results.failed, results.attempted) == (0, 7)

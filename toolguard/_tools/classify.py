@@ -20,10 +20,17 @@ a call to this tool before it runs? It answers in layers.
    needs approval with ``unknown="ask"`` (the default) and runs with
    ``unknown="allow"``.
 
+A name the classifier cannot read needs approval whatever its words: one with a
+character that is not printable ASCII (an accented letter, a Cyrillic or
+fullwidth look-alike of a Latin letter, a zero-width or control character),
+because such a character can hide a verb from the words while a
+person still reads it.
+
 Words are matched whole, never as substrings: ``sender_stats``,
 ``address_lookup`` and ``bookmarks_list`` hold no ``send``, ``add`` or ``book``.
 Inflections do not match either: ``sends``, ``created`` and ``deleting`` are
-different words from ``send``, ``create`` and ``delete``.
+different words from ``send``, ``create`` and ``delete``. Digits right after an
+approval verb are set aside: ``delete2`` is ``delete``.
 
 Every decision comes with a :class:`Classification` that records which rule
 decided and why, so that an approval prompt or a log line can explain it, and
@@ -33,6 +40,7 @@ decided and why, so that an approval prompt or a log line can explain it, and
 from __future__ import annotations
 
 import re
+import unicodedata
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, Final, Literal
@@ -92,7 +100,20 @@ _NAMESPACE_RE: Final = re.compile(r"__|[/:.]")
 # bound.
 _CACHE_MAX: Final = 65_536
 
-Rule = Literal["always", "never", "verb", "read", "unknown", "default", "decorator", "annotation"]
+# Only names up to this length are cached (tool names are rarely longer than
+# 64 characters; MCP asks for at most 128), so that the cache's memory stays
+# bounded too; a longer name is decided again at each call.
+_CACHED_NAME_MAX: Final = 128
+
+# A name must be printable ASCII for its words to be what a person reads.
+_UNREADABLE_RE: Final = re.compile(r"[^\x20-\x7e]")
+
+_has_digit: Final = re.compile(r"[0-9]").search
+_DIGITS: Final = "0123456789"
+
+Rule = Literal[
+    "always", "never", "unreadable", "verb", "read", "unknown", "default", "decorator", "annotation"
+]
 """Which rule decided a :class:`Classification`."""
 
 
@@ -151,8 +172,10 @@ class Classification:
         name: The tool name, as given.
         needs_approval: Whether a human must approve calls to the tool.
         rule: The rule that decided: ``"always"`` or ``"never"`` for the
-            explicit lists; ``"verb"`` when a word of the name is an approval
-            verb; ``"read"`` when a read verb decided that the tool only
+            explicit lists; ``"unreadable"`` when the name holds a character
+            that is not printable ASCII, so that its words cannot be read
+            (it needs approval); ``"verb"`` when a word of the name is an
+            approval verb; ``"read"`` when a read verb decided that the tool only
             looks; ``"unknown"`` when the name holds no known verb (the
             classifier's ``unknown`` setting decided); ``"default"`` when a
             classifier without read verbs that lets unknown names run found
@@ -164,8 +187,9 @@ class Classification:
         matched_word: The word of the name that matched an approval verb,
             when ``rule`` is ``"verb"``; otherwise ``None``.
         matched_verb: The verb it matched, when ``rule`` is ``"verb"``;
-            otherwise ``None``. Matching is by exact word, so this equals
-            ``matched_word``.
+            otherwise ``None``. Matching is by exact word (digits right
+            after a verb set aside: ``delete2`` matches ``delete``), so this
+            equals ``matched_word``.
         reason: A short English explanation, for example
             ``"listed in always"``,
             ``"listed in never (exempt)"``,
@@ -176,6 +200,8 @@ class Classification:
             ``"the word 'replace' is a destructive verb: the read verb
             'search' before it does not exempt it"``,
             ``'no known verb in [\\'frobnicate\\', \\'widget\\']: unknown="ask"'``,
+            ``"the name holds U+200B ZERO WIDTH SPACE, which is not printable
+            ASCII: its words cannot be read, so it needs approval"``,
             ``"the word 'send' is an approval verb"`` and
             ``"no approval verb among the words ['sender', 'stats']"`` (the
             original rule), or, for a tool with MCP annotations,
@@ -258,6 +284,30 @@ def _listed(words: Sequence[str]) -> str:
     return "['" + "', '".join(words) + "']" if words else "[]"
 
 
+def _unreadable_reason(name: str) -> str | None:
+    """Why a name cannot be read, or ``None`` when it is printable ASCII."""
+    if name.isascii() and name.isprintable():
+        return None
+    found = _UNREADABLE_RE.search(name)
+    char = found.group() if found is not None else name[0]
+    what = unicodedata.name(char, "") or (
+        "(a control character)" if unicodedata.category(char) == "Cc" else "(a nameless character)"
+    )
+    return (
+        f"the name holds U+{ord(char):04X} {what}, which is not printable ASCII: "
+        "its words cannot be read, so it needs approval"
+    )
+
+
+def _digits_set_aside(words: list[str], verbs: frozenset[str]) -> list[str]:
+    """The words with a verb followed by digits read as the verb: ``delete2`` is ``delete``."""
+    result = []
+    for word in words:
+        letters = word.rstrip(_DIGITS) if word[-1] in _DIGITS else word
+        result.append(letters if letters in verbs else word)
+    return result
+
+
 def _action_words(name: str, words: list[str]) -> list[str]:
     """The words after the last namespace separator, or all words when there is none."""
     if _NAMESPACE_RE.search(name) is None:
@@ -281,11 +331,14 @@ class Classifier:
 
     1. A name exactly in ``always`` needs approval.
     2. A name exactly in ``never`` is exempt.
-    3. A name none of whose words (see :func:`split_words`) is an approval
+    3. A name with a character that is not printable ASCII needs approval
+       (rule ``"unreadable"``): a look-alike or invisible character could hide
+       a verb from the words while a person still reads it.
+    4. A name none of whose words (see :func:`split_words`) is an approval
        verb reads when one of its words is a read verb, and is otherwise an
        unknown name: it needs approval with ``unknown="ask"`` and runs with
        ``unknown="allow"``.
-    4. A name with an approval verb needs approval, unless a read verb leads
+    5. A name with an approval verb needs approval, unless a read verb leads
        its action, that is, comes before every approval verb in the words
        after the last namespace separator (``__``, ``/``, ``:`` or ``.``):
        ``get_order_details``, ``list_workflow_runs`` and
@@ -293,6 +346,11 @@ class Classifier:
        a destructive verb after it (:data:`DESTRUCTIVE_VERBS`:
        ``search_and_replace``, ``find_delete``) nor an approval verb joined
        by ``and``, ``or`` or ``then`` (``get_or_create_user``).
+
+    Digits right after an approval verb are set aside (``delete2`` is
+    ``delete``). A classifier without read verbs that lets unknown names run
+    (such as ``verbs=SEED_VERBS``) is the original rule exactly: it skips
+    rule 3 and matches whole words only.
 
     List entries are exact, case-sensitive tool names. Verbs are
     case-insensitive single words. A classifier is immutable; it caches
@@ -454,9 +512,10 @@ class Classifier:
         if found is not None:
             return found
         result = self._decide(name)
-        if len(cache) >= _CACHE_MAX:
-            cache.clear()
-        cache[name] = result
+        if len(name) <= _CACHED_NAME_MAX:
+            if len(cache) >= _CACHE_MAX:
+                cache.clear()
+            cache[name] = result
         return result
 
     def classify(self, names: Iterable[str]) -> list[Classification]:
@@ -476,9 +535,10 @@ class Classifier:
             found = cache.get(name)
             if found is None:
                 found = decide(name)
-                if len(cache) >= _CACHE_MAX:
-                    cache.clear()
-                cache[name] = found
+                if len(name) <= _CACHED_NAME_MAX:
+                    if len(cache) >= _CACHE_MAX:
+                        cache.clear()
+                    cache[name] = found
             results.append(found)
         return results
 
@@ -489,14 +549,22 @@ class Classifier:
             return _make(name, "always", None, "listed in always", needs=True)
         if name in self._never:
             return _make(name, "never", None, "listed in never (exempt)", needs=False)
+        plain = self._plain
+        if not plain:
+            unreadable = _unreadable_reason(name)
+            if unreadable is not None:
+                return _make(name, "unreadable", None, unreadable, needs=True)
         # split_words() inlined, without the tuple.
         words = _findall(name)
         if not name.islower():
             words = " ".join(words).lower().split()
         verbs = self._verbs
         reads = self._reads
+        digits = not plain and _has_digit(name) is not None
+        if digits:
+            words = _digits_set_aside(words, verbs)
         if verbs.isdisjoint(words):
-            if self._plain:
+            if plain:
                 return _make(
                     name,
                     "default",
@@ -516,6 +584,8 @@ class Classifier:
             return _make(name, "unknown", None, reason, needs=ask)
         if reads:
             action = _action_words(name, words)
+            if digits:
+                action = _digits_set_aside(action, verbs)
             lead = next((word for word in action if word in verbs or word in reads), None)
             if lead is None:  # the action holds no verb: the whole name decides
                 action = words
@@ -572,10 +642,10 @@ class Classifier:
             raise TypeError(msg)
         by_name = self.explain(name)
         read_only = annotations.get("readOnlyHint") is True
-        if by_name.rule == "verb":  # an approval verb decides: hints cannot exempt it
+        if by_name.rule in ("verb", "unreadable"):  # the name decides: hints cannot exempt it
             if read_only and not self._plain:
                 reason = by_name.reason + "; the server's readOnlyHint: true cannot exempt it"
-                return _make(name, "verb", by_name.matched_word, reason, needs=True)
+                return _make(name, by_name.rule, by_name.matched_word, reason, needs=True)
             return by_name
         if by_name.rule in ("always", "never"):
             return by_name
@@ -683,10 +753,10 @@ def format_table(classifications: Sequence[Classification]) -> str:
 
     Examples:
         >>> print(format_table(Classifier().classify(["send_email", "list_files"])))
-        tool        approval  rule     reason
-        ----------  --------  -------  --------------------------------------------------
-        send_email  required  verb     the word 'send' is an approval verb
-        list_files  no        default  no approval verb among the words ['list', 'files']
+        tool        approval  rule  reason
+        ----------  --------  ----  --------------------------------------------------------------
+        send_email  required  verb  the word 'send' is an approval verb (messaging and publishing)
+        list_files  no        read  the word 'list' is a read verb
     """
     rows = [
         (c.name, "required" if c.needs_approval else "no", c.rule, c.reason)
