@@ -490,6 +490,34 @@ def test_render_card_says_why_the_tool_asks() -> None:
 
 
 @pytest.mark.parametrize(
+    ("name", "why"),
+    [
+        ("frobnicate_widget", "no known verb in ['frobnicate', 'widget']: unknown=\"ask\""),
+        (
+            "find_and_delete",
+            (
+                "the word 'delete' is a destructive verb: the read verb 'find' before it does not"
+                " exempt it"
+            ),
+        ),
+        (
+            "del\u200bete_file",
+            (
+                "the name holds U+200B ZERO WIDTH SPACE, which is not printable ASCII: its words"
+                " cannot be read, so it needs approval"
+            ),
+        ),
+    ],
+)
+def test_render_card_gives_the_classifiers_new_reasons(name: str, why: str) -> None:
+    """The card's "Why it asks" line is the classifier's reason, word for word."""
+    reason = Classifier().explain(name).reason
+    assert reason == why
+    request = ActionRequest(name=name, args={}, description=f"Tool `{name}` is awaiting approval")
+    assert render_card(request, why=reason).splitlines()[2] == f"Why it asks: {why}"
+
+
+@pytest.mark.parametrize(
     ("status", "result", "expected"),
     [
         ("executed", "done", "[executed] add_task: done"),
@@ -931,6 +959,49 @@ def test_tools_command_prints_the_classification(capsys: pytest.CaptureFixture[s
     """`toolguard tools MODULE:ATTR` prints the registry's classification table."""
     assert main(["tools", "tests.demo.test_demo:REGISTRY"]) == 0
     assert capsys.readouterr().out == toolguard.guard(REGISTRY).table() + "\n"
+
+
+def get_order_notes(order: str) -> list[str]:
+    """Get the notes of an order."""
+    return [order]
+
+
+def frobnicate_notes() -> None:
+    """Frobnicate the notes."""
+
+
+def search_and_replace_notes(old: str, new: str) -> None:
+    """Replace text in every note."""
+
+
+EVERY_RULE = [send_note, list_notes, get_order_notes, frobnicate_notes, search_and_replace_notes]
+
+
+def test_tools_command_prints_every_rules_reason(capsys: pytest.CaptureFixture[str]) -> None:
+    """`toolguard tools` prints the verb, read, read-first, unknown and destructive reasons."""
+    assert main(["tools", "tests.demo.test_demo:EVERY_RULE"]) == 0
+    assert capsys.readouterr().out.splitlines() == [
+        "tool                      approval  rule     reason",
+        "------------------------  --------  -------  " + "-" * 93,
+        (
+            "send_note                 required  verb     "
+            "the word 'send' is an approval verb (messaging and publishing)"
+        ),
+        "list_notes                no        read     the word 'list' is a read verb",
+        (
+            "get_order_notes           no        read     "
+            "the read verb 'get' leads the action: 'order' is read as a thing, not an action"
+        ),
+        (
+            "frobnicate_notes          required  unknown  "
+            "no known verb in ['frobnicate', 'notes']: unknown=\"ask\""
+        ),
+        (
+            "search_and_replace_notes  required  verb     "
+            "the word 'replace' is a destructive verb: the read verb 'search' before it does not"
+            " exempt it"
+        ),
+    ]
 
 
 def test_tools_command_reports_a_bad_spec(capsys: pytest.CaptureFixture[str]) -> None:

@@ -149,6 +149,46 @@ async def test_tools_route_keeps_a_schema_tools_schema_exactly() -> None:
     }
 
 
+async def test_tools_route_gives_every_rule_of_the_classifier_its_reason() -> None:
+    """GET /hitl/tools shows the read, unknown, destructive and unreadable reasons exactly."""
+    schema: dict[str, Any] = {"type": "object", "properties": {}}
+    names = ["get_order_details", "frobnicate_widget", "search_and_replace", "get_d\u0435lete_file"]
+    tools = [Tool.from_schema(name, "A tool.", schema, lambda **_: "ok") for name in names]
+    async with client_for(create_app(ReviewedChat(ScriptedModel([]), tools))) as client:
+        response = await client.get("/hitl/tools")
+    approvals = {tool["name"]: tool["approval"] for tool in response.json()["tools"]}
+    assert approvals == {
+        "get_order_details": {
+            "needs_approval": False,
+            "rule": "read",
+            "reason": (
+                "the read verb 'get' leads the action: 'order' is read as a thing, not an action"
+            ),
+        },
+        "frobnicate_widget": {
+            "needs_approval": True,
+            "rule": "unknown",
+            "reason": "no known verb in ['frobnicate', 'widget']: unknown=\"ask\"",
+        },
+        "search_and_replace": {
+            "needs_approval": True,
+            "rule": "verb",
+            "reason": (
+                "the word 'replace' is a destructive verb: the read verb 'search' before it does "
+                "not exempt it"
+            ),
+        },
+        "get_d\u0435lete_file": {
+            "needs_approval": True,
+            "rule": "unreadable",
+            "reason": (
+                "the name holds U+0435 CYRILLIC SMALL LETTER IE, which is not printable ASCII: "
+                "its words cannot be read, so it needs approval"
+            ),
+        },
+    }
+
+
 async def test_tools_route_lives_under_the_routers_prefix() -> None:
     """Mounted with another prefix, the tools are under it."""
     app = FastAPI()
