@@ -45,6 +45,18 @@ SECRETS = [
     "line\u2028para\u2029-4",
     "key\U0001f511emoji-5",
     "all\"'\\\x7f\u2028\U0001f600-6",
+    "ctl" + "".join(map(chr, range(32))) + "\x7f-7",  # NUL and every other C0 control
+    'long"' + "\\".join(["abcdefgh"] * 600) + "\u2028-8",  # 5407 characters
+]
+SECRET_IDS = [
+    "quotes",
+    "backslashes",
+    "controls",
+    "separators",
+    "beyond-bmp",
+    "all",
+    "c0-controls",
+    "long",
 ]
 
 
@@ -74,10 +86,10 @@ def everywhere(secret: str) -> str:
 
 def test_the_forms_are_different_spellings() -> None:
     """Each test secret has at least two distinct spellings (the attack needs them)."""
-    assert [len(set(forms(s))) for s in SECRETS] == [3, 2, 4, 2, 3, 5]
+    assert [len(set(forms(s))) for s in SECRETS] == [3, 2, 4, 2, 3, 5, 4, 4]
 
 
-@pytest.mark.parametrize("secret", SECRETS)
+@pytest.mark.parametrize("secret", SECRETS, ids=SECRET_IDS)
 def test_secret_texts_lists_every_spelling(secret: str) -> None:
     """The texts scrubbed for a secret argument are all its spellings, and only those."""
     texts = secret_texts({"password": secret}, frozenset({"password"}))
@@ -142,7 +154,7 @@ def make_tools(log: list[Any]) -> list[Any]:
 # --- the runner -----------------------------------------------------------------------------------
 
 
-@pytest.mark.parametrize("secret", SECRETS)
+@pytest.mark.parametrize("secret", SECRETS, ids=SECRET_IDS)
 def test_a_schema_error_about_the_whole_object_never_quotes_the_secret(secret: str) -> None:
     """``maxProperties`` and ``not`` quote the whole argument object: shown with [redacted]."""
     pytest.importorskip("jsonschema")
@@ -178,7 +190,7 @@ def test_a_schema_error_about_the_whole_object_never_quotes_the_secret(secret: s
     assert log == []
 
 
-@pytest.mark.parametrize("secret", SECRETS)
+@pytest.mark.parametrize("secret", SECRETS, ids=SECRET_IDS)
 def test_a_tool_or_validator_quoting_the_secret_is_scrubbed(secret: str) -> None:
     """The tool's exception, its result and a validator's message hide every spelling."""
     log: list[Any] = []
@@ -241,7 +253,7 @@ def make_chat(store: MemoryStore, log: list[Any], *calls: ToolCall) -> ReviewedC
     return ReviewedChat(model, make_tools(log), store=store, notify=hook)
 
 
-@pytest.mark.parametrize("secret", SECRETS)
+@pytest.mark.parametrize("secret", SECRETS, ids=SECRET_IDS)
 async def test_the_chat_never_writes_a_secret_in_any_spelling(secret: str) -> None:
     """An edit keeping the secret breaks the schema; a tool raises; a note quotes it: all hidden."""
     pytest.importorskip("jsonschema")
@@ -294,3 +306,188 @@ async def test_the_chat_never_writes_a_secret_in_any_spelling(secret: str) -> No
             " {'user': 'ann', 'password': '[redacted]', 'n': '1'} has too many properties"
         ),
     ]
+
+
+# --- a result cut to size, the keys of a secret object, a lone surrogate ------------------------
+
+
+@pytest.mark.parametrize("secret", SECRETS, ids=SECRET_IDS)
+def test_a_result_cut_to_size_keeps_no_piece_of_the_secret(secret: str) -> None:
+    """The cut at ``Limits.max_result_bytes`` falls inside the echoed secret: it is gone first."""
+
+    @requires_approval(redact=["password"])
+    def echo(password: str) -> Any:
+        """Echo the password."""
+        return "x" * 90 + password + "y" * 200
+
+    @requires_approval(redact=["password"])
+    def echo_json(password: str) -> Any:
+        """Echo the password in an object."""
+        return {"pad": "x" * 90, "echo": password, "more": "y" * 200}
+
+    runner = Runner([echo, echo_json], limits=toolguard.Limits(max_result_bytes=120))
+    step = runner.run_sync(
+        [
+            {"id": "c1", "name": "echo", "args": {"password": secret}},
+            {"id": "c2", "name": "echo_json", "args": {"password": secret}},
+        ]
+    )
+    assert step.pending is not None
+    done = runner.resume_sync(step.pending, [{"type": "approve"}, {"type": "approve"}])
+
+    def cut(kept: str, size: int) -> str:
+        return (
+            f"{kept}\n[toolguard: the result is {size} bytes of text, more than 120"
+            " (Limits.max_result_bytes); only the first 120 bytes are kept.]"
+        )
+
+    as_json = json.dumps({"pad": "x" * 90, "echo": REDACTED, "more": "y" * 200})
+    assert [(r.status, r.content, r.value) for r in done.results] == [
+        ("success", cut("x" * 90 + REDACTED + "y" * 20, 300), None),
+        ("success", cut(as_json[:120], len(as_json)), None),
+    ]
+    pieces = {secret[:5], secret[-5:]} - {""}
+    assert [p for r in done.results for p in pieces if p in r.content] == []
+
+
+def test_the_keys_inside_a_secret_object_are_not_quoted() -> None:
+    """A validation problem inside a redacted object names only the parameter, never a key."""
+    pytest.importorskip("jsonschema")
+    key = "sk-live-0123456789"
+
+    @requires_approval(redact=["tokens"])
+    def use(tokens: dict[str, int], user: str) -> str:
+        """Use the tokens."""
+        return "used"
+
+    schema = {
+        "type": "object",
+        "properties": {
+            "tokens": {
+                "type": "object",
+                "additionalProperties": {"type": "integer"},
+                "required": ["scope"],
+            },
+            "user": {"type": "string"},
+        },
+    }
+    vault = requires_approval(redact=["tokens"])(
+        toolguard.Tool.from_schema("vault", "Use the vault.", schema, lambda **_: "used")
+    )
+    runner = Runner([use, vault])
+    bad = {"tokens": {key: "x", f"{key}-2": "y"}, "user": 7}
+    step = runner.run_sync(
+        [
+            {"id": "c1", "name": "use", "args": bad},
+            {"id": "c2", "name": "vault", "args": bad},
+        ]
+    )
+    assert [r.content for r in step.results] == [
+        (
+            "Invalid arguments for tool `use`: 'tokens': invalid value (int_parsing; the message"
+            " is hidden: the value is secret); 'user': Input should be a valid string"
+        ),
+        (
+            "Invalid arguments for tool `vault`: 'tokens': invalid value (the message is"
+            " hidden: the value is secret); 'user': 7 is not of type 'string'"
+        ),
+    ]
+
+
+def test_a_lone_surrogate_in_a_secret_is_mended_and_never_quoted() -> None:
+    """JSON lets a model send a lone surrogate: the tool gets U+FFFD, no text quotes either."""
+    sent = "lone\ud800pass\udfff-9"
+    mended = "lone\ufffdpass\ufffd-9"
+    log: list[Any] = []
+    runner = Runner(make_tools(log))
+    step = runner.run_sync(
+        [
+            {"id": "c1", "name": "login", "args": {"user": "boom", "password": sent}},
+            {"id": "c2", "name": "login", "args": {"user": "ann", "password": sent}},
+        ]
+    )
+    assert step.pending is not None
+    assert step.pending.calls[0].args == {"user": "boom", "password": mended}
+    done = runner.resume_sync(step.pending, [{"type": "approve"}, {"type": "approve"}])
+    assert log == [("login", "boom", mended), ("login", "ann", mended)]
+    texts = [r.content for r in done.results] + [json.dumps(r.value) for r in done.results]
+    assert [quoted(t, mended) + quoted(t, sent) for t in texts] == [[]] * len(texts)
+
+
+# --- a SQLite chat served over HTTP: every text, the database's own rows, the logs --------------
+
+
+@pytest.mark.parametrize("secret", SECRETS, ids=SECRET_IDS)
+async def test_a_sqlite_chat_without_stored_secrets_writes_none_anywhere(
+    secret: str, tmp_path: Any, caplog: pytest.LogCaptureFixture
+) -> None:
+    """``store_secrets=False``: no row of the database file, answer, event or log record quotes
+    the secret; the edit's new secret runs and is not written either, not even where the
+    reviewer's note on another call repeats it."""
+    import sqlite3
+
+    from toolguard import SQLiteStore
+    from toolguard._http.live import pending_reviews, sse
+
+    pytest.importorskip("jsonschema")
+    caplog.set_level("DEBUG")
+    new = secret[::-1] + "-new"
+    log: list[Any] = []
+    path = tmp_path / "threads.sqlite3"
+    store = SQLiteStore(str(path))
+    model = ScriptedModel(
+        [
+            ModelResponse(
+                tool_calls=[
+                    ToolCall(id="c1", name="login", args={"user": "ann", "password": secret}),
+                    ToolCall(id="c2", name="login", args={"user": "boom", "password": secret}),
+                    ToolCall(id="c3", name="vault_login", args={"user": "a", "password": secret}),
+                ]
+            ),
+            "done",
+        ]
+    )
+    hook = Webhook("https://example.com/hook", secret="s")
+    chat = ReviewedChat(model, make_tools(log), store=store, notify=hook, store_secrets=False)
+    written: list[str] = []
+    try:
+        turn = await chat.send_message("Log in")
+        assert turn.pending_review is not None
+        written.append(turn.pending_review.model_dump_json())
+        written.append(sse("reviews", {"reviews": await pending_reviews(chat)}).decode())
+        decisions = [
+            {
+                "type": "edit",
+                "edited_action": {"name": "login", "args": {"user": "bob", "password": new}},
+            },
+            {"type": "approve"},
+            {"type": "reject", "message": f"Not with {everywhere(secret)} / {everywhere(new)}"},
+        ]
+        app = create_app(chat)
+        transport = httpx.ASGITransport(app=app)
+        async with httpx.AsyncClient(transport=transport, base_url="http://toolguard.test") as http:
+            body = {"thread_id": turn.thread_id, "review_id": turn.review_id}
+            answer = await http.post("/hitl/review", json={**body, "decisions": decisions})
+            written.append(answer.text)
+            thread = f"/hitl/threads/{turn.thread_id}"
+            for route in ("/hitl/reviews", thread, f"{thread}/audit"):
+                written.append((await http.get(route)).text)  # noqa: PERF401 - awaits in turn
+        state = await store.load(turn.thread_id)
+        assert state is not None
+        written.append(json.dumps([item.body for item in state.outbox]))
+        written.append(json.dumps([item.body for item in state.outbox], ensure_ascii=False))
+        written.append(await chat.export_audit([turn.thread_id]))
+    finally:
+        store.close()
+    with sqlite3.connect(path) as db:
+        tables = [row[0] for row in db.execute("SELECT name FROM sqlite_master WHERE type='table'")]
+        rows = [repr(row) for table in tables for row in db.execute(f"SELECT * FROM {table}")]  # noqa: S608
+    written += [" ".join(str(cell) for cell in row) for row in rows]
+    written += [record.getMessage() for record in caplog.records]
+
+    assert answer.status_code == 200
+    assert answer.json()["reply"] == "done"
+    assert [entry[1:] for entry in log] == [("bob", new), ("boom", secret)]
+    for text in (secret, new):
+        deep = {json.dumps(form)[1:-1] for form in forms(text)}  # JSON inside a JSON string
+        assert [t for t in written if quoted(t, text) or any(form in t for form in deep)] == []

@@ -404,7 +404,7 @@ class ReviewedChat:
             parsed = validate_decisions(pending, decisions, grant_scope=scope)
             runner.check_allowed(pending, parsed)  # the tools' own policies, before the claim
             waiting = [a for a in pending.actions if a.status == "requested"]
-            parsed = scrub_notes(parsed, waiting, pending.calls, self.toolset)  # no secret quoted
+            parsed = scrub_notes(parsed, pending, self.toolset)  # no secret quoted
             grant_use.check_grant_decisions(self.toolset, waiting, parsed)  # quorum, ask rules
             plan = quorum.plan(runner, pending, parsed, who, state.thread_id)
             if plan.pending is None:

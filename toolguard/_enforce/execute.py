@@ -8,6 +8,7 @@ from typing import Any
 import anyio
 
 from toolguard._core import telemetry
+from toolguard._core.jsonable import to_json_data
 from toolguard._core.limits import Limits, bounded_result
 from toolguard._core.records import ToolCall, ToolResult, trusted
 from toolguard._enforce.decide import failure_text
@@ -21,6 +22,15 @@ Job = tuple[ToolCall, Tool[Any, Any], dict[str, Any]]
 
 class DeadlinePassed(Exception):  # noqa: N818 - a signal, never escapes the executor
     """Raised by a job's tool when its review's deadline passed before it could start."""
+
+
+def _scrubbed(value: Any, secrets: list[str]) -> Any:
+    """``value`` as JSON data with every spelling of ``secrets`` replaced, or ``value`` itself
+    when it is not JSON data (:func:`~toolguard._core.limits.bounded_result` then says so)."""
+    try:
+        return scrub_data(to_json_data(value), secrets)
+    except Exception:  # a hostile value (too deep, unconvertible): bounded_result's to handle
+        return value
 
 
 class Executor:
@@ -81,10 +91,14 @@ class Executor:
         except Exception as exc:  # the one failure text of every path, secrets scrubbed
             text = failure_text(tool, exc, args, call.args)
             return error_result(call, text, "failed", tool.name), exc
-        # Never raises: the tool ran, so its result is recorded whatever it is (see Limits).
-        content, data = bounded_result(value, limits)
+        secrets: list[str] = []
         if tool.redacted:  # a result echoing a secret argument: recorded and shown scrubbed
             secrets = tool.secret_texts(args) + tool.secret_texts(call.args)
+            # Before the text is cut to Limits.max_result_bytes, so no piece of a secret is left.
+            value = _scrubbed(value, secrets)
+        # Never raises: the tool ran, so its result is recorded whatever it is (see Limits).
+        content, data = bounded_result(value, limits)
+        if secrets:  # a secret the JSON text spells across two of its texts
             content, data = scrub(content, secrets), scrub_data(data, secrets)
         result = trusted(
             ToolResult,

@@ -100,7 +100,7 @@ async def resume_turn(
         raise NoPendingReviewError
     parsed = [parse_decision(d) for d in as_decision_list(decisions)[: len(waiting)]]
     check_decisions_allowed(runner.toolset, pending, parsed)
-    parsed = scrub_notes(parsed, waiting, pending.calls, runner.toolset)
+    parsed = scrub_notes(parsed, pending, runner.toolset)
     return await apply_decisions(runner, pending, parsed, thread_id, reviewer)
 
 

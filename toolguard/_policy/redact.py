@@ -329,30 +329,41 @@ def shown_decision(decision: Any, tools: _Tools) -> Any:
     return shown_edit(decision, redact_args(decision.edited_action.args, names))
 
 
-def scrub_notes(
-    decisions: Iterable[Any], actions: Iterable[Any], calls: Iterable[ToolCall], tools: _Tools
-) -> list[Any]:
-    """The decisions with each reject or respond message not quoting its call's secrets.
+def scrub_notes(decisions: Iterable[Any], pending: PendingTurn, tools: _Tools) -> list[Any]:
+    """The decisions (answering ``pending``'s review) with no reject or respond message quoting
+    a secret of the review.
 
-    ``decisions[i]`` answers ``actions[i]`` (an :class:`~toolguard.records.Action`),
-    whose call (by ``call_id``) is in ``calls`` with its real arguments. A
-    reviewer's note is written to the model, the audit trail and webhooks,
-    so a secret of the call it answers is replaced there like anywhere else.
+    A reviewer's note is written to the model, the audit trail and webhooks,
+    so every secret the review holds is replaced there, whichever call the
+    note answers: the real values of the paused turn's
+    calls (``pending.calls`` and ``pending.replaced_calls``), of the edits
+    already recorded on its actions, and of the edits among ``decisions``.
     """
     decisions = list(decisions)
-    if not any(isinstance(given, (RejectDecision, RespondDecision)) for given in decisions):
+    if not any(
+        isinstance(given, (RejectDecision, RespondDecision)) and given.message
+        for given in decisions
+    ):
         return decisions  # approvals and edits carry no note
-    by_id = {c.id: c for c in calls}
+    secrets: set[str] = set()
+    for call in (*pending.calls, *pending.replaced_calls):
+        names = tool_redaction(tools, call.name)
+        if names:
+            secrets.update(secret_texts(call.args, names))
+    recorded = [getattr(action, "decision", None) for action in pending.actions]
+    for decision in (*recorded, *decisions):
+        if isinstance(decision, EditDecision):
+            names = tool_redaction(tools, decision.edited_action.name)
+            if names:
+                secrets.update(secret_texts(decision.edited_action.args, names))
+    texts = sorted(secrets, key=len, reverse=True)
     out: list[Any] = []
-    for given, action in zip(decisions, actions, strict=False):
-        if isinstance(given, (RejectDecision, RespondDecision)) and given.message:
-            call = by_id.get(action.call_id)
-            names = tool_redaction(tools, action.name)
-            if call is not None and names:
-                clean = scrub(given.message, secret_texts(call.args, names))
-                if clean != given.message:
-                    out.append(given.model_copy(update={"message": clean}))
-                    continue
+    for given in decisions:
+        if isinstance(given, (RejectDecision, RespondDecision)) and given.message and texts:
+            clean = scrub(given.message, texts)
+            if clean != given.message:
+                out.append(given.model_copy(update={"message": clean}))
+                continue
         out.append(given)
     return out
 

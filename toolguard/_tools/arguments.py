@@ -109,7 +109,11 @@ def describe_validation_error(
         location = ".".join(str(part) for part in error["loc"]) or "(arguments)"
         text = error["msg"]
         if error["loc"] and error["loc"][0] in redacted:
-            # A validator's message may quote the value: only the error's kind is shown.
+            # A validator's message may quote the value, and the location the keys inside it:
+            # only the parameter and the error's kind are shown.
+            location = str(error["loc"][0])
             text = f"invalid value ({error['type']}; the message is hidden: the value is secret)"
-        problems.append(f"'{location}': {text}")
+        problem = f"'{location}': {text}"
+        if problem not in problems:
+            problems.append(problem)
     return scrub(f"Invalid arguments for tool `{name}`: " + "; ".join(problems), secrets)

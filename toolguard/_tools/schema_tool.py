@@ -106,6 +106,8 @@ def _problems(error: Any, redacted: frozenset[str]) -> list[tuple[list[str], str
     redacted parameters as ``REDACTED``.
     """
     path = _location(error.absolute_path)
+    if path and path[0] in redacted:
+        return [(path[:1], "")]  # the keys inside a secret value are secret too; the text hidden
     if error.validator == "required" and isinstance(error.instance, Mapping):
         missing = [key for key in error.validator_value or () if isinstance(key, str)]
         missing = [key for key in missing if key not in error.instance]
@@ -244,8 +246,11 @@ class SchemaTool(Tool[..., Any]):
         if not errors:
             return data  # type: ignore[no-any-return]  # to_json_data built a fresh copy
         problems = sorted(
-            (problem for error in errors for problem in _problems(error, self.redacted)),
-            key=lambda item: (item[0], item[1]),
+            {
+                (tuple(location), text)
+                for error in errors
+                for location, text in _problems(error, self.redacted)
+            }
         )
         # jsonschema's messages quote values ("'hunter2' is too short", an object's repr):
         # hide secrets first, in each spelling a message may use.
@@ -259,7 +264,7 @@ class SchemaTool(Tool[..., Any]):
             shown.append(f"and {len(problems) - _MAX_PROBLEMS} more")
         raise ToolArgumentsError(f"Invalid arguments for tool `{self.name}`: " + "; ".join(shown))
 
-    def _hidden(self, location: list[str], text: str, secrets: list[str]) -> str:
+    def _hidden(self, location: tuple[str, ...], text: str, secrets: list[str]) -> str:
         """A problem's text, not quoting a secret value."""
         if location and location[0] in self.redacted:
             return "invalid value (the message is hidden: the value is secret)"
