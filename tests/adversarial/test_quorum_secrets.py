@@ -325,3 +325,82 @@ async def test_a_held_edit_in_a_quorum_chat_runs_its_secret_and_never_shows_it(
         ("decided", "rotate", "bob", {"user": "ann", "password": REDACTED}),
         ("decided", "login", "alice", {"user": "ann", "password": REDACTED}),
     ]
+
+
+# --- hostile secrets in a SQLite chat -------------------------------------------------------------
+
+HOSTILE = [
+    "old\"'\\\x00\x1f\x7f\u2028\u2029\U0001f511-1",
+    'long"' + "\\".join(["abcdefgh"] * 300) + "\U0001f511",
+]
+
+
+def spellings(secret: str) -> set[str]:
+    """``secret`` as a text may quote it, and each of those inside a JSON string."""
+    forms = {
+        secret,
+        json.dumps(secret)[1:-1],
+        json.dumps(secret, ensure_ascii=False)[1:-1],
+        repr(secret)[1:-1],
+        ascii(secret)[1:-1],
+    }
+    return forms | {json.dumps(form)[1:-1] for form in forms}
+
+
+@pytest.mark.parametrize("old", HOSTILE, ids=["controls", "long"])
+@pytest.mark.parametrize(("edited", "ran"), [("new", "new"), ("kept", "old")])
+async def test_a_quorum_edit_of_a_hostile_secret_in_sqlite_is_written_nowhere(
+    old: str, edited: str, ran: str, tmp_path: Any
+) -> None:
+    """Bob edits with a new hostile secret (or keeps REDACTED), Alice completes the quorum:
+    the real value runs; no spelling of either secret is in a row of the database file
+    (store_secrets=False), the vote and decided events, the thread over HTTP or the webhooks."""
+    import sqlite3
+
+    from toolguard import SQLiteStore
+
+    new = old[::-1] + "-new"
+    log: Log = []
+    path = tmp_path / "threads.sqlite3"
+    store = SQLiteStore(str(path))
+    call = {"id": "c1", "name": "rotate", "args": {"user": "ann", "password": old}}
+    proposal = ModelResponse(tool_calls=[ToolCall(**call)])
+    hook = Webhook("https://example.com/hook", secret="s")
+    chat = ReviewedChat(
+        ScriptedModel([proposal, "done"]),
+        make_tools(log),
+        store=store,
+        notify=hook,
+        store_secrets=False,
+    )
+    try:
+        turn = await chat.send_message("Rotate Ann's password")
+        password = new if edited == "new" else REDACTED
+        first = await chat.submit_review(
+            [edit("rotate", user="ann", password=password)],
+            turn.thread_id,
+            review_id=turn.review_id,
+            reviewer="bob",
+        )
+        seen = [json.dumps(await views(chat, store, turn.thread_id))]
+        done = await chat.submit_review(
+            [APPROVE], turn.thread_id, review_id=first.review_id, reviewer="alice"
+        )
+        seen.append(json.dumps(await views(chat, store, turn.thread_id)))
+        state = await store.load(turn.thread_id)
+        assert state is not None
+    finally:
+        store.close()
+    with sqlite3.connect(path) as db:
+        tables = [row[0] for row in db.execute("SELECT name FROM sqlite_master WHERE type='table'")]
+        seen += [repr(row) for table in tables for row in db.execute(f"SELECT * FROM {table}")]  # noqa: S608
+
+    assert done.reply == "done"
+    assert log == [("rotate", {"user": "ann", "password": new if ran == "new" else old})]
+    assert [(e.kind, e.actor, e.args) for e in state.audit if e.kind in ("vote", "decided")] == [
+        ("vote", "bob", {"user": "ann", "password": REDACTED}),
+        ("vote", "alice", {"user": "ann", "password": REDACTED}),
+        ("decided", "alice", {"user": "ann", "password": REDACTED}),
+    ]
+    hidden = spellings(old) | spellings(new)
+    assert [text for text in seen if any(form in text for form in hidden)] == []
