@@ -361,3 +361,44 @@ def test_only_the_factory_builds_a_fastapi_app() -> None:
                     and node.func.id in ("FastAPI", "Starlette")
                 ]
     assert sorted(set(calls)) == [("toolguard/_http/app.py", "protected_app")]
+
+
+def test_every_app_and_server_of_toolguard_is_built_behind_the_guards() -> None:
+    """Where toolguard builds an ASGI app or starts a server, found by name (``FastAPI(...)``,
+    ``fastapi.FastAPI(...)``, ``Starlette``, ``Protect``, ``add_middleware``, uvicorn's
+    ``Config``, ``quiet_server``): the FastAPI app only in the factory, which adds ``Protect``;
+    ``Protect`` built only around the MCP endpoint of ``mcp-proxy --listen``; servers only for
+    ``serve`` (its factory's apps), the gateway's page app (``build_app``, the factory) and the
+    listen app. A new app or server elsewhere fails here until it is built behind the guards."""
+    watched = {"FastAPI", "Starlette", "Protect", "add_middleware", "Config", "quiet_server"}
+    found = []
+    for path in sorted((ROOT / "toolguard").rglob("*.py")):
+        tree = ast.parse(path.read_text(encoding="utf-8"))
+        for function in ast.walk(tree):
+            if not isinstance(function, ast.FunctionDef | ast.AsyncFunctionDef):
+                continue
+            for node in ast.walk(function):
+                if not isinstance(node, ast.Call):
+                    continue
+                callee = node.func
+                name = (
+                    callee.id
+                    if isinstance(callee, ast.Name)
+                    else callee.attr
+                    if isinstance(callee, ast.Attribute)
+                    else None
+                )
+                if name in watched:
+                    first = ast.unparse(node.args[0]) if node.args else ""
+                    found.append((path.relative_to(ROOT).as_posix(), function.name, name, first))
+    assert sorted(set(found)) == [
+        ("toolguard/_cli/running.py", "run_uvicorn", "Config", "app"),
+        # A header naming the worker process, around the factory's app (TOOLGUARD_WORKER_HEADER).
+        ("toolguard/_cli/serve.py", "app_from_env", "add_middleware", "_NameWorker"),
+        ("toolguard/_gateway/listen.py", "listen_app", "Protect", "app"),
+        ("toolguard/_gateway/listen.py", "quiet_server", "Config", "app"),
+        ("toolguard/_gateway/listen.py", "serve_listening", "quiet_server", "app"),
+        ("toolguard/_gateway/run.py", "run", "quiet_server", "with_proxy_headers(app)"),
+        ("toolguard/_http/app.py", "protected_app", "FastAPI", ""),
+        ("toolguard/_http/app.py", "protected_app", "add_middleware", "Protect"),
+    ]
