@@ -54,6 +54,7 @@ from toolguard._core.errors import (
     UnknownGrantError,
     UnknownReviewError,
     UnknownThreadError,
+    UnsupportedPolicyError,
 )
 from toolguard._core.limits import Limits
 from toolguard._core.llm import ChatModel, Message, ModelResponse, ScriptedModel
@@ -152,6 +153,7 @@ __all__ = [
     "UnknownGrantError",
     "UnknownReviewError",
     "UnknownThreadError",
+    "UnsupportedPolicyError",
     "Webhook",
     "__version__",
     "allow_once",

@@ -85,8 +85,9 @@ for _framework in [
 ]:
     NA[("j", _framework)] = (
         "not applicable: the framework runs the turn and the integration takes tools, with no"
-        " judge option; given a Runner, a ReviewedChat or a Judge it raises a TypeError naming"
-        " the judge, so a judge is never silently dropped"
+        " judge option; given a Runner, a ReviewedChat or a Judge it raises an"
+        " UnsupportedPolicyError (a ToolguardError and a TypeError) naming the judge, so a judge is"
+        " never silently dropped"
     )
 NA[("d", "mcp_proxy")] = NA[("d", "mcp_proxy_http")] = (
     "not applicable: the gateway has no option giving an upstream tool a quorum (guarantee 28)"
@@ -265,7 +266,16 @@ async def test_d_a_quorum_needs_two_distinct_named_reviewers(path: str, tmp_path
         assert await p.decide([APPROVE], reviewer="alice") == review(
             "wire_transfer", args, quorum=quorum
         )
-        for same in ["alice", "ALICE\u200b", "alice\ufe0f"]:
+        # the same person: repeated, case-folded, fullwidth, or with a character drawn as nothing
+        for same in [
+            "alice",
+            "ALICE\u200b",
+            "alice\ufe0f",
+            "alice\u034f",
+            "alice\u3164",
+            "alice\u2800",
+            "\uff41\uff4c\uff49\uff43\uff45",
+        ]:
             assert refusal(await p.decide([APPROVE], reviewer=same)) == (
                 f"Reviewer {same!r} already approved action 'wire_transfer' (1 of 2 approvals);"
                 " another reviewer must approve it. Nothing was changed."

@@ -25,9 +25,9 @@ from toolguard import (  # noqa: E402
     Runner,
     ScriptedModel,
     ToolCall,
-    ToolguardError,
     ToolResult,
     Toolset,
+    UnsupportedPolicyError,
     validate_decisions,
 )
 from toolguard.integrations.mcp import MCPToolError, toolset  # noqa: E402
@@ -432,7 +432,7 @@ def test_an_agents_server_with_its_own_approval_setting_is_refused(log: Path) ->
     server = agents_mcp.MCPServerStdio(
         {"command": command, "args": args, "env": env}, name="files", require_approval="always"
     )
-    with pytest.raises(ToolguardError) as info:
+    with pytest.raises(UnsupportedPolicyError) as info:
         anyio.run(toolset, server)
     assert str(info.value) == (
         "The MCP server 'files' has its own require_approval setting, which toolguard cannot"

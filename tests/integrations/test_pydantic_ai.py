@@ -40,7 +40,7 @@ from toolguard import (
     QuorumReviewerError,
     Rules,
     Tool,
-    ToolguardError,
+    UnsupportedPolicyError,
     guard,
     requires_approval,
 )
@@ -1270,7 +1270,7 @@ async def test_an_mcp_toolset_honours_the_classifier_rules_and_policies(tmp_path
 
 async def test_what_an_mcp_toolset_cannot_honour_is_refused(tmp_path: Path) -> None:
     log = tmp_path / "executions.jsonl"
-    with pytest.raises(ToolguardError) as behaviour:
+    with pytest.raises(UnsupportedPolicyError) as behaviour:
         tg.toolset(mcp_toolset(log, tool_error_behavior="error"))
     assert str(behaviour.value) == (
         "toolguard turns a tool's error into a failed tool result the model reads, so it cannot"
@@ -1282,7 +1282,7 @@ async def test_what_an_mcp_toolset_cannot_honour_is_refused(tmp_path: Path) -> N
     assert str(policies.value) == (
         "policies must map tool names to toolguard.ApprovalPolicy objects, got dict"
     )
-    with pytest.raises(TypeError) as listed:
+    with pytest.raises(UnsupportedPolicyError) as listed:  # a ToolguardError and a TypeError
         tg.toolset([Counter().tools()[0]], rules=Rules(deny=["search_contacts"]))
     assert str(listed.value) == (
         "classifier=, rules= and policies= are for a Pydantic AI MCPToolset; for other tools pass"

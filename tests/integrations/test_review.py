@@ -2,7 +2,8 @@
 
 A judge belongs to a :class:`~toolguard.Runner` or a :class:`~toolguard.ReviewedChat`.
 A framework runs its own turn, so a Runner, a ReviewedChat or a Judge handed to an
-integration is refused with a TypeError that names the judge: never silently dropped.
+integration is refused with an UnsupportedPolicyError (a ToolguardError and a TypeError)
+that names the judge: never silently dropped.
 """
 
 from __future__ import annotations
@@ -13,7 +14,14 @@ from typing import Any
 import pytest
 
 import toolguard
-from toolguard import Judge, ReviewedChat, Runner, ScriptedModel
+from toolguard import (
+    Judge,
+    ReviewedChat,
+    Runner,
+    ScriptedModel,
+    ToolguardError,
+    UnsupportedPolicyError,
+)
 
 pytest.importorskip("pydantic_ai")
 pytest.importorskip("agents")
@@ -51,8 +59,10 @@ CARRIERS: dict[str, Callable[[], object]] = {
 def test_a_judge_is_refused_never_dropped(entry: str, carrier: str) -> None:
     """Each integration refuses a Runner, a ReviewedChat or a Judge, naming the judge option."""
     given = CARRIERS[carrier]()
-    with pytest.raises(TypeError) as info:
+    with pytest.raises(UnsupportedPolicyError) as info:
         ENTRY_POINTS[entry](given)
+    assert isinstance(info.value, ToolguardError)
+    assert isinstance(info.value, TypeError)  # existing `except TypeError` clauses still catch it
     assert str(info.value) == (
         f"toolguard's framework integrations take tools, not a {carrier}: the framework runs"
         " the turn, so a judge (judge=) and the other settings of a Runner or ReviewedChat"

@@ -79,6 +79,7 @@ TOP_LEVEL = [
     "UnknownGrantError",
     "UnknownReviewError",
     "UnknownThreadError",
+    "UnsupportedPolicyError",
     "Webhook",
     "__version__",
     "allow_once",
@@ -156,7 +157,7 @@ def test_every_error_is_importable_from_the_top_level() -> None:
         for name, value in vars(_errors).items()
         if isinstance(value, type) and issubclass(value, toolguard.ToolguardError)
     }
-    assert len(defined) == 24
+    assert len(defined) == 25
     assert sorted(defined - set(toolguard.__all__)) == []
 
 

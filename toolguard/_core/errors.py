@@ -20,6 +20,7 @@ builtin they resemble, so existing ``except`` clauses keep working::
     ├── UnknownThreadError              LookupError: no conversation with that id
     ├── UnknownGrantError               LookupError: no active standing grant with that id
     ├── ReviewStateError                TypeError: a framework run cannot keep a review's state
+    ├── UnsupportedPolicyError          TypeError: a framework integration cannot apply this setting
     ├── StepLimitError                  RuntimeError: the agent loop did not finish
     ├── ModelError                      RuntimeError: the model call failed
     ├── CallDeniedError                 PermissionError: a deny rule refused a direct call
@@ -331,6 +332,18 @@ class ReviewStateError(ToolguardError, TypeError):
     Nothing ran; the text says what to pass instead, or to use
     :class:`~toolguard.Runner` or :class:`~toolguard.ReviewedChat`, which keep
     them in toolguard's own paused turn.
+    """
+
+
+class UnsupportedPolicyError(ToolguardError, TypeError):
+    """A framework integration was given a policy or setting its framework cannot apply.
+
+    Raised when the integration is built (``toolset``, ``function_tools``,
+    ``tools``, ``middleware``), never later: a judge (a
+    :class:`~toolguard.Runner`, a :class:`~toolguard.ReviewedChat` or a
+    :class:`~toolguard.Judge` given instead of tools), or rules, a classifier
+    or policies given where the integration would not apply them. Nothing is
+    dropped silently; the text names what to use instead.
     """
 
 

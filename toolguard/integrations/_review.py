@@ -22,6 +22,7 @@ from toolguard._core.errors import (
     AlreadyResumedError,
     InvalidReviewDecisionError,
     QuorumReviewerError,
+    UnsupportedPolicyError,
 )
 from toolguard._core.jsonable import to_json_data
 from toolguard._core.limits import Limits, check_limits
@@ -82,7 +83,7 @@ def as_toolset(tools: Tools) -> Toolset:
     """``tools`` as a :class:`Toolset`: a toolset as is, anything else through ``guard()``.
 
     Raises:
-        TypeError: ``tools`` is a :class:`~toolguard.Runner`, a
+        UnsupportedPolicyError: ``tools`` is a :class:`~toolguard.Runner`, a
             :class:`~toolguard.ReviewedChat` or a :class:`~toolguard.Judge`:
             the framework runs the turn, so their judge (and their other
             settings) would not apply; it is refused rather than dropped.
@@ -95,7 +96,7 @@ def as_toolset(tools: Tools) -> Toolset:
             " Runner or ReviewedChat would not apply. Pass the tools (a list, a mapping or a"
             " Toolset); for a judge, run them with toolguard.Runner or toolguard.ReviewedChat."
         )
-        raise TypeError(msg)
+        raise UnsupportedPolicyError(msg)
     return tools if isinstance(tools, Toolset) else Toolset(tools)
 
 

@@ -561,6 +561,8 @@ def tools(tools: Tools, *, claims: Claims | None = None) -> list[BaseTool]:
 
     Raises:
         TypeError: ``claims`` has no ``claim`` method.
+        UnsupportedPolicyError: ``tools`` is a Runner, a ReviewedChat or a Judge: its
+            judge would not apply here (the text names the alternative).
     """
     toolset = as_toolset(tools)
     store = check_claims(claims)
@@ -758,5 +760,7 @@ def middleware(tools: Tools, *, claims: Claims | None = None) -> ToolguardMiddle
 
     Raises:
         TypeError: ``claims`` has no ``claim`` method.
+        UnsupportedPolicyError: ``tools`` is a Runner, a ReviewedChat or a Judge: its
+            judge would not apply here (the text names the alternative).
     """
     return ToolguardMiddleware(tools, claims=claims)

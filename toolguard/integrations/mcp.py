@@ -62,7 +62,7 @@ except ImportError as exc:  # pragma: no cover - exercised in a subprocess test
     msg = 'toolguard.integrations.mcp needs the mcp package: pip install "toolguard-hitl[mcp]"'
     raise ImportError(msg) from exc
 
-from toolguard._core.errors import ToolguardError
+from toolguard._core.errors import UnsupportedPolicyError
 from toolguard._tools.classify import Classifier
 from toolguard._tools.schema_tool import SchemaTool
 from toolguard._tools.toolset import Toolset
@@ -142,7 +142,7 @@ def _upstream(held: object) -> _Upstream:
 
     Raises:
         TypeError: it is none of :data:`ACCEPTED`.
-        ToolguardError: an Agents SDK server with its own ``require_approval``.
+        UnsupportedPolicyError: an Agents SDK server with its own ``require_approval``.
     """
     fastmcp_client = _loaded_class("fastmcp", "Client")
     agents_server = _loaded_class("agents.mcp", "MCPServer")
@@ -174,7 +174,7 @@ def _check_agents_server(server: Any) -> None:
         ' classifier=Classifier(always=["TOOL", ...])), or toolguard.guard(tools,'
         ' rules=Rules(ask=["TOOL"]))'
     )
-    raise ToolguardError(msg)
+    raise UnsupportedPolicyError(msg)
 
 
 async def _list_tools(session: Any) -> list[dict[str, Any]]:
@@ -315,7 +315,7 @@ async def toolset(session: Any, *, classifier: Classifier | None = None) -> Tool
     Raises:
         TypeError: ``session`` is none of the accepted objects (the text
             names them).
-        ToolguardError: an Agents SDK server built with its own
+        UnsupportedPolicyError: an Agents SDK server built with its own
             ``require_approval``, which toolguard cannot apply (the text
             names what to use instead).
         ValueError: a listed tool has no usable name or input schema, or two

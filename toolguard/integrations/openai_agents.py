@@ -180,6 +180,8 @@ def function_tools(tools: Tools, *, claims: Claims | None = None) -> list[Functi
 
     Raises:
         TypeError: ``claims`` has no ``claim`` method.
+        UnsupportedPolicyError: ``tools`` is a Runner, a ReviewedChat or a Judge: its
+            judge would not apply here (the text names the alternative).
     """
     toolset = as_toolset(tools)
     store = check_claims(claims)

@@ -81,7 +81,7 @@ except ImportError as exc:  # pragma: no cover - depends on the environment
     )
     raise ImportError(msg) from exc
 
-from toolguard._core.errors import ToolguardError
+from toolguard._core.errors import UnsupportedPolicyError
 from toolguard._core.jsonable import to_json_data
 from toolguard._core.records import (
     REJECTED_BY_USER_MESSAGE,
@@ -408,12 +408,13 @@ def toolset(
             replaces the classifier's answer for that tool.
 
     Raises:
-        TypeError: ``claims`` has no ``claim`` method; ``classifier``,
-            ``rules`` or ``policies`` given with tools that are not an
-            ``MCPToolset`` (give those to :func:`toolguard.guard`); any other
-            Pydantic AI toolset.
-        ToolguardError: an ``MCPToolset`` built with
-            ``tool_error_behavior="error"``, which toolguard cannot honour.
+        TypeError: ``claims`` has no ``claim`` method; any other Pydantic AI
+            toolset.
+        UnsupportedPolicyError: ``classifier``, ``rules`` or ``policies``
+            given with tools that are not an ``MCPToolset`` (give those to
+            :func:`toolguard.guard`); an ``MCPToolset`` built with
+            ``tool_error_behavior="error"``, which toolguard cannot honour; a
+            Runner, a ReviewedChat or a Judge instead of tools.
     """
     if isinstance(tools, AbstractToolset):
         mcp_toolset = _loaded_class("pydantic_ai.mcp", "MCPToolset")
@@ -432,7 +433,7 @@ def toolset(
             " pass toolguard.guard(tools, classifier, rules=...) with @requires_approval on the"
             " functions"
         )
-        raise TypeError(msg)
+        raise UnsupportedPolicyError(msg)
     return GuardedToolset(as_toolset(tools), id=id, claims=claims)
 
 
@@ -484,7 +485,7 @@ class GuardedMCPToolset(GuardedToolset):
                 " cannot honour tool_error_behavior='error': build the MCPToolset with"
                 " tool_error_behavior='failed' (or the default) and read the error in the result"
             )
-            raise ToolguardError(msg)
+            raise UnsupportedPolicyError(msg)
         given: object = policies  # checked at run time for untyped callers
         if given is not None and not (
             isinstance(given, Mapping)
