@@ -235,6 +235,17 @@ def dumped(value: Any) -> str:
     return value if isinstance(value, str) else json.dumps(value, default=repr, ensure_ascii=False)
 
 
+@asynccontextmanager
+async def two_processes(tmp_path: Path) -> AsyncIterator[tuple[SQLiteStore, SQLiteStore]]:
+    """The claims stores of two processes: two ``SQLiteStore`` objects on one file."""
+    stores = (SQLiteStore(tmp_path / "claims.sqlite3"), SQLiteStore(tmp_path / "claims.sqlite3"))
+    try:
+        yield stores
+    finally:
+        for store in stores:
+            store.close()
+
+
 # ---------------------------------------------------------------------------- the interface
 
 
@@ -420,7 +431,7 @@ class RunnerPath(Adapter):
     async def open(self, *, rules: Rules | None, ttl: float | None) -> None:
         self.ttl = ttl
         self.judge, self.judge_model = scripted_judge(self.judging)
-        self.claims = MemoryStore()
+        self.claims: MemoryStore | SQLiteStore = MemoryStore()
         self.raw_tools = python_tools(self.effects)
         self.runner = self._runner(rules)
         self.pendings: list[tuple[str, toolguard.PendingTurn]] = []
@@ -471,7 +482,15 @@ class RunnerPath(Adapter):
 
     async def decide_twice(self, decisions: Any) -> list[Outcome]:
         thread_id, pending = self.pendings[-1]
-        runners = [self.runner, self._runner(None)]  # two processes sharing the claims store
+        async with two_processes(self.tmp_path) as stores:
+            runners = []
+            for self.claims in stores:  # two processes, their claims in one SQLite file
+                runners.append(self._runner(None))
+            return await self._race(runners, pending, decisions, thread_id)
+
+    async def _race(
+        self, runners: list[Runner], pending: Any, decisions: Any, thread_id: str
+    ) -> list[Outcome]:
         outcomes: list[Outcome] = []
 
         async def one(runner: Runner) -> None:
@@ -747,7 +766,7 @@ class PydanticAIPath(Adapter):
 
     async def open(self, *, rules: Rules | None, ttl: float | None) -> None:
         self.ttl = REAL_TTL if ttl is not None else None
-        self.claims = MemoryStore()
+        self.claims: MemoryStore | SQLiteStore = MemoryStore()
         self.raw_tools = python_tools(self.effects, ttl=self.ttl)
         self.rules = rules
         self.queue: list[tuple[str, dict[str, Any]]] = []
@@ -846,7 +865,11 @@ class PydanticAIPath(Adapter):
 
     async def decide_twice(self, decisions: Any) -> list[Outcome]:
         pause = self.pauses.pop()  # two processes load the same stored pause
-        return [await self._resume(pause, decisions, None) for _ in range(2)]
+        outcomes: list[Outcome] = []
+        async with two_processes(self.tmp_path) as stores:
+            for self.claims in stores:
+                outcomes.append(await self._resume(pause, decisions, None))
+        return outcomes
 
     async def decide_foreign(self, decisions: Any) -> Outcome:
         # the latest run resumed with the decisions made on the run before it
@@ -881,7 +904,7 @@ class AgentsPath(Adapter):
 
         set_tracing_disabled(True)  # the trace exporter would call api.openai.com
         self.ttl = REAL_TTL if ttl is not None else None
-        self.claims = MemoryStore()
+        self.claims: MemoryStore | SQLiteStore = MemoryStore()
         self.raw_tools = python_tools(self.effects, ttl=self.ttl)
         self.rules = rules
         self.pauses: list[str] = []  # RunState.to_string() of each pause
@@ -956,7 +979,11 @@ class AgentsPath(Adapter):
 
     async def decide_twice(self, decisions: Any) -> list[Outcome]:
         stored = self.pauses.pop()  # two processes load the same stored RunState
-        return [await self._resume(stored, decisions, None) for _ in range(2)]
+        outcomes: list[Outcome] = []
+        async with two_processes(self.tmp_path) as stores:
+            for self.claims in stores:
+                outcomes.append(await self._resume(stored, decisions, None))
+        return outcomes
 
     async def decide_foreign(self, decisions: Any) -> Outcome:
         raise NotImplementedError
@@ -986,7 +1013,7 @@ class LangChainToolsPath(Adapter):
         from langgraph.checkpoint.memory import InMemorySaver
 
         self.ttl = REAL_TTL if ttl is not None else None
-        self.claims = MemoryStore()
+        self.claims: MemoryStore | SQLiteStore = MemoryStore()
         self.saver = InMemorySaver()
         self.raw_tools = python_tools(self.effects, ttl=self.ttl)
         self.rules = rules
@@ -1065,7 +1092,11 @@ class LangChainToolsPath(Adapter):
 
     async def decide_twice(self, decisions: Any) -> list[Outcome]:
         config = self.pauses.pop()  # two processes resume the same paused checkpoint
-        return [await self._resume(config, decisions, None) for _ in range(2)]
+        outcomes: list[Outcome] = []
+        async with two_processes(self.tmp_path) as stores:
+            for self.claims in stores:
+                outcomes.append(await self._resume(config, decisions, None))
+        return outcomes
 
     async def decide_foreign(self, decisions: Any) -> Outcome:
         raise NotImplementedError
