@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import sys
 import types
 from pathlib import Path
@@ -76,6 +77,68 @@ async def test_a_denied_call_over_http_is_refused_without_review(tmp_path: Path)
             " `deny send_email`. It was not executed."
         )
     ]
+
+
+async def test_a_review_waiting_across_a_restart_with_a_deny_rule_ends_denied(
+    tmp_path: Path,
+) -> None:
+    """Paused under no rules; the server restarts on the same --db with --rules denying the
+    tool; the approval that then arrives runs nothing: the action ends denied, audited."""
+    db = str(tmp_path / "serve.sqlite3")
+    path = tmp_path / "rules.toml"
+    path.write_text(TOML, encoding="utf-8")
+    ask = {"message": "email alice that the meeting moved to 11"}
+    before = build_app(db=db)
+    transport = httpx.ASGITransport(app=before)
+    async with httpx.AsyncClient(transport=transport, base_url="http://127.0.0.1") as client:
+        paused = (await client.post("/hitl/chat", json=ask)).json()
+    before.state.chat.store.close()
+    assert paused["pending_review"]["action_requests"][0]["name"] == "send_email"
+
+    after = build_app(db=db, rules=str(path))
+    transport = httpx.ASGITransport(app=after)
+    try:
+        async with httpx.AsyncClient(transport=transport, base_url="http://127.0.0.1") as client:
+            decided = await client.post(
+                "/hitl/review",
+                json={
+                    "thread_id": paused["thread_id"],
+                    "review_id": paused["review_id"],
+                    "decisions": [{"type": "approve"}],
+                },
+            )
+            thread = (await client.get(f"/hitl/threads/{paused['thread_id']}")).json()
+            audit = await client.get(f"/hitl/threads/{paused['thread_id']}/audit")
+            listed = (await client.get("/hitl/reviews")).json()
+    finally:
+        after.state.chat.store.close()
+
+    denied = (
+        "The call to `send_email` is denied by the rule `deny send_email`. It was not executed."
+    )
+    assert (decided.status_code, decided.json()) == (
+        200,
+        {
+            "thread_id": paused["thread_id"],
+            "reply": f"OK, I did not send the email to alice@example.com. Your reason: {denied}",
+            "pending_review": None,
+            "review_id": None,
+        },
+    )
+    assert (
+        thread["status"],
+        [(a["status"], a["result"]["outcome"]) for a in thread["actions"]],
+    ) == (
+        "idle",
+        [("failed", "denied")],
+    )
+    events = [json.loads(line) for line in audit.text.splitlines()]
+    assert [(e["kind"], e["tool"], e["detail"]) for e in events] == [
+        ("requested", "send_email", None),
+        ("decided", "send_email", None),
+        ("denied", "send_email", denied),
+    ]
+    assert listed == {"reviews": []}
 
 
 def test_the_cli_passes_rules_only_when_given(monkeypatch: pytest.MonkeyPatch) -> None:
