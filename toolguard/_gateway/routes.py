@@ -27,33 +27,12 @@ __all__ = [
     "DEFAULT_PORT",
     "audit_router",
     "build_app",
-    "reviews_router",
 ]
 
 DEFAULT_PORT: Final = 8765
 """The port of the approval page and HTTP API when no ``--port`` is given."""
 DEFAULT_MAX_BODY_BYTES: Final = 1024 * 1024
 """The largest request body of the HTTP API when no ``--max-body-bytes`` is given (1 MiB)."""
-
-
-def reviews_router(chat: ReviewedChat) -> APIRouter:
-    """``GET /hitl/reviews`` alone: every pending review of the store, oldest thread first.
-
-    :func:`toolguard.http.create_router` serves the same route (with the
-    chat's ``access`` hook); this router answers exactly as it does.
-    """
-    from fastapi import APIRouter  # noqa: PLC0415
-
-    from toolguard._http.live import pending_reviews  # noqa: PLC0415
-
-    router = APIRouter(prefix="/hitl", tags=["hitl"])
-
-    @router.get("/reviews")
-    async def get_reviews() -> dict[str, list[dict[str, Any]]]:
-        """The pending reviews: ``{"reviews": [{thread_id, review_id, pending_review}, ...]}``."""
-        return {"reviews": await pending_reviews(chat)}
-
-    return router
 
 
 def audit_router(chat: ReviewedChat, route_class: type[APIRoute] | None = None) -> APIRouter:
