@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+import pickle
 import sqlite3
 from collections.abc import AsyncIterator, Awaitable, Callable, Sequence
 from datetime import datetime, timedelta, timezone
@@ -760,6 +761,34 @@ async def test_cancel_review(store: AnyStore, reason: str | None, text: str | No
         tool_msg("c1", f"Review cancelled, not executed: {expected_text}", "error"),
         {"role": "user", "content": "Never mind."},
     ]
+    assert log == []
+
+
+async def test_an_approval_of_a_cancelled_review_says_it_was_cancelled(store: AnyStore) -> None:
+    """A late decision naming a cancelled review is refused with its own text; nothing changes."""
+    log: Log = []
+    chat, _ = make_chat(store, [proposes(email("c1", ALICE)), "ok"], log, FakeClock())
+    paused = await chat.send_message(ASK)
+    assert paused.review_id is not None
+    await chat.cancel_review(paused.thread_id, reviewer="carol", reason="the client gave up")
+    before = await snapshot(store, paused.thread_id)
+
+    with pytest.raises(StaleReviewError) as caught:
+        await chat.submit_review([APPROVE], paused.thread_id, review_id=paused.review_id)
+
+    assert type(caught.value) is StaleReviewError
+    assert (caught.value.review_id, caught.value.current, caught.value.cancelled) == (
+        paused.review_id,
+        None,
+        True,
+    )
+    assert str(caught.value) == (
+        f"The review {paused.review_id} was cancelled: its actions were not executed and can no"
+        " longer be approved."
+    )
+    copy = pickle.loads(pickle.dumps(caught.value))  # noqa: S301 - our own error, round-tripped
+    assert (type(copy), str(copy), copy.cancelled) == (StaleReviewError, str(caught.value), True)
+    assert await snapshot(store, paused.thread_id) == before
     assert log == []
 
 

@@ -194,8 +194,8 @@ async def check_cancelled(gate: Gateway, thread_id: str, review_id: str) -> None
         (
             400,
             {
-                "detail": f"The review {review_id} is no longer current in this"
-                " conversation. Load the thread and decide on its current review."
+                "detail": f"The review {review_id} was cancelled: its actions were not"
+                " executed and can no longer be approved."
             },
         ),
         (400, {"detail": "There is no action awaiting approval in this conversation"}),

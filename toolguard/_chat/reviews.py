@@ -41,10 +41,12 @@ from toolguard._stores.protocol import ThreadState
 
 
 def stale(state: ThreadState, review_id: str, current: str | None) -> StaleReviewError:
-    """A review id this thread had before (stale), or one it never had (unknown)."""
+    """A review id this thread had before (stale, or cancelled), or one it never had (unknown)."""
     known = review_id == state.review_id or any(e.review_id == review_id for e in state.audit)
-    kind = StaleReviewError if known else UnknownReviewError
-    return kind(clean_text(review_id), current)
+    if not known:
+        return UnknownReviewError(clean_text(review_id), current)
+    cancelled = any(e.kind == "cancelled" and e.review_id == review_id for e in state.audit)
+    return StaleReviewError(clean_text(review_id), current, cancelled=cancelled)
 
 
 class Reviews:

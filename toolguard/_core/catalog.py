@@ -46,6 +46,10 @@ _CATALOGS: Final[dict[str, dict[str, str]]] = {
             "The review {review_id} is no longer current in this conversation."
             " Load the thread and decide on its current review."
         ),
+        "review_cancelled": (
+            "The review {review_id} was cancelled: its actions were not executed and can no"
+            " longer be approved."
+        ),
         "review_expired": (
             "The review {review_id} expired before a decision arrived. Its actions were not"
             " executed; send a new message to continue."
@@ -157,6 +161,10 @@ _CATALOGS: Final[dict[str, dict[str, str]]] = {
         "stale_review": (
             "Review {review_id} sudah tidak berlaku di percakapan ini."
             " Muat ulang percakapan dan putuskan review yang sekarang."
+        ),
+        "review_cancelled": (
+            "Review {review_id} sudah dibatalkan: aksinya tidak dijalankan dan tidak bisa"
+            " disetujui lagi."
         ),
         "review_expired": (
             "Review {review_id} kedaluwarsa sebelum ada keputusan. Aksinya tidak dijalankan;"

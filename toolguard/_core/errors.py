@@ -163,16 +163,31 @@ class StaleReviewError(NoPendingReviewError):
     """The decisions name a review that is no longer the thread's current one.
 
     A decision answers exactly one review: an approval meant for an earlier
-    request never approves a newer one. Nothing changed.
+    request never approves a newer one. Nothing changed. When that review
+    was cancelled (by a reviewer, or because the MCP client gave up on the
+    call), ``cancelled`` is true and the text says so.
     """
 
-    def __init__(self, review_id: str, current: str | None) -> None:
+    def __init__(self, review_id: str, current: str | None, *, cancelled: bool = False) -> None:
         self.review_id = review_id
         self.current = current
-        super().__init__(message("stale_review", review_id=review_id))
+        self.cancelled = cancelled
+        key = "review_cancelled" if cancelled else "stale_review"
+        super().__init__(message(key, review_id=review_id))
 
     def __reduce__(self) -> tuple[Any, ...]:
-        return (type(self), (self.review_id, self.current))
+        return (_rebuild_stale, (type(self), self.review_id, self.current, self.cancelled))
+
+
+def _rebuild_stale(
+    kind: type[StaleReviewError],
+    review_id: str,
+    current: str | None,
+    cancelled: bool,  # noqa: FBT001
+) -> StaleReviewError:
+    if kind is StaleReviewError:
+        return StaleReviewError(review_id, current, cancelled=cancelled)
+    return kind(review_id, current)
 
 
 class UnknownReviewError(StaleReviewError):
