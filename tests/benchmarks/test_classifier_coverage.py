@@ -15,11 +15,11 @@ FIGURES = [
     "594 tool names from 41 sources (tool_names.csv)",
     "targets: writes guarded >= 95.0%, reads asked <= 5.0%",
     "",
-    "classifier                writes guarded   reads asked    targets",
-    "------------------------  ---------------  -------------  -------",
-    "SEED_VERBS                61.2% (150/245)  0.3% (1/349)   missed",
-    "default                   99.6% (244/245)  9.5% (33/349)  missed",
-    'default, unknown="allow"  97.1% (238/245)  4.0% (14/349)  met',
+    "classifier                writes guarded   reads asked    writes target  reads target",
+    "------------------------  ---------------  -------------  -------------  ------------",
+    "SEED_VERBS                61.2% (150/245)  0.3% (1/349)   missed         met",
+    "default                   99.6% (244/245)  9.5% (33/349)  met            missed",
+    'default, unknown="allow"  97.1% (238/245)  4.0% (14/349)  met            met',
 ]
 
 
