@@ -65,6 +65,19 @@ Log = list[tuple[str, dict[str, Any]]]
 T0 = datetime(2024, 5, 1, 12, 0, 0, 123456, tzinfo=timezone.utc)
 
 
+def secret_spellings(secret: str) -> set[str]:
+    """``secret`` as any text may carry it: raw, JSON-escaped (with and without ASCII escapes),
+    ``repr()`` and ``ascii()``, and each of those again inside a JSON string."""
+    forms = {
+        secret,
+        json.dumps(secret)[1:-1],
+        json.dumps(secret, ensure_ascii=False)[1:-1],
+        repr(secret)[1:-1],
+        ascii(secret)[1:-1],
+    }
+    return forms | {json.dumps(form)[1:-1] for form in forms}
+
+
 def user_message(text: str) -> dict[str, Any]:
     """An OpenAI-format user message."""
     return {"role": "user", "content": text}

@@ -21,6 +21,7 @@ import httpx
 import pytest
 
 import toolguard
+from tests.helpers import secret_spellings
 from toolguard import (
     REDACTED,
     MemoryStore,
@@ -335,18 +336,6 @@ HOSTILE = [
 ]
 
 
-def spellings(secret: str) -> set[str]:
-    """``secret`` as a text may quote it, and each of those inside a JSON string."""
-    forms = {
-        secret,
-        json.dumps(secret)[1:-1],
-        json.dumps(secret, ensure_ascii=False)[1:-1],
-        repr(secret)[1:-1],
-        ascii(secret)[1:-1],
-    }
-    return forms | {json.dumps(form)[1:-1] for form in forms}
-
-
 @pytest.mark.parametrize("old", HOSTILE, ids=["controls", "long"])
 @pytest.mark.parametrize(("edited", "ran"), [("new", "new"), ("kept", "old")])
 async def test_a_quorum_edit_of_a_hostile_secret_in_sqlite_is_written_nowhere(
@@ -402,5 +391,5 @@ async def test_a_quorum_edit_of_a_hostile_secret_in_sqlite_is_written_nowhere(
         ("vote", "alice", {"user": "ann", "password": REDACTED}),
         ("decided", "alice", {"user": "ann", "password": REDACTED}),
     ]
-    hidden = spellings(old) | spellings(new)
+    hidden = secret_spellings(old) | secret_spellings(new)
     assert [text for text in seen if any(form in text for form in hidden)] == []

@@ -16,6 +16,7 @@ from typing import Any
 
 import pytest
 
+from tests.helpers import secret_spellings
 from toolguard import REDACTED, Rules
 
 from .paths import (
@@ -293,19 +294,6 @@ QUORUM_RAN: dict[str, Outcome] = {
 # ---------------------------------------------------------------------------- (e)
 
 
-def secret_forms(secret: str) -> set[str]:
-    """The secret as any text may carry it: raw, JSON-escaped, repr() and ascii() forms."""
-    forms = {
-        secret,
-        json.dumps(secret)[1:-1],
-        json.dumps(secret, ensure_ascii=False)[1:-1],
-        repr(secret)[1:-1],
-        ascii(secret)[1:-1],
-    }
-    forms |= {json.dumps(form)[1:-1] for form in list(forms)}  # JSON inside a JSON string
-    return forms
-
-
 @pytest.mark.parametrize("path", params("e"))
 async def test_e_no_secret_in_any_text(path: str, tmp_path: Path) -> None:
     """Payloads, results, validation errors and the audit never carry the secret, in any form."""
@@ -319,7 +307,7 @@ async def test_e_no_secret_in_any_text(path: str, tmp_path: Path) -> None:
         missing = await p.propose("login", {"user": "ann", "password": SECRET})
         expect(SECRET_INVALID, path, (invalid, missing))
         texts = await p.texts()
-    leaks = sorted({form for form in secret_forms(SECRET) for text in texts if form in text})
+    leaks = sorted({form for form in secret_spellings(SECRET) for text in texts if form in text})
     assert leaks == []
     assert p.effects == [("login", args)]
 
