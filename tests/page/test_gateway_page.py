@@ -361,6 +361,9 @@ def test_a_waiting_call_shows_server_tool_arguments_since_and_client(
         requested_at
     )
     assert card.get_by_test_id("action-args").text_content() == pretty({"kind": "mixed"})
+    expect(card.get_by_test_id("action-why")).to_have_text(
+        "Why it asks: the word 'send' is an approval verb (messaging and publishing)"
+    )
     no_proxy_messages(page)
     assert serious_axe_violations(page) == []
 
