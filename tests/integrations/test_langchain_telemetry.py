@@ -116,6 +116,42 @@ def waited_ms(review: ReadableSpan) -> float:
     return (review.end_time - review.start_time) / 1_000_000
 
 
+def reviewed(
+    exporter: InMemorySpanExporter,
+    tool: str,
+    call_id: str,
+    *,
+    decision: str,
+    status: str,
+    outcome: str,
+    reviewer: str | None = None,
+) -> tuple[ReadableSpan, ReadableSpan]:
+    """The call's span and its review span, checked whole; the review nests under the call."""
+    call = named(exporter, f"execute_tool {tool}")
+    review = named(exporter, "toolguard.review")
+    attributes = dict(call.attributes or {})
+    review_id = attributes["toolguard.review_id"]
+    assert isinstance(review_id, str)
+    who = {} if reviewer is None else {"decided_by": reviewer}
+    assert attributes == call_attributes(
+        tool,
+        call_id,
+        **who,
+        review_id=review_id,
+        review__wait_ms=attributes["toolguard.review.wait_ms"],
+        outcome=outcome,
+    )
+    assert dict(review.attributes or {}) == {
+        "toolguard.review_id": review_id,
+        "gen_ai.tool.name": tool,
+        "toolguard.review.decision": decision,
+        **({} if reviewer is None else {"toolguard.decided_by": reviewer}),
+        "toolguard.review.status": status,
+    }
+    assert parent_of(review) == call.context.span_id
+    return call, review
+
+
 def assert_no_secret(exporter: InMemorySpanExporter) -> None:
     exported = exporter.get_finished_spans()
     texts = json.dumps([[dict(s.attributes or {}), list(s.events)] for s in exported], default=str)
@@ -151,33 +187,22 @@ def test_an_approved_call_names_its_reviewer_and_the_wait_and_nests_under_the_ru
     _, first, second = paused_then_resumed(mail, mode, answer, SEARCH, SEND)
     assert mail.ran == ["search invoice", "send bob@example.org"]
 
-    send = named(spans, "execute_tool send_email")
-    review = named(spans, "toolguard.review")
-    attributes = dict(send.attributes or {})
-    review_id = attributes["toolguard.review_id"]
-    assert isinstance(review_id, str)
-    assert review_id.endswith(":c2")  # the paused LangGraph task and the call
-    assert attributes == call_attributes(
+    send, review = reviewed(
+        spans,
         "send_email",
         "c2",
-        decided_by="ana",
-        review_id=review_id,
-        review__wait_ms=attributes["toolguard.review.wait_ms"],
+        decision="approve",
+        status="approved",
         outcome="executed",
+        reviewer="ana",
     )
-    assert dict(review.attributes or {}) == {
-        "toolguard.review_id": review_id,
-        "gen_ai.tool.name": "send_email",
-        "toolguard.review.decision": "approve",
-        "toolguard.decided_by": "ana",
-        "toolguard.review.status": "approved",
-    }
+    attributes = dict(send.attributes or {})
+    assert str(attributes["toolguard.review_id"]).endswith(":c2")  # the paused task and the call
     # The wait is the review span's length: from the paused step to the resume.
     assert abs(attributes["toolguard.review.wait_ms"] - waited_ms(review)) <= 1
     assert review.start_time is not None
     assert send.start_time is not None
     assert review.start_time <= send.start_time
-    assert parent_of(review) == send.context.span_id
     assert parent_of(send) == second
 
     search = named(spans, "execute_tool search_mail")
@@ -202,26 +227,15 @@ def test_a_rejection_runs_nothing_and_names_the_reviewer(
     [message] = [m for m in done["messages"] if isinstance(m, ToolMessage)]
     assert (message.content, message.status) == (f"never with {SECRET}", "error")
 
-    send = named(spans, "execute_tool send_email")
-    review = named(spans, "toolguard.review")
-    attributes = dict(send.attributes or {})
-    review_id = attributes["toolguard.review_id"]
-    assert attributes == call_attributes(
+    send, _ = reviewed(
+        spans,
         "send_email",
         "c2",
-        decided_by="bo",
-        review_id=review_id,
-        review__wait_ms=attributes["toolguard.review.wait_ms"],
+        decision="reject",
+        status="rejected",
         outcome="rejected",
+        reviewer="bo",
     )
-    assert dict(review.attributes or {}) == {
-        "toolguard.review_id": review_id,
-        "gen_ai.tool.name": "send_email",
-        "toolguard.review.decision": "reject",
-        "toolguard.decided_by": "bo",
-        "toolguard.review.status": "rejected",
-    }
-    assert parent_of(review) == send.context.span_id
     assert parent_of(send) == second
     assert send.status.status_code == StatusCode.UNSET
     assert [s.name for s in ours(spans)] == ["toolguard.review", "execute_tool send_email"]
@@ -238,23 +252,7 @@ def test_an_edit_is_recorded_as_edited_and_an_unnamed_reviewer_is_absent(
     paused_then_resumed(mail, mode, answer, SEND)
     assert mail.ran == ["send carol@example.org"]
 
-    send = named(spans, "execute_tool send_email")
-    review = named(spans, "toolguard.review")
-    attributes = dict(send.attributes or {})
-    review_id = attributes["toolguard.review_id"]
-    assert attributes == call_attributes(
-        "send_email",
-        "c2",
-        review_id=review_id,
-        review__wait_ms=attributes["toolguard.review.wait_ms"],
-        outcome="executed",
-    )
-    assert dict(review.attributes or {}) == {
-        "toolguard.review_id": review_id,
-        "gen_ai.tool.name": "send_email",
-        "toolguard.review.decision": "edit",
-        "toolguard.review.status": "edited",
-    }
+    reviewed(spans, "send_email", "c2", decision="edit", status="edited", outcome="executed")
     assert_no_secret(spans)
 
 
