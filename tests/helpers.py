@@ -784,3 +784,35 @@ def ours(exporter: Any) -> list[Any]:
         for s in exporter.get_finished_spans()
         if s.instrumentation_scope is not None and s.instrumentation_scope.name == "toolguard"
     ]
+
+
+def span_named(exporter: Any, name: str) -> Any:
+    """The one finished span called ``name`` (fails when there are none or several)."""
+    [span] = [s for s in exporter.get_finished_spans() if s.name == name]
+    return span
+
+
+def tool_call_attributes(name: str, call_id: str, **more: Any) -> dict[str, Any]:
+    """An ``execute_tool`` span's whole attributes: the GenAI ones and ``toolguard.*`` from
+    ``more`` (``review__wait_ms`` is ``toolguard.review.wait_ms``)."""
+    toolguard = {f"toolguard.{k.replace('__', '.')}": v for k, v in more.items()}
+    return {
+        "gen_ai.operation.name": "execute_tool",
+        "gen_ai.tool.name": name,
+        "gen_ai.tool.call.id": call_id,
+        **toolguard,
+    }
+
+
+MCP_SERVER_TABLE = """\
+tool          approval  rule        reason
+------------  --------  ----------  --------------------------------------------------------------------------------------------------------
+read_file     no        annotation  the server marks it readOnlyHint: true and the word 'read' is a read verb
+list_files    required  annotation  the server does not mark it readOnlyHint: true (MCP tools are destructive by default)
+archive_file  required  verb        the word 'archive' is an approval verb (data)
+purge_cache   required  verb        the word 'purge' is an approval verb (data); the server's readOnlyHint: true cannot exempt it
+delete_file   required  verb        the word 'delete' is an approval verb (data); the server's readOnlyHint: true cannot exempt it
+book_room     required  verb        the word 'book' is an approval verb (commerce); the server's readOnlyHint: true cannot exempt it
+fail_always   no        annotation  the server marks it readOnlyHint: true and the name holds no known verb
+stats         no        annotation  the server marks it readOnlyHint: true and the word 'stats' names information and the name holds no verb"""  # noqa: E501
+"""How the default classifier reads the tools of tests/integrations/mcp_server.py, as a table."""

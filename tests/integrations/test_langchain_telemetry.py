@@ -21,7 +21,7 @@ from opentelemetry.sdk.trace.export import SimpleSpanProcessor
 from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
 from opentelemetry.trace import StatusCode
 
-from tests.helpers import ours
+from tests.helpers import ours, span_named, tool_call_attributes
 from toolguard import Rules, Toolset, guard, requires_approval
 from toolguard._core import telemetry
 from toolguard.integrations import langchain as tg
@@ -90,21 +90,6 @@ SEARCH = ("c1", "search_mail", {"query": "invoice"})
 SEND = ("c2", "send_email", {"to": "bob@example.org", "password": SECRET})
 
 
-def named(exporter: InMemorySpanExporter, name: str) -> ReadableSpan:
-    [span] = [s for s in exporter.get_finished_spans() if s.name == name]
-    return span
-
-
-def call_attributes(name: str, call_id: str, **more: Any) -> dict[str, Any]:
-    toolguard = {f"toolguard.{k.replace('__', '.')}": v for k, v in more.items()}
-    return {
-        "gen_ai.operation.name": "execute_tool",
-        "gen_ai.tool.name": name,
-        "gen_ai.tool.call.id": call_id,
-        **toolguard,
-    }
-
-
 def parent_of(span: ReadableSpan) -> int:
     assert span.parent is not None
     return span.parent.span_id
@@ -127,13 +112,13 @@ def reviewed(
     reviewer: str | None = None,
 ) -> tuple[ReadableSpan, ReadableSpan]:
     """The call's span and its review span, checked whole; the review nests under the call."""
-    call = named(exporter, f"execute_tool {tool}")
-    review = named(exporter, "toolguard.review")
+    call = span_named(exporter, f"execute_tool {tool}")
+    review = span_named(exporter, "toolguard.review")
     attributes = dict(call.attributes or {})
     review_id = attributes["toolguard.review_id"]
     assert isinstance(review_id, str)
     who = {} if reviewer is None else {"decided_by": reviewer}
-    assert attributes == call_attributes(
+    assert attributes == tool_call_attributes(
         tool,
         call_id,
         **who,
@@ -205,8 +190,10 @@ def test_an_approved_call_names_its_reviewer_and_the_wait_and_nests_under_the_ru
     assert review.start_time <= send.start_time
     assert parent_of(send) == second
 
-    search = named(spans, "execute_tool search_mail")
-    assert dict(search.attributes or {}) == call_attributes("search_mail", "c1", outcome="executed")
+    search = span_named(spans, "execute_tool search_mail")
+    assert dict(search.attributes or {}) == tool_call_attributes(
+        "search_mail", "c1", outcome="executed"
+    )
     # The middleware holds the whole turn until the review; the tools alone run it at once.
     assert parent_of(search) == (second if mode == "middleware" else first)
     assert len(ours(spans)) == 3
@@ -271,9 +258,9 @@ def test_an_edit_a_deny_rule_refuses_is_decided_by_the_rule(
     paused_then_resumed(mail, mode, answer, shell)
     assert mail.ran == []
 
-    call = named(spans, "execute_tool run_shell")
+    call = span_named(spans, "execute_tool run_shell")
     attributes = dict(call.attributes or {})
-    assert attributes == call_attributes(
+    assert attributes == tool_call_attributes(
         "run_shell",
         "s1",
         decided_by="rule",
@@ -281,7 +268,7 @@ def test_an_edit_a_deny_rule_refuses_is_decided_by_the_rule(
         review__wait_ms=attributes["toolguard.review.wait_ms"],
         outcome="denied",
     )
-    review = named(spans, "toolguard.review")
+    review = span_named(spans, "toolguard.review")
     assert (review.attributes or {})["toolguard.decided_by"] == "ana"
     assert parent_of(review) == call.context.span_id
 
@@ -311,14 +298,14 @@ def test_rules_and_failures_without_review(spans: InMemorySpanExporter, mode: st
         (
             "l1",
             {
-                **call_attributes("login", "l1", decided_by="rule", outcome="failed"),
+                **tool_call_attributes("login", "l1", decided_by="rule", outcome="failed"),
                 "error.type": "PermissionError",
             },
         ),
-        ("r1", call_attributes("run_shell", "r1", decided_by="rule", outcome="denied")),
-        ("r2", call_attributes("run_shell", "r2", decided_by="rule", outcome="executed")),
+        ("r1", tool_call_attributes("run_shell", "r1", decided_by="rule", outcome="denied")),
+        ("r2", tool_call_attributes("run_shell", "r2", decided_by="rule", outcome="executed")),
     ]
-    login = named(spans, "execute_tool login")
+    login = span_named(spans, "execute_tool login")
     assert login.status.status_code == StatusCode.ERROR
     assert all(parent_of(s) == run.get_span_context().span_id for s in ours(spans))
     assert_no_secret(spans)
@@ -337,7 +324,7 @@ def test_a_tool_invoked_with_a_tool_call_outside_a_graph_keeps_its_id(
     assert message.tool_call_id == "x1"
     assert search.invoke({"query": "plain"}) == '["mail about plain"]'
     assert [dict(s.attributes or {}) for s in ours(spans)] == [
-        call_attributes("search_mail", "x1", outcome="executed"),
+        tool_call_attributes("search_mail", "x1", outcome="executed"),
         {
             "gen_ai.operation.name": "execute_tool",
             "gen_ai.tool.name": "search_mail",
@@ -355,7 +342,7 @@ async def test_the_async_path_records_the_same_spans(spans: InMemorySpanExporter
     await mail.agent("middleware", saver).ainvoke(Command(resume=answer), CONFIG)
     assert mail.ran == ["send bob@example.org"]
     assert [s.name for s in ours(spans)] == ["toolguard.review", "execute_tool send_email"]
-    send = named(spans, "execute_tool send_email")
+    send = span_named(spans, "execute_tool send_email")
     assert (send.attributes or {})["toolguard.decided_by"] == "ana"
     assert (send.attributes or {})["gen_ai.tool.call.id"] == "c2"
 

@@ -18,6 +18,7 @@ mcp = pytest.importorskip("mcp")
 from mcp import Client, StdioServerParameters, types  # noqa: E402
 from mcp.server import Server  # noqa: E402
 
+from tests.helpers import MCP_SERVER_TABLE  # noqa: E402
 from toolguard import (  # noqa: E402
     Classifier,
     ModelResponse,
@@ -37,18 +38,6 @@ from .mcp_server import TOOLS, build_server, executions  # noqa: E402
 ROOT = Path(__file__).resolve().parents[2]
 LIMIT = 30
 """Seconds any MCP connection of a test may take."""
-
-TABLE = """\
-tool          approval  rule        reason
-------------  --------  ----------  --------------------------------------------------------------------------------------------------------
-read_file     no        annotation  the server marks it readOnlyHint: true and the word 'read' is a read verb
-list_files    required  annotation  the server does not mark it readOnlyHint: true (MCP tools are destructive by default)
-archive_file  required  verb        the word 'archive' is an approval verb (data)
-purge_cache   required  verb        the word 'purge' is an approval verb (data); the server's readOnlyHint: true cannot exempt it
-delete_file   required  verb        the word 'delete' is an approval verb (data); the server's readOnlyHint: true cannot exempt it
-book_room     required  verb        the word 'book' is an approval verb (commerce); the server's readOnlyHint: true cannot exempt it
-fail_always   no        annotation  the server marks it readOnlyHint: true and the name holds no known verb
-stats         no        annotation  the server marks it readOnlyHint: true and the word 'stats' names information and the name holds no verb"""  # noqa: E501
 
 
 @asynccontextmanager
@@ -103,7 +92,7 @@ async def test_every_tool_keeps_its_name_description_and_full_schema(log: Path, 
         for name, (description, schema, _) in TOOLS.items():
             assert (tools[name].name, tools[name].description) == (name, description)
             assert tools[name].parameters == schema
-        assert tools.table() == TABLE
+        assert tools.table() == MCP_SERVER_TABLE
     assert executions(log) == []
 
 
@@ -454,7 +443,7 @@ async def test_each_object_a_user_holds_lists_and_calls_through_itself(
         for name, (description, schema, _) in TOOLS.items():
             assert (tools[name].name, tools[name].description) == (name, description)
             assert tools[name].parameters == schema
-        assert tools.table() == TABLE
+        assert tools.table() == MCP_SERVER_TABLE
         runner = Runner(tools)
         step = await runner.run(
             [
@@ -553,7 +542,7 @@ async def test_a_stdio_subprocess_server(log: Path) -> None:
     )
     async with Client(params) as client:
         tools = await toolset(client)
-        assert tools.table() == TABLE
+        assert tools.table() == MCP_SERVER_TABLE
         runner = Runner(tools)
         step = await runner.run(
             [

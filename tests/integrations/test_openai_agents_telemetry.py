@@ -23,7 +23,7 @@ from opentelemetry.sdk.trace import ReadableSpan, TracerProvider
 from opentelemetry.sdk.trace.export import SimpleSpanProcessor
 from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
 
-from tests.helpers import ours
+from tests.helpers import ours, span_named, tool_call_attributes
 from tests.openai_server import ScriptedOpenAIServer, reply_text, reply_tool_calls
 from toolguard import Rules, Toolset, guard, requires_approval
 from toolguard._core import telemetry
@@ -93,21 +93,6 @@ def make_agent(client: openai.AsyncOpenAI, sent: list[str]) -> Agent[Any]:
     return Agent(name="assistant", model=model, tools=tg.function_tools(make_tools(sent)))
 
 
-def named(exporter: InMemorySpanExporter, name: str) -> ReadableSpan:
-    [span] = [s for s in exporter.get_finished_spans() if s.name == name]
-    return span
-
-
-def call_attributes(name: str, call_id: str, **more: Any) -> dict[str, Any]:
-    toolguard = {f"toolguard.{k.replace('__', '.')}": v for k, v in more.items()}
-    return {
-        "gen_ai.operation.name": "execute_tool",
-        "gen_ai.tool.name": name,
-        "gen_ai.tool.call.id": call_id,
-        **toolguard,
-    }
-
-
 def parent(exporter: InMemorySpanExporter, span: ReadableSpan) -> ReadableSpan:
     assert span.parent is not None
     [found] = [s for s in exporter.get_finished_spans() if s.context.span_id == span.parent.span_id]
@@ -139,13 +124,13 @@ async def test_spans_nest_under_the_sdks_own_tool_spans_and_name_the_reviewer(
     entry = done.context_wrapper.context[tg.TRACE_KEY]["c2"]
     assert set(entry) == {"review_id", "asked_at", "decided_at", "decision", "by"}
     assert (entry["decision"], entry["by"]) == ("approve", "ana")
-    send = named(instrumented, "execute_tool send_email")
-    review = named(instrumented, "toolguard.review")
+    send = span_named(instrumented, "execute_tool send_email")
+    review = span_named(instrumented, "toolguard.review")
     wait_ms = round((entry["decided_at"] - entry["asked_at"]) * 1000)
     assert [(s.name, dict(s.attributes or {})) for s in ours(instrumented)] == [
         (
             "execute_tool search_contacts",
-            call_attributes("search_contacts", "c1", outcome="executed"),
+            tool_call_attributes("search_contacts", "c1", outcome="executed"),
         ),
         (
             "toolguard.review",
@@ -159,7 +144,7 @@ async def test_spans_nest_under_the_sdks_own_tool_spans_and_name_the_reviewer(
         ),
         (
             "execute_tool send_email",
-            call_attributes(
+            tool_call_attributes(
                 "send_email",
                 "c2",
                 decided_by="ana",
@@ -197,9 +182,9 @@ async def test_a_rejection_is_recorded_when_decided_under_the_callers_span(
     assert sent == []
 
     entry = state._context.context[tg.TRACE_KEY]["c2"]
-    send = named(spans, "execute_tool send_email")
-    review = named(spans, "toolguard.review")
-    assert dict(send.attributes or {}) == call_attributes(
+    send = span_named(spans, "execute_tool send_email")
+    review = span_named(spans, "toolguard.review")
+    assert dict(send.attributes or {}) == tool_call_attributes(
         "send_email",
         "c2",
         decided_by="bo",
@@ -252,9 +237,9 @@ async def test_an_edit_and_rules_without_the_sdks_spans_nest_under_the_callers_s
     }
     entry = state._context.context[tg.TRACE_KEY]["c2"]
     assert {k: dict(s.attributes or {}) for k, s in runs.items()} == {
-        "r1": call_attributes("run_shell", "r1", decided_by="rule", outcome="denied"),
-        "r2": call_attributes("run_shell", "r2", decided_by="rule", outcome="executed"),
-        "c2": call_attributes(
+        "r1": tool_call_attributes("run_shell", "r1", decided_by="rule", outcome="denied"),
+        "r2": tool_call_attributes("run_shell", "r2", decided_by="rule", outcome="executed"),
+        "c2": tool_call_attributes(
             "send_email",
             "c2",
             review_id=entry["review_id"],
@@ -262,7 +247,7 @@ async def test_an_edit_and_rules_without_the_sdks_spans_nest_under_the_callers_s
             outcome="executed",
         ),
     }
-    assert dict(named(spans, "toolguard.review").attributes or {}) == {
+    assert dict(span_named(spans, "toolguard.review").attributes or {}) == {
         "toolguard.review_id": entry["review_id"],
         "gen_ai.tool.name": "send_email",
         "toolguard.review.decision": "edit",

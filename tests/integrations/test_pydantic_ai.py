@@ -29,6 +29,7 @@ from pydantic_ai.models.function import AgentInfo, FunctionModel
 from pydantic_ai.tools import DeferredToolResults, ToolApproved, ToolDenied
 from pydantic_ai.usage import RunUsage
 
+from tests.helpers import MCP_SERVER_TABLE
 from toolguard import (
     REJECTED_BY_USER_MESSAGE,
     AlreadyResumedError,
@@ -1126,19 +1127,6 @@ def mcp_agent(script: Script, guarded: Any) -> Agent[None, str | DeferredToolReq
     )
 
 
-MCP_TABLE = """\
-tool          approval  rule        reason
-------------  --------  ----------  --------------------------------------------------------------------------------------------------------
-read_file     no        annotation  the server marks it readOnlyHint: true and the word 'read' is a read verb
-list_files    required  annotation  the server does not mark it readOnlyHint: true (MCP tools are destructive by default)
-archive_file  required  verb        the word 'archive' is an approval verb (data)
-purge_cache   required  verb        the word 'purge' is an approval verb (data); the server's readOnlyHint: true cannot exempt it
-delete_file   required  verb        the word 'delete' is an approval verb (data); the server's readOnlyHint: true cannot exempt it
-book_room     required  verb        the word 'book' is an approval verb (commerce); the server's readOnlyHint: true cannot exempt it
-fail_always   no        annotation  the server marks it readOnlyHint: true and the name holds no known verb
-stats         no        annotation  the server marks it readOnlyHint: true and the word 'stats' names information and the name holds no verb"""  # noqa: E501
-
-
 FAIL_ALWAYS = "Tool `fail_always` failed: MCPToolError: no such file: x"
 
 
@@ -1168,7 +1156,7 @@ async def mcp_paused(tmp_path: Path) -> tuple[Path, Script, Any, Any, Any]:
 
 async def test_an_mcp_toolset_runs_read_only_tools_and_defers_the_rest(tmp_path: Path) -> None:
     log, _, guarded, _, result = await mcp_paused(tmp_path)
-    assert guarded.tools.table() == MCP_TABLE
+    assert guarded.tools.table() == MCP_SERVER_TABLE
     assert logged(log) == [
         {"tool": "read_file", "args": {"path": "a"}},
         {"tool": "stats", "args": {}},
