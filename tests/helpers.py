@@ -816,3 +816,19 @@ book_room     required  verb        the word 'book' is an approval verb (commerc
 fail_always   no        annotation  the server marks it readOnlyHint: true and the name holds no known verb
 stats         no        annotation  the server marks it readOnlyHint: true and the word 'stats' names information and the name holds no verb"""  # noqa: E501
 """How the default classifier reads the tools of tests/integrations/mcp_server.py, as a table."""
+
+
+def serious_axe_violations(page: Any) -> list[dict[str, Any]]:
+    """axe-core's serious and critical findings on the page as it is (axe-core bundled by
+    axe-playwright-python of the dev extra: no network)."""
+    import axe_playwright_python
+
+    axe = Path(axe_playwright_python.__file__).parent / "axe.min.js"
+    page.evaluate(axe.read_text(encoding="utf-8"))
+    found: list[dict[str, Any]] = page.evaluate(
+        """async () => (await axe.run(document, {resultTypes: ['violations']})).violations
+            .filter((v) => v.impact === 'serious' || v.impact === 'critical')
+            .map((v) => ({id: v.id, impact: v.impact,
+                          targets: v.nodes.map((n) => n.target.join(' '))}))"""
+    )
+    return found

@@ -7,7 +7,6 @@ from __future__ import annotations
 
 import json
 from collections.abc import Iterator, Sequence
-from pathlib import Path
 from typing import TYPE_CHECKING, Annotated, Any, Literal
 
 import pytest
@@ -15,7 +14,7 @@ import pytest
 pytest.importorskip("fastapi", reason="the http extra (fastapi) is not installed")
 pytest.importorskip("uvicorn", reason="the http extra (uvicorn) is not installed")
 sync_api = pytest.importorskip("playwright.sync_api", reason="playwright is not installed")
-axe_package = pytest.importorskip("axe_playwright_python", reason="the dev extra is not installed")
+pytest.importorskip("axe_playwright_python", reason="the dev extra is not installed")
 
 from fastapi import Header  # noqa: E402
 
@@ -24,6 +23,7 @@ from tests.helpers import (  # noqa: E402
     NEEDS_CHROMIUM,
     TIMEOUT_MS,
     browser,
+    serious_axe_violations,
     serve_in_thread,
     thread_id_from_url,
 )
@@ -43,7 +43,6 @@ if TYPE_CHECKING:
 expect = sync_api.expect
 pytestmark = NEEDS_CHROMIUM
 __all__ = ["browser"]  # a fixture, used by name
-AXE = Path(axe_package.__file__).parent / "axe.min.js"
 MAIL = {"to": "bob@example.com", "subject": "Lunch", "body": "Friday at noon?"}
 PRIORITY = {"ticket": 7, "level": "low", "note": None}
 PRIORITY_DESCRIPTION = "Set the `level` of ticket `ticket`. Costs 1` credit"
@@ -180,18 +179,6 @@ def tool_items(page: Page) -> list[list[str | None]]:
         ])"""
     )
     return items
-
-
-def serious_axe_violations(page: Page) -> list[dict[str, Any]]:
-    """axe-core (bundled by axe-playwright-python, no network) on the page as it is."""
-    page.evaluate(AXE.read_text(encoding="utf-8"))
-    found: list[dict[str, Any]] = page.evaluate(
-        """async () => (await axe.run(document, {resultTypes: ['violations']})).violations
-            .filter((v) => v.impact === 'serious' || v.impact === 'critical')
-            .map((v) => ({id: v.id, impact: v.impact,
-                          targets: v.nodes.map((n) => n.target.join(' '))}))"""
-    )
-    return found
 
 
 # --- outcomes: own badges, who decided and when ----------------------------------------------

@@ -15,7 +15,6 @@ import socket
 from collections.abc import AsyncIterator, Iterator
 from concurrent.futures import Future
 from contextlib import asynccontextmanager
-from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 import anyio
@@ -26,12 +25,19 @@ pytest.importorskip("fastapi", reason="the http extra (fastapi) is not installed
 uvicorn = pytest.importorskip("uvicorn", reason="the http extra (uvicorn) is not installed")
 pytest.importorskip("mcp", reason="the mcp extra is not installed")
 sync_api = pytest.importorskip("playwright.sync_api", reason="playwright is not installed")
-axe_package = pytest.importorskip("axe_playwright_python", reason="the dev extra is not installed")
+pytest.importorskip("axe_playwright_python", reason="the dev extra is not installed")
 
 from mcp import Client, types  # noqa: E402
 from mcp.server import Server  # noqa: E402
 
-from tests.helpers import NEEDS_CHROMIUM, TIMEOUT_MS, browser, pretty, tab  # noqa: E402
+from tests.helpers import (  # noqa: E402
+    NEEDS_CHROMIUM,
+    TIMEOUT_MS,
+    browser,
+    pretty,
+    serious_axe_violations,
+    tab,
+)
 from toolguard import MemoryStore  # noqa: E402
 from toolguard._gateway.calls_info import upstream_target  # noqa: E402
 from toolguard._gateway.proxy import MCPProxy  # noqa: E402
@@ -48,7 +54,6 @@ expect = sync_api.expect
 pytestmark = NEEDS_CHROMIUM
 expect.set_options(timeout=TIMEOUT_MS)
 
-AXE = Path(axe_package.__file__).parent / "axe.min.js"
 TOOL = "send_report"
 TOOLS = [
     {
@@ -272,18 +277,6 @@ def active_grants(page: Page, gateway: Gateway) -> list[dict[str, Any]]:
 def local_time(page: Page, iso: str) -> str:
     """An ISO 8601 time as the page writes it in local time."""
     found: str = page.evaluate("(iso) => new Date(iso).toLocaleString()", iso)
-    return found
-
-
-def serious_axe_violations(page: Page) -> list[dict[str, Any]]:
-    """axe-core (bundled by axe-playwright-python, no network) on the page as it is."""
-    page.evaluate(AXE.read_text(encoding="utf-8"))
-    found: list[dict[str, Any]] = page.evaluate(
-        """async () => (await axe.run(document, {resultTypes: ['violations']})).violations
-            .filter((v) => v.impact === 'serious' || v.impact === 'critical')
-            .map((v) => ({id: v.id, impact: v.impact,
-                          targets: v.nodes.map((n) => n.target.join(' '))}))"""
-    )
     return found
 
 

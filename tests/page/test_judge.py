@@ -6,7 +6,6 @@ from __future__ import annotations
 
 import json
 from collections.abc import Iterator, Sequence
-from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 import pytest
@@ -14,13 +13,14 @@ import pytest
 pytest.importorskip("fastapi", reason="the http extra (fastapi) is not installed")
 pytest.importorskip("uvicorn", reason="the http extra (uvicorn) is not installed")
 sync_api = pytest.importorskip("playwright.sync_api", reason="playwright is not installed")
-axe_package = pytest.importorskip("axe_playwright_python", reason="the dev extra is not installed")
+pytest.importorskip("axe_playwright_python", reason="the dev extra is not installed")
 
 from tests.helpers import (  # noqa: E402
     ARTIFACTS,
     NEEDS_CHROMIUM,
     TIMEOUT_MS,
     browser,
+    serious_axe_violations,
     serve_in_thread,
     thread_id_from_url,
 )
@@ -41,7 +41,6 @@ if TYPE_CHECKING:
 expect = sync_api.expect
 pytestmark = NEEDS_CHROMIUM
 __all__ = ["browser"]  # a fixture, used by name
-AXE = Path(axe_package.__file__).parent / "axe.min.js"
 
 # A rationale written by a model: markup stays text, a bidi control is shown escaped.
 HOSTILE = "Mallory is <b>not</b> a contact\u202e of the user."
@@ -162,12 +161,7 @@ def test_a_waiting_card_shows_the_verdict_as_text(page: Page) -> None:
         "Tool send_email is awaiting approval"
     )
     expect(card.get_by_test_id("reveal-warning")).to_have_count(0)
-    page.evaluate(AXE.read_text(encoding="utf-8"))
-    serious = page.evaluate(
-        """async () => (await axe.run(document, {resultTypes: ['violations']})).violations
-            .filter((v) => v.impact === 'serious' || v.impact === 'critical').map((v) => v.id)"""
-    )
-    assert serious == []
+    assert serious_axe_violations(page) == []
     ARTIFACTS.mkdir(exist_ok=True)
     page.get_by_test_id("review").screenshot(path=str(ARTIFACTS / "judge-card.png"))
 

@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import json
 from collections.abc import Iterator
-from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 import pytest
@@ -17,7 +16,7 @@ import pytest
 pytest.importorskip("fastapi", reason="the http extra (fastapi) is not installed")
 pytest.importorskip("uvicorn", reason="the http extra (uvicorn) is not installed")
 sync_api = pytest.importorskip("playwright.sync_api", reason="playwright is not installed")
-axe_package = pytest.importorskip("axe_playwright_python", reason="the dev extra is not installed")
+pytest.importorskip("axe_playwright_python", reason="the dev extra is not installed")
 
 import httpx  # noqa: E402
 
@@ -32,6 +31,7 @@ from tests.helpers import (  # noqa: E402
     make_page_chat,
     replies,
     send,
+    serious_axe_violations,
     serve_in_thread,
     server,
     tab,
@@ -45,7 +45,6 @@ if TYPE_CHECKING:
 expect = sync_api.expect
 pytestmark = NEEDS_CHROMIUM
 __all__ = ["browser", "server", "tab"]  # fixtures, used by name
-AXE = Path(axe_package.__file__).parent / "axe.min.js"
 
 ALICE, ALICE_LINE = new_token("alice")
 BOB, BOB_LINE = new_token("bob")
@@ -131,18 +130,6 @@ def snap(page: Page, name: str) -> None:
     """Save the whole page to ``test-artifacts/NAME.png``."""
     ARTIFACTS.mkdir(exist_ok=True)
     page.screenshot(path=str(ARTIFACTS / f"{name}.png"), full_page=True)
-
-
-def serious_axe_violations(page: Page) -> list[dict[str, Any]]:
-    """axe-core (bundled by axe-playwright-python, no network) on the page as it is."""
-    page.evaluate(AXE.read_text(encoding="utf-8"))
-    found: list[dict[str, Any]] = page.evaluate(
-        """async () => (await axe.run(document, {resultTypes: ['violations']})).violations
-            .filter((v) => v.impact === 'serious' || v.impact === 'critical')
-            .map((v) => ({id: v.id, impact: v.impact,
-                          targets: v.nodes.map((n) => n.target.join(' '))}))"""
-    )
-    return found
 
 
 def page_fetch(page: Page, method: str, path: str) -> int:
