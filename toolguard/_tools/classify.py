@@ -511,12 +511,7 @@ class Classifier:
         found = cache.get(name)
         if found is not None:
             return found
-        result = self._decide(name)
-        if len(name) <= _CACHED_NAME_MAX:
-            if len(cache) >= _CACHE_MAX:
-                cache.clear()
-            cache[name] = result
-        return result
+        return self._decide_and_keep(name)
 
     def classify(self, names: Iterable[str]) -> list[Classification]:
         """Classify many tools.
@@ -529,18 +524,22 @@ class Classifier:
         """
         # explain() inlined: this is the path that classifies whole registries.
         cache = self._cache
-        decide = self._decide
+        keep = self._decide_and_keep
         results = []
         for name in names:
             found = cache.get(name)
-            if found is None:
-                found = decide(name)
-                if len(name) <= _CACHED_NAME_MAX:
-                    if len(cache) >= _CACHE_MAX:
-                        cache.clear()
-                    cache[name] = found
-            results.append(found)
+            results.append(found if found is not None else keep(name))
         return results
+
+    def _decide_and_keep(self, name: str) -> Classification:
+        """Decide ``name`` and cache the answer (a name of readable length only)."""
+        result = self._decide(name)
+        if len(name) <= _CACHED_NAME_MAX:
+            cache = self._cache
+            if len(cache) >= _CACHE_MAX:
+                cache.clear()
+            cache[name] = result
+        return result
 
     def _decide(self, name: str) -> Classification:
         if self._parts:
