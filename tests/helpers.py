@@ -17,6 +17,7 @@ import os
 import re
 import socket
 import subprocess
+import sys
 import threading
 import time
 import uuid
@@ -385,6 +386,22 @@ def command_env() -> dict[str, str]:
     env = {k: v for k, v in os.environ.items() if k not in MODEL_ENV_VARS}
     env["PYTHONPATH"] = os.pathsep.join(filter(None, [str(ROOT), env.get("PYTHONPATH")]))
     return env
+
+
+def run_toolguard(*args: str, cwd: Path, env: dict[str, str] | None = None) -> tuple[int, str, str]:
+    """Exit code, stdout and stderr of ``python -m toolguard ARGS`` run to its end (at most 60 s),
+    stdin closed, in :func:`command_env` plus ``env``."""
+    done = subprocess.run(
+        [sys.executable, "-m", "toolguard", *args],
+        cwd=cwd,
+        env={**command_env(), **(env or {})},
+        stdin=subprocess.DEVNULL,
+        capture_output=True,
+        text=True,
+        timeout=60,
+        check=False,
+    )
+    return done.returncode, done.stdout, done.stderr
 
 
 def offline_env(**extra: str) -> dict[str, str]:

@@ -11,14 +11,13 @@ from __future__ import annotations
 
 import shlex
 import socket
-import subprocess
 import sys
 from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
 
-from tests.helpers import command_env, free_port
+from tests.helpers import free_port, run_toolguard
 from toolguard._cli.main import main
 
 pytest.importorskip("mcp")
@@ -32,27 +31,16 @@ SERVER_HINT = "run it alone to see its error, and check that it is an MCP server
 
 def proxy(tmp_path: Path, *argv: str, port: int | None = None) -> tuple[int, str, str]:
     """Exit code, stdout and stderr of ``toolguard mcp-proxy --db ... --port ... ARGV``."""
-    done = subprocess.run(
-        [
-            sys.executable,
-            "-m",
-            "toolguard",
-            "mcp-proxy",
-            "--db",
-            str(tmp_path / "m.sqlite3"),
-            "--port",
-            str(port or free_port()),
-            *argv,
-        ],
+    return run_toolguard(
+        "mcp-proxy",
+        "--db",
+        str(tmp_path / "m.sqlite3"),
+        "--port",
+        str(port or free_port()),
+        *argv,
         cwd=ROOT,
-        env={**command_env(), "TOOLGUARD_MCP_LOG": str(tmp_path / "log.jsonl")},
-        stdin=subprocess.DEVNULL,
-        capture_output=True,
-        text=True,
-        timeout=60,
-        check=False,
+        env={"TOOLGUARD_MCP_LOG": str(tmp_path / "log.jsonl")},
     )
-    return done.returncode, done.stdout, done.stderr
 
 
 def proxy_main(argv: list[str], capsys: pytest.CaptureFixture[str]) -> tuple[int, str, str]:
@@ -162,17 +150,7 @@ def test_a_listen_port_in_use(tmp_path: Path, busy_port: int) -> None:
 def test_a_file_that_is_not_a_sqlite_database(tmp_path: Path) -> None:
     db = tmp_path / "notes.txt"
     db.write_text("my notes\n" * 100, encoding="utf-8")
-    done = subprocess.run(
-        [sys.executable, "-m", "toolguard", "mcp-proxy", "--db", str(db), "--", *UPSTREAM],
-        cwd=ROOT,
-        env=command_env(),
-        stdin=subprocess.DEVNULL,
-        capture_output=True,
-        text=True,
-        timeout=60,
-        check=False,
-    )
-    assert (done.returncode, done.stdout, done.stderr) == (
+    assert run_toolguard("mcp-proxy", "--db", str(db), "--", *UPSTREAM, cwd=ROOT) == (
         2,
         "",
         (

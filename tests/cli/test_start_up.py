@@ -16,7 +16,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.helpers import MODEL_ENV_VARS, command_env, free_port, wait_for_page
+from tests.helpers import MODEL_ENV_VARS, command_env, free_port, run_toolguard, wait_for_page
 from toolguard._cli.main import main
 from toolguard._cli.serve import DEFAULT_DB, ServeError, check_store, serve
 
@@ -148,16 +148,8 @@ def test_serve_with_a_tools_module_that_fails_on_import_is_one_line(
 
 
 def test_toolguard_serve_with_a_missing_folder_exits_2_without_a_traceback(tmp_path: Path) -> None:
-    done = subprocess.run(
-        [sys.executable, "-m", "toolguard", "serve", "--db", "/nonexistent/dir/x.sqlite3"],
-        cwd=tmp_path,
-        env=command_env(),
-        capture_output=True,
-        text=True,
-        timeout=60,
-        check=False,
-    )
-    assert (done.returncode, done.stdout, done.stderr) == (
+    done = run_toolguard("serve", "--db", "/nonexistent/dir/x.sqlite3", cwd=tmp_path)
+    assert done == (
         2,
         "",
         (
@@ -262,28 +254,17 @@ def test_mcp_proxy_with_a_missing_folder_for_its_db(
 def test_mcp_proxy_with_an_upstream_that_exits_at_once(tmp_path: Path) -> None:
     """The upstream's own output reaches stderr, then one line of the gateway's; no traceback."""
     command = [sys.executable, "-c", "import sys; sys.exit('no config found')"]
-    done = subprocess.run(
-        [
-            sys.executable,
-            "-m",
-            "toolguard",
-            "mcp-proxy",
-            "--db",
-            str(tmp_path / "m.sqlite3"),
-            "--port",
-            str(free_port()),
-            "--",
-            *command,
-        ],
+    done = run_toolguard(
+        "mcp-proxy",
+        "--db",
+        str(tmp_path / "m.sqlite3"),
+        "--port",
+        str(free_port()),
+        "--",
+        *command,
         cwd=tmp_path,
-        env=command_env(),
-        stdin=subprocess.DEVNULL,
-        capture_output=True,
-        text=True,
-        timeout=60,
-        check=False,
     )
-    assert (done.returncode, done.stdout, done.stderr) == (
+    assert done == (
         2,
         "",
         (
