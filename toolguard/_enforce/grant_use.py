@@ -109,10 +109,17 @@ def check_grant_decisions(
 
 def grant_digest(grant: StandingGrant, thread_id: str, key: bytes | None) -> str:
     """The digest of a grant's fixed terms, bound to its thread (see ``StandingGrant.digest``)."""
+    return terms_digest(grant, grant.args, thread_id, key)
+
+
+def terms_digest(
+    grant: StandingGrant, args: dict[str, Any] | None, thread_id: str, key: bytes | None
+) -> str:
+    """The digest of a grant's fixed terms with ``args`` as the arguments it covers."""
     terms = {
         "grant": grant.id,
         "match": grant.match,
-        "args": grant.args,
+        "args": args,
         "uses": grant.uses,
         "expires_at": grant.expires_at.timestamp() if grant.expires_at is not None else None,
         "granted_by": grant.granted_by,

@@ -50,9 +50,9 @@ from toolguard._chat.chat import ReviewedChat
 from toolguard._core.audit import AuditEvent
 from toolguard._core.catalog import message
 from toolguard._core.errors import ConcurrentUpdateError, UnknownGrantError
-from toolguard._core.records import PendingTurn, ToolCall, call_digest
+from toolguard._core.records import PendingTurn, ToolCall
 from toolguard._core.standing import StandingGrant
-from toolguard._enforce.grant_use import quorum_of, revoke, single, use_once
+from toolguard._enforce.grant_use import quorum_of, revoke, single, terms_digest, use_once
 from toolguard._stores.protocol import Store, ThreadState
 from toolguard._tools.toolset import Toolset
 
@@ -73,18 +73,7 @@ _log = logging.getLogger("toolguard")
 
 def _digest(grant: StandingGrant, args: dict[str, Any] | None) -> str:
     """The digest of a grant's terms with ``args`` as the arguments it covers (see above)."""
-    terms = {
-        "grant": grant.id,
-        "match": grant.match,
-        "args": args,
-        "uses": grant.uses,
-        "expires_at": grant.expires_at.timestamp() if grant.expires_at is not None else None,
-        "granted_by": grant.granted_by,
-        "action_id": grant.action_id,
-    }
-    return call_digest(
-        grant.tool, terms, None, thread_id=GRANTS_THREAD, review_id=f"grant:{grant.review_id}"
-    )
+    return terms_digest(grant, args, GRANTS_THREAD, None)
 
 
 def _covers(grant: StandingGrant, call: ToolCall) -> bool:
