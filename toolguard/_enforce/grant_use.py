@@ -11,7 +11,7 @@ claimed and spends them on the calls of new turns.
 from __future__ import annotations
 
 import hmac
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from datetime import datetime, timedelta
 from typing import Any, Protocol
 
@@ -279,6 +279,9 @@ def spend(
     now: datetime,
     *,
     key: bytes | None = None,
+    covers: Callable[[StandingGrant, ToolCall], bool] | None = None,
+    ended_in: str | None = None,
+    name: str = "grant",
 ) -> tuple[list[StandingGrant], list[AuditEvent], set[str]]:
     """Spend uses on ``calls`` (in order): the grants after, the events, the ids covered.
 
@@ -290,26 +293,36 @@ def spend(
     a quorum is never covered, and a grant whose digest does not match its
     terms (a rewritten store) covers nothing. Nothing is changed when no
     grant matched.
+
+    The gateway keeps its grants apart from the calls' threads: it gives its
+    own ``covers`` check, the thread its ``grant_ended`` events belong to
+    (``ended_in``) and the name its ``granted`` events give the grant.
     """
     after = list(grants)
     events: list[AuditEvent] = []
     covered: set[str] = set()
+    if covers is None:
+
+        def covers(grant: StandingGrant, call: ToolCall) -> bool:
+            return _covers(grant, call) and _genuine(grant, thread_id, key)
+
+    ends = thread_id if ended_in is None else ended_in
     for call in calls:
         tool = toolset.get(call.name)
         if tool is None or tool.name != call.name or not single(quorum_of(tool)):
             continue
         for index, grant in enumerate(after):
-            if not _covers(grant, call) or not _genuine(grant, thread_id, key):
+            if not covers(grant, call):
                 continue
             if grant.status_at(now) == "expired":
                 after[index] = grant.model_copy(update={"ended": "expired", "ended_at": now})
-                events.append(_ended(thread_id, grant, now, "expired"))
+                events.append(_ended(ends, grant, now, "expired"))
                 continue
-            spent, granted = use_once(grant, call, tool, thread_id, now)
+            spent, granted = use_once(grant, call, tool, thread_id, now, name)
             after[index] = spent
             events.append(granted)
             if spent.ended == "used_up":
-                events.append(_ended(thread_id, spent, now, "used up"))
+                events.append(_ended(ends, spent, now, "used up"))
             covered.add(call.id)
             break
     return after, events, covered

@@ -52,7 +52,8 @@ from toolguard._core.catalog import message
 from toolguard._core.errors import ConcurrentUpdateError, UnknownGrantError
 from toolguard._core.records import PendingTurn, ToolCall
 from toolguard._core.standing import StandingGrant
-from toolguard._enforce.grant_use import quorum_of, revoke, single, terms_digest, use_once
+from toolguard._enforce import grant_use
+from toolguard._enforce.grant_use import revoke, terms_digest
 from toolguard._stores.protocol import Store, ThreadState
 from toolguard._tools.toolset import Toolset
 
@@ -226,30 +227,18 @@ class GatewayGrants:
         def change(
             state: ThreadState, _: datetime
         ) -> tuple[ThreadState | None, tuple[set[str], list[AuditEvent]]]:
-            after = list(state.grants)
-            ended: list[AuditEvent] = []
-            granted: list[AuditEvent] = []
-            covered: set[str] = set()
-            for call in calls:
-                tool = toolset.get(call.name)
-                if tool is None or tool.name != call.name or not single(quorum_of(tool)):
-                    continue
-                for index, grant in enumerate(after):
-                    if not _covers(grant, call):
-                        continue
-                    if grant.status_at(now) == "expired":
-                        after[index] = grant.model_copy(
-                            update={"ended": "expired", "ended_at": now}
-                        )
-                        ended.append(_event(grant, "grant_ended", now, f"grant {grant.id} expired"))
-                        continue
-                    spent, event = use_once(grant, call, tool, thread_id, now, "server grant")
-                    after[index] = spent
-                    granted.append(event)
-                    if spent.ended == "used_up":
-                        ended.append(_event(spent, "grant_ended", now, f"grant {grant.id} used up"))
-                    covered.add(call.id)
-                    break
+            after, events, covered = grant_use.spend(
+                thread_id,
+                state.grants,
+                calls,
+                toolset,
+                now,
+                covers=_covers,
+                ended_in=GRANTS_THREAD,
+                name="server grant",
+            )
+            granted = [event for event in events if event.kind == "granted"]
+            ended = [event for event in events if event.kind != "granted"]
             if after == state.grants:
                 return None, (covered, granted)
             update = {"grants": after, "audit": [*state.audit, *ended]}
