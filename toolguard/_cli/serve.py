@@ -24,7 +24,7 @@ import json
 import os
 import secrets
 import sys
-from collections.abc import AsyncIterator, Callable, Iterable, Sequence
+from collections.abc import AsyncIterator, Awaitable, Callable, Iterable, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, TypeVar
 
@@ -467,8 +467,8 @@ def build_app(
     return app
 
 
-def _close_clients_at_shutdown(app: FastAPI, chat: ReviewedChat) -> None:
-    """Close the HTTP clients of the chat's model and judge model when the app stops."""
+def _at_shutdown(app: FastAPI, closing: Callable[[], Awaitable[None]]) -> None:
+    """Await ``closing()`` when the app stops, after its own lifespan ends (even when it fails)."""
     starting = app.router.lifespan_context
 
     @contextlib.asynccontextmanager
@@ -477,11 +477,20 @@ def _close_clients_at_shutdown(app: FastAPI, chat: ReviewedChat) -> None:
             async with starting(app_) as state:
                 yield state
         finally:
-            judge = chat.runner.judge
-            for model in (chat.model, judge.model if judge is not None else None):
-                await close_client(model)
+            await closing()
 
     app.router.lifespan_context = lifespan
+
+
+def _close_clients_at_shutdown(app: FastAPI, chat: ReviewedChat) -> None:
+    """Close the HTTP clients of the chat's model and judge model when the app stops."""
+
+    async def close() -> None:
+        judge = chat.runner.judge
+        for model in (chat.model, judge.model if judge is not None else None):
+            await close_client(model)
+
+    _at_shutdown(app, close)
 
 
 def _deliver_in_background(app: FastAPI, chat: ReviewedChat) -> None:
@@ -525,19 +534,13 @@ def app_from_env() -> FastAPI:
         raise ServeError(msg)
     app = build_app(**options)
     chat: ReviewedChat = app.state.chat
-    starting = app.router.lifespan_context
 
-    @contextlib.asynccontextmanager
-    async def lifespan(app_: Any) -> AsyncIterator[Any]:
-        try:
-            async with starting(app_) as state:
-                yield state
-        finally:
-            aclose = getattr(chat.store, "aclose", None)
-            if aclose is not None:
-                await aclose()
+    async def close_store() -> None:
+        aclose = getattr(chat.store, "aclose", None)
+        if aclose is not None:
+            await aclose()
 
-    app.router.lifespan_context = lifespan
+    _at_shutdown(app, close_store)
     if os.environ.get(WORKER_HEADER_ENV) == "1":
         app.add_middleware(_NameWorker)
     return app
