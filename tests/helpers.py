@@ -668,13 +668,18 @@ def server() -> Iterator[Server]:
 @pytest.fixture(scope="module")
 def browser() -> Iterator[Browser]:
     """Debian's headless Chromium, driven by Playwright (never ``playwright install``)."""
-    from playwright.sync_api import expect, sync_playwright
+    from playwright.sync_api import Error, expect, sync_playwright
 
     expect.set_options(timeout=TIMEOUT_MS)
     with sync_playwright() as playwright:
-        chromium = playwright.chromium.launch(
-            executable_path=str(CHROMIUM), args=CHROMIUM_ARGS, timeout=30_000
-        )
+        try:
+            chromium = playwright.chromium.launch(
+                executable_path=str(CHROMIUM), args=CHROMIUM_ARGS, timeout=45_000
+            )
+        except Error:  # a start that hangs on a loaded machine: one more, bounded, try
+            chromium = playwright.chromium.launch(
+                executable_path=str(CHROMIUM), args=CHROMIUM_ARGS, timeout=45_000
+            )
         try:
             yield chromium
         finally:
