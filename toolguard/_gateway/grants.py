@@ -38,19 +38,33 @@ HTTP (:func:`grants_router`, behind the app's sign-in and Host/Origin guards):
 /hitl/grants/{grant_id}`` revokes an active one (audited with who revoked);
 an unknown id, or a grant no longer active (revoked, used up, expired),
 answers 404, so revoking twice is a 404 naming why.
+
+Who may revoke. Revoking is a decision on the grant's tool: the chat's
+``authorize`` hook (the ``[reviewers]`` table of ``--rules``) is asked as for
+a review of a call of that tool (:func:`check_revoker`). A refused reviewer
+(an anonymous one too, when a reviewer list is set) gets the 403 of the
+review routes, a ``refused`` event naming who and which grant goes to the
+grants thread's audit trail (capped like a review's refusals) and nothing
+else changes. Without a hook anyone who signs in may revoke. A grant is
+only ever made by a claimed review, whose decision the hook allowed.
 """
 
 import logging
 import sys
-from collections.abc import Callable, Sequence
+from collections.abc import Awaitable, Callable, Sequence
 from datetime import datetime
 from typing import TYPE_CHECKING, Annotated, Any, Final
 
+from toolguard._chat.access import REFUSED_DETAIL
 from toolguard._chat.chat import ReviewedChat
 from toolguard._core.audit import AuditEvent
 from toolguard._core.catalog import message
-from toolguard._core.errors import ConcurrentUpdateError, UnknownGrantError
-from toolguard._core.records import PendingTurn, ToolCall
+from toolguard._core.errors import (
+    ConcurrentUpdateError,
+    ReviewerNotAllowedError,
+    UnknownGrantError,
+)
+from toolguard._core.records import Action, PendingTurn, ToolCall
 from toolguard._core.standing import StandingGrant
 from toolguard._enforce import grant_use
 from toolguard._enforce.grant_use import revoke, terms_digest
@@ -61,7 +75,7 @@ if TYPE_CHECKING:
     from fastapi import APIRouter
     from fastapi.routing import APIRoute
 
-__all__ = ["GRANTS_THREAD", "GatewayGrants", "grant_view", "grants_router"]
+__all__ = ["GRANTS_THREAD", "GatewayGrants", "check_revoker", "grant_view", "grants_router"]
 
 GRANTS_THREAD: Final = "toolguard-mcp-proxy-grants"
 """The id of the thread whose ``grants`` are the gateway's (in the gateway's store)."""
@@ -255,21 +269,30 @@ class GatewayGrants:
 
     # ------------------------------------------------------------------ revoking
 
-    async def revoke(self, grant_id: str, reviewer: str | None) -> StandingGrant:
+    async def revoke(
+        self,
+        grant_id: str,
+        reviewer: str | None,
+        check: Callable[[ThreadState, StandingGrant], Awaitable[None]] | None = None,
+    ) -> StandingGrant:
         """End an active grant now (audited ``grant_revoked``, ``actor``: ``reviewer``).
+
+        ``check(state, grant)``, when given, is awaited once the grant is found
+        active and before anything changes; whatever it raises propagates and
+        nothing is revoked (see :func:`check_revoker`).
 
         Raises:
             UnknownGrantError: no grant has that id (``status`` ``None``), or it
                 is no longer active (``status`` names why); nothing changed.
         """
+        if check is not None:
+            state = await self.store.load(GRANTS_THREAD)
+            found = _active(state.grants if state is not None else [], grant_id, self.clock())
+            assert state is not None  # noqa: S101 - _active found a grant in it
+            await check(state, found)  # a grant's tool never changes: the verdict holds
 
         def change(state: ThreadState, now: datetime) -> tuple[ThreadState, StandingGrant]:
-            grant = next((g for g in state.grants if g.id == grant_id), None)
-            if grant is None:
-                raise UnknownGrantError(grant_id, GRANTS_THREAD)
-            status = grant.status_at(now)
-            if status != "active":
-                raise UnknownGrantError(grant_id, GRANTS_THREAD, status)
+            grant = _active(state.grants, grant_id, now)
             revoked, event = revoke(GRANTS_THREAD, grant, reviewer, now)
             grants = [revoked if g.id == grant_id else g for g in state.grants]
             return state.model_copy(update={"grants": grants, "audit": [*state.audit, event]}), (
@@ -278,6 +301,65 @@ class GatewayGrants:
 
         revoked: StandingGrant = await self._change(change)
         return revoked
+
+
+def _active(grants: Sequence[StandingGrant], grant_id: str, now: datetime) -> StandingGrant:
+    """The grant ``grant_id`` if it is active at ``now``; else ``UnknownGrantError``."""
+    grant = next((g for g in grants if g.id == grant_id), None)
+    if grant is None:
+        raise UnknownGrantError(grant_id, GRANTS_THREAD)
+    status = grant.status_at(now)
+    if status != "active":
+        raise UnknownGrantError(grant_id, GRANTS_THREAD, status)
+    return grant
+
+
+def _grant_action(grant: StandingGrant) -> Action:
+    """The approval request a revocation of ``grant`` decides on, for the ``authorize`` hook.
+
+    It names the grant's tool (what a reviewer list looks at), the action whose
+    approve made the grant and its arguments as shown (``{}`` for a tool grant).
+    """
+    return Action(
+        id=grant.action_id,
+        call_id=grant.action_id,
+        name=grant.tool,
+        args=dict(grant.args or {}),
+        description=f"Revoke the server grant {grant.id} on {grant.tool}",
+        status="approved",
+        requested_at=grant.granted_at,
+        reviewer=grant.granted_by,
+    )
+
+
+async def check_revoker(
+    chat: ReviewedChat, state: ThreadState, reviewer: str | None, grant: StandingGrant
+) -> None:
+    """Ask ``chat``'s ``authorize`` hook whether ``reviewer`` may revoke ``grant``.
+
+    The hook is asked as for a decision on the grant's tool:
+    ``authorize(reviewer, grants thread, [an action of that tool])``. It fails
+    closed like a review (a verdict other than ``True`` or ``False`` raises
+    ``TypeError``, the hook's own exception propagates). A refusal is recorded
+    in the grants thread's audit trail as a ``refused`` event (capped like a
+    review's) and raises :class:`~toolguard.ReviewerNotAllowedError`. No hook:
+    anyone may.
+    """
+    if chat.authorize is None:
+        return
+    gate = chat._gate
+    if await gate.authorized(reviewer, state, [_grant_action(grant)]):
+        return
+    event = AuditEvent(
+        at=chat.clock(),
+        kind="refused",
+        thread_id=GRANTS_THREAD,
+        tool=grant.tool,
+        actor=reviewer,
+        detail=f"{REFUSED_DETAIL} (revoking grant {grant.id})",
+    )
+    await gate.record_refusal(state, event)
+    raise ReviewerNotAllowedError(reviewer, GRANTS_THREAD)
 
 
 def grant_view(grant: StandingGrant, now: datetime) -> dict[str, Any]:
@@ -318,7 +400,7 @@ def grants_router(chat: ReviewedChat, route_class: "type[APIRoute] | None" = Non
     from fastapi.routing import APIRoute  # noqa: PLC0415
 
     from toolguard._core.jsonable import clean_text  # noqa: PLC0415
-    from toolguard._http.answers import Refusal, shorten  # noqa: PLC0415
+    from toolguard._http.answers import Refusal, answer, shorten  # noqa: PLC0415
     from toolguard._http.schemas import ErrorResponse, Id  # noqa: PLC0415
 
     router = APIRouter(prefix="/hitl", tags=["hitl"], route_class=route_class or APIRoute)
@@ -339,27 +421,43 @@ def grants_router(chat: ReviewedChat, route_class: "type[APIRoute] | None" = Non
     @router.delete(
         "/grants/{grant_id}",
         responses={
+            403: {
+                "model": ErrorResponse,
+                "description": "This reviewer may not decide the grant's tool.",
+            },
             404: {
                 "model": ErrorResponse,
                 "description": "No grant has that id, or it is no longer active.",
-            }
+            },
         },
     )
     async def delete_grant(
         grant_id: Annotated[Id, PathParam()], who: Annotated[str | None, Depends(who_asks)]
     ) -> dict[str, Any]:
-        """Revoke an active grant: later matching calls are reviewed again."""
-        try:
-            revoked = await keeper.revoke(grant_id, who)
-        except UnknownGrantError as exc:
-            text = (
-                message("unknown_server_grant", grant_id=grant_id)
-                if exc.status is None
-                else message("server_grant_ended", grant_id=grant_id, status=exc.status)
-            )
-            raise Refusal(
-                status_code=status.HTTP_404_NOT_FOUND, detail=shorten(clean_text(text), 500)
-            ) from None
+        """Revoke an active grant: later matching calls are reviewed again.
+
+        Only a reviewer the chat's ``authorize`` hook allows to decide the
+        grant's tool may (else 403, as for a review).
+        """
+
+        async def may_revoke(state: ThreadState, grant: StandingGrant) -> None:
+            await check_revoker(chat, state, who, grant)
+
+        async def revoking() -> StandingGrant:
+            try:
+                return await keeper.revoke(grant_id, who, may_revoke)
+            except UnknownGrantError as exc:
+                text = (
+                    message("unknown_server_grant", grant_id=grant_id)
+                    if exc.status is None
+                    else message("server_grant_ended", grant_id=grant_id, status=exc.status)
+                )
+                raise Refusal(
+                    status_code=status.HTTP_404_NOT_FOUND, detail=shorten(clean_text(text), 500)
+                ) from None
+
+        # A refused reviewer: the review routes' 403 (ReviewerNotAllowedError's text).
+        revoked = await answer(revoking())
         return grant_view(revoked, chat.clock())
 
     return router
