@@ -314,7 +314,11 @@ async def test_respond_is_the_result_and_the_tool_never_runs() -> None:
         outcome="responded",
     )
     assert [a.status for a in step.actions] == ["responded", "executed", "executed"]
-    assert log == [("send_email", EMAIL), ("delete_file", {"path": "a.txt"})]
+    # The two approved tools run concurrently: compare what ran, in either order.
+    assert sorted(log, key=lambda ran: ran[0]) == [
+        ("delete_file", {"path": "a.txt"}),
+        ("send_email", EMAIL),
+    ]
     assert step.tool_messages()[0] == {
         "role": "tool",
         "tool_call_id": "c1",
