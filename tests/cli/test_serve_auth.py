@@ -83,7 +83,15 @@ def test_toolguard_token_prints_the_token_and_its_line(capsys: pytest.CaptureFix
             ),
         ),
         (
-            ["--auth-header", "Cookie"],
+            ["--auth-header", "X-User"],
+            (
+                "error: --auth-header X-User needs --trusted-proxy CIDR, the address of the proxy"
+                " that sets the header: every program connecting from a trusted address can name"
+                " any reviewer\n"
+            ),
+        ),
+        (
+            ["--auth-header", "Cookie", "--trusted-proxy", "127.0.0.1/32"],
             (
                 "error: --auth-header 'Cookie' carries secrets, not a name; use the header your"
                 " proxy sets to the signed-in user, e.g. 'X-Forwarded-User'\n"
@@ -137,12 +145,13 @@ def test_a_reviewers_table_needs_sign_in(
     rules = tmp_path / "rules.toml"
     rules.write_text('[reviewers]\n"*" = ["admin"]\n', encoding="utf-8")
     tail = ["--", "true"] if command == "mcp-proxy" else ["--db", ":memory:"]
-    code, out, err = run([command, "--rules", str(rules), *tail], capsys)
-    assert (code, out) == (2, "")
-    assert err == (
-        f"error: --rules {rules} has a [reviewers] table, which needs signed-in reviewers: give"
-        " --auth-header NAME or --tokens FILE\n"
-    )
+    for sign_in in ([], ["--no-auth"]):  # the sign-in link's reviewer is on no list, nobody is
+        code, out, err = run([command, "--rules", str(rules), *sign_in, *tail], capsys)
+        assert (code, out) == (2, "")
+        assert err == (
+            f"error: --rules {rules} has a [reviewers] table, which needs reviewers who sign in"
+            " by name: give --auth-header NAME or --tokens FILE\n"
+        )
 
 
 def test_serve_builds_token_sign_in_and_the_reviewers_hook(tmp_path: Path) -> None:
@@ -164,11 +173,14 @@ def test_serve_builds_token_sign_in_and_the_reviewers_hook(tmp_path: Path) -> No
     with pytest.raises(ServeError) as caught:
         build_app(db=":memory:", auth_header="X-User", trusted_proxies=["nope"])
     assert str(caught.value).startswith("--trusted-proxy 'nope' is not an IP network")
+    with pytest.raises(ServeError) as caught:  # no default: every program there could name anyone
+        build_app(db=":memory:", auth_header="X-User")
+    assert str(caught.value).startswith("--auth-header X-User needs --trusted-proxy CIDR")
 
 
 async def test_serve_believes_the_header_from_its_proxy_behind_forwarded_headers() -> None:
     """uvicorn's proxy headers rewrite the client address; the peer is still the proxy."""
-    app = build_app(db=":memory:", auth_header="X-Forwarded-User")
+    app = build_app(db=":memory:", auth_header="X-Forwarded-User", trusted_proxies=["127.0.0.1/32"])
     assert isinstance(app.state.auth, HeaderAuth)
     served: Any = with_proxy_headers(app)
     forwarded = {"X-Forwarded-User": "maria", "X-Forwarded-For": "203.0.113.9"}

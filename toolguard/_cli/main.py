@@ -1,8 +1,9 @@
-"""The ``toolguard`` command line: ``demo``, ``serve``, ``mcp-proxy``, ``tools`` and ``token``.
+"""The ``toolguard`` command line: ``demo``, ``serve``, ``mcp-proxy``, ``tools``, ``token`` and
+``link``.
 
 Each command has its parser and its handler: ``demo`` in
 :mod:`toolguard._cli.demo`, ``mcp-proxy`` in :mod:`toolguard._cli.mcp_proxy`,
-``token`` in :mod:`toolguard._cli.auth`, ``serve`` and ``tools`` here (``serve`` itself
+``token`` and ``link`` in :mod:`toolguard._cli.auth`, ``serve`` and ``tools`` here (``serve`` itself
 is :mod:`toolguard._cli.serve`, imported only when it runs, since it needs the ``http``
 extra).
 """
@@ -17,7 +18,7 @@ from collections.abc import Callable, Sequence
 from typing import Any
 
 from toolguard._cli import demo, mcp_proxy
-from toolguard._cli.auth import add_auth_options, add_token_parser
+from toolguard._cli.auth import add_auth_options, add_link_parser, add_token_parser
 from toolguard._cli.judge import add_judge_options
 from toolguard._cli.options import positive_int
 from toolguard._tools.toolset import Toolset, guard
@@ -236,6 +237,7 @@ def _parser() -> argparse.ArgumentParser:
     mcp_proxy.add_parser(commands)
     _add_tools(commands)
     add_token_parser(commands)
+    add_link_parser(commands)
     return parser
 
 

@@ -22,6 +22,7 @@ from toolguard._cli.auth import (
     build_auth,
     check_auth_options,
     no_auth_warning,
+    reviewers_problem,
 )
 from toolguard._cli.gateway_options import add_gateway_options, address_problem, gateway_options
 from toolguard._cli.judge import JudgeOptionError, add_judge_options, build_judge
@@ -305,27 +306,26 @@ def _address_problem(args: argparse.Namespace, listen: Any) -> str | None:
 
 
 def _sign_in(args: argparse.Namespace, reviewers_file: str | None) -> Any:
-    """The authenticator of the sign-in options (or ``None``); ``ValueError``: the error line.
+    """The authenticator of the sign-in options (or ``None`` with ``--no-auth``); without
+    any, the sign-in link's. ``ValueError``: the error line.
 
     ``reviewers_file``: the ``--rules`` file when it has a ``[reviewers]`` table, which
-    needs signed-in reviewers.
+    needs reviewers who sign in by name.
     """
     sign_in: dict[str, Any] = {
         "auth_header": getattr(args, "auth_header", None),
         "trusted_proxies": getattr(args, "trusted_proxy", None),
         "tokens": getattr(args, "tokens", None),
     }
+    no_auth = bool(getattr(args, "no_auth", False))
     try:
-        check_auth_options(args.host, no_auth=bool(getattr(args, "no_auth", False)), **sign_in)
-        auth = build_auth(**sign_in)
+        check_auth_options(args.host, no_auth=no_auth, **sign_in)
+        auth = build_auth(**sign_in, link=not no_auth)
     except AuthOptionError as exc:
         raise ValueError(str(exc)) from None
-    if reviewers_file is not None and auth is None:
-        msg = (
-            f"--rules {reviewers_file} has a [reviewers] table, which needs signed-in"
-            " reviewers: give --auth-header NAME or --tokens FILE"
-        )
-        raise ValueError(msg)
+    problem = reviewers_problem(reviewers_file, auth) if reviewers_file is not None else None
+    if problem is not None:
+        raise ValueError(problem)
     return auth
 
 

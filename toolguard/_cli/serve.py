@@ -33,9 +33,12 @@ import anyio
 from toolguard._chat.chat import ReviewedChat
 from toolguard._cli.auth import (
     AuthOptionError,
+    auth_part,
     build_auth,
     check_auth_options,
     no_auth_warning,
+    reviewers_problem,
+    sign_in_link,
 )
 from toolguard._cli.judge import JudgeOptionError, build_judge, describe_judge
 from toolguard._cli.running import run_uvicorn
@@ -402,6 +405,7 @@ def build_app(
     trusted_proxies: Sequence[str] | None = None,
     tokens: str | None = None,
     session_secret: str | None = None,
+    link_sign_in: bool = False,
 ) -> FastAPI:
     """The app ``toolguard serve`` runs: the chat API under ``/hitl`` and the page at ``/``.
 
@@ -411,8 +415,9 @@ def build_app(
     check; :func:`serve` passes :func:`default_hosts` plus ``--allow-host``).
     ``auth_header`` (with ``trusted_proxies``) or ``tokens`` sign reviewers in
     (:func:`toolguard._cli.auth.build_auth`; ``session_secret``: the hex secret
-    of the session cookies, shared by the workers); a ``[reviewers]`` table in
-    ``rules`` is the chat's ``authorize`` hook and needs one of them.
+    of the session cookies, shared by the workers); without them ``link_sign_in``
+    signs the person at the machine in with the sign-in link. A ``[reviewers]`` table in
+    ``rules`` is the chat's ``authorize`` hook and needs ``auth_header`` or ``tokens``.
     The chat is ``app.state.chat``; close its store
     (``app.state.chat.store.close()``) when done.
 
@@ -427,15 +432,13 @@ def build_app(
             trusted_proxies=trusted_proxies,
             tokens=tokens,
             session_secret=session_secret,
+            link=link_sign_in,
         )
     except AuthOptionError as exc:
         raise ServeError(str(exc)) from exc
-    if auth is None and rules is not None and load_reviewers(rules) is not None:
-        msg = (
-            f"--rules {rules} has a [reviewers] table, which needs signed-in reviewers: give"
-            " --auth-header NAME or --tokens FILE"
-        )
-        raise ServeError(msg)
+    problem = reviewers_problem(rules, auth) if rules and load_reviewers(rules) else None
+    if problem is not None:
+        raise ServeError(problem)
     chat = build_chat(
         tools=tools,
         model=model,
@@ -595,15 +598,6 @@ def _describe(model: ChatModel) -> str:
     return repr(model)
 
 
-def _auth_part(app: FastAPI) -> str:
-    """`` | sign-in: ...`` for the startup line of an app with sign-in, else nothing."""
-    auth = getattr(app.state, "auth", None)
-    header = getattr(auth, "header", None)
-    if header is not None:
-        return f" | sign-in: header {header}"
-    return " | sign-in: tokens" if auth is not None else ""
-
-
 def _judge_part(chat: ReviewedChat) -> str:
     """`` | judge: ...`` for the startup line of a chat with a judge, else nothing."""
     judge = chat.runner.judge
@@ -659,11 +653,13 @@ def serve(
         judge_auto_approve: the judge's ``auto_approve``.
         judge_scope: the judge's ``scope``: ``guarded`` (when ``None``) or ``all``.
         auth_header: the reviewer is this header's value, believed from
-            ``trusted_proxies`` only (default: this machine).
+            ``trusted_proxies`` only (required with it).
         trusted_proxies: the networks of the proxies setting ``auth_header``.
         tokens: a tokens file (``NAME sha256:HEX`` lines): reviewers sign in
             with their token.
-        no_auth: listen beyond loopback without sign-in (a warning is printed).
+        no_auth: no sign-in (a warning is printed). Without ``auth_header``,
+            ``tokens`` and ``no_auth`` the person at the machine signs in with
+            the one-time link printed at start (one process only).
         workers: how many server processes uvicorn runs; more than 1 needs a
             database the processes share (a SQLite file or PostgreSQL, not
             ``":memory:"``). Each worker builds its app with :func:`app_from_env`.
@@ -695,6 +691,7 @@ def serve(
         "tokens": tokens,
         # The secret of the session cookies, the same in every worker.
         "session_secret": secrets.token_hex(32) if tokens is not None else None,
+        "link_sign_in": (auth_header is None and tokens is None and not no_auth) or None,
     }
     options.update({name: value for name, value in given.items() if value is not None})
     try:
@@ -713,6 +710,12 @@ def serve(
 
         if workers < 1:
             msg = f"--workers must be at least 1, got {workers}"
+            raise ServeError(msg)
+        if workers > 1 and "link_sign_in" in options:
+            msg = (
+                f"--workers {workers} needs --tokens FILE or --auth-header NAME (or --no-auth):"
+                " the sign-in link works with one server process"
+            )
             raise ServeError(msg)
         if workers > 1 and db in _PRIVATE_DBS:
             msg = (
@@ -750,11 +753,13 @@ def serve(
     sys.stdout.write(
         f"toolguard serve: http://{where}:{port}/"
         f" | model: {_describe(chat.model)} | db: {shown_db(db)}{_judge_part(chat)}"
-        f"{_auth_part(app)}\n"
+        f"{auth_part(app.state.auth)}\n"
     )
-    sys.stdout.flush()
     try:
-        return run_uvicorn(served(app), host=host, port=port)
+        with sign_in_link(
+            app.state.auth, "serve", f"http://{where}:{port}/", f"db: {shown_db(db)}"
+        ):
+            return run_uvicorn(served(app), host=host, port=port)
     finally:
         _close_store(chat)
 
@@ -774,7 +779,7 @@ def _serve_workers(
     where = f"[{host}]" if ":" in host else host
     sys.stdout.write(
         f"toolguard serve: http://{where}:{port}/ | model: {_describe(chat.model)}"
-        f" | db: {shown_db(options['db'])}{_judge_part(chat)}{_auth_part(chat_app)}"
+        f" | db: {shown_db(options['db'])}{_judge_part(chat)}{auth_part(chat_app.state.auth)}"
         f" | workers: {workers}\n"
     )
     sys.stdout.flush()

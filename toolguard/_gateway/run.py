@@ -8,11 +8,12 @@ process's stdin/stdout until the client closes stdin.
 
 from __future__ import annotations
 
+import contextlib
 import os
 import signal
 import sys
 import threading
-from collections.abc import AsyncIterator, Sequence
+from collections.abc import AsyncIterator, Iterator, Sequence
 from typing import Any, BinaryIO, Final
 
 import anyio
@@ -76,7 +77,9 @@ async def run(
     ``allow_origins`` and ``max_body_bytes`` are the HTTP app's (see
     :func:`build_app`). ``judge``: a :class:`~toolguard.Judge` for the calls
     (see :class:`~toolguard._gateway.proxy.MCPProxy`). ``auth``: the sign-in of the HTTP app
-    (see :func:`build_app`); ``reviewers``: who may decide which tool (the chat's ``authorize``
+    (see :func:`build_app`; a :class:`~toolguard._http.link.LinkAuth`'s first link is in the
+    status lines, and kept in this user's runtime file while the gateway runs);
+    ``reviewers``: who may decide which tool (the chat's ``authorize``
     hook; the client's own answers to an elicitation are decided by ``mcp-client``).
     ``start_timeout``: seconds the upstream may take to start and list its tools.
     ``ask`` and ``allow``: tool names a person always decides / that run without review
@@ -150,24 +153,20 @@ async def run(
                     sys.stderr.write(f"error: the approval page cannot listen on {host}:{port}\n")
                     tasks.cancel_scope.cancel()
                     return 2
-                where = f"[{host}]" if ":" in host else host
-                status = (
-                    f"toolguard mcp-proxy: {f'MCP {listen.url} | ' if listen else ''}approval page"
-                    f" http://{where}:{port}/ | db: {db} | ttl: {ttl:g}s"
-                    f" | upstream: {command or upstream_url}{_judge_part(judge)}\n"
-                )
-                stopped = await (
-                    _serve_until_stopped(proxy.server(), status)
-                    if listen is None
-                    else serve_listening(
-                        proxy.server(),
+                upstream_part = f"upstream: {command or upstream_url}"
+                with _sign_in_link(auth, _page_url(host, port), upstream_part) as signing:
+                    stopped = await _serve_mcp(
+                        proxy,
                         listen,
-                        on_ready=lambda: _write_status(status),
+                        (
+                            f"toolguard mcp-proxy: {f'MCP {listen.url} | ' if listen else ''}"
+                            f"approval page {_page_url(host, port)} | db: {db} | ttl: {ttl:g}s"
+                            f" | {upstream_part}{_judge_part(judge)}\n{signing}"
+                        ),
                         allow_hosts=allow_hosts,
                         allow_origins=allow_origins,
                         max_body_bytes=max_body_bytes,
                     )
-                )
                 http.should_exit = True
                 tasks.cancel_scope.cancel()
     except Exception as exc:
@@ -179,6 +178,18 @@ async def run(
     finally:
         store.close()
     return 128 + stopped if stopped is not None else 0  # 130 after Ctrl-C, 143 after SIGTERM
+
+
+async def _serve_mcp(
+    proxy: MCPProxy, listen: Listen | None, status: str, **http_options: Any
+) -> int | None:
+    """Serve the proxy's MCP on stdin/stdout, or at ``listen`` (with ``http_options``), after
+    the ``status`` lines; the signal that stopped it (``None``: the client closed stdin)."""
+    if listen is None:
+        return await _serve_until_stopped(proxy.server(), status)
+    return await serve_listening(
+        proxy.server(), listen, on_ready=lambda: _write_status(status), **http_options
+    )
 
 
 async def _serve_until_stopped(server: Any, status: str) -> int | None:
@@ -273,8 +284,23 @@ def _report_stale(closed: Sequence[object]) -> None:
 
 
 def _page_url(host: str, port: int) -> str:
-    """The approval page's address, named in the progress notifications."""
+    """The approval page's address, named in the progress notifications (never the sign-in
+    link: its code signs a browser in, and the model reads those texts)."""
     return f"http://[{host}]:{port}/" if ":" in host else f"http://{host}:{port}/"
+
+
+@contextlib.contextmanager
+def _sign_in_link(auth: Any, page: str, about: str) -> Iterator[str]:
+    """With the sign-in link (``auth`` a :class:`~toolguard._http.link.LinkAuth`): its start-up
+    lines, the link kept in this user's runtime file while inside (``toolguard link``);
+    otherwise nothing."""
+    from toolguard._http.link import LinkAuth, link_lines, published  # noqa: PLC0415
+
+    if not isinstance(auth, LinkAuth):
+        yield ""
+        return
+    with published(auth, "mcp-proxy", page, about) as (link, problem):
+        yield link_lines("mcp-proxy", link, problem)
 
 
 def _judge_part(judge: Judge | None) -> str:

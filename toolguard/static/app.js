@@ -52,6 +52,8 @@
     signInError: $("sign-in-error"),
     proxyNeeded: $("proxy-needed"),
     proxyDetail: $("proxy-detail"),
+    linkNeeded: $("link-needed"),
+    linkDetail: $("link-detail"),
     error: $("error"),
     errorText: $("error-text"),
     errorDismiss: $("error-dismiss"),
@@ -1560,7 +1562,9 @@
   // With sign-in on, every /hitl route but /hitl/session answers 401 to a request
   // without a reviewer. GET /hitl/session says which case the page is in: 404, no
   // sign-in; 200, who is signed in; 401 with a Bearer challenge, sign in with a
-  // token here; 401 with another challenge, only the sign-in proxy can name you.
+  // token here; 401 with a SignInLink challenge, open the server's sign-in link
+  // (the person at its machine has it); 401 with another challenge, only the
+  // sign-in proxy can name you.
   // The token goes to POST /hitl/session once and is kept nowhere: the server
   // answers with an HttpOnly session cookie that this script cannot read.
   const session = {
@@ -1572,6 +1576,8 @@
 
   const bearerChallenge = (response) =>
     /^bearer(\s|$)/i.test((response.headers.get("WWW-Authenticate") || "").trim());
+  const linkChallenge = (response) =>
+    /^signinlink(\s|$)/i.test((response.headers.get("WWW-Authenticate") || "").trim());
 
   async function jsonOf(response) {
     try {
@@ -1599,7 +1605,7 @@
     }
   }
 
-  // What GET /hitl/session says: {kind: "none" | "signed-in" | "token" | "proxy" | "unknown"}.
+  // What GET /hitl/session says: {kind: "none" | "signed-in" | "token" | "link" | "proxy" | "unknown"}.
   async function askSession() {
     let response;
     try {
@@ -1610,7 +1616,10 @@
     const data = await jsonOf(response);
     const detail = data && typeof data.detail === "string" ? data.detail : "";
     if (response.status === 404) return { kind: "none" };
-    if (response.status === 401) return { kind: bearerChallenge(response) ? "token" : "proxy", detail };
+    if (response.status === 401) {
+      const kind = bearerChallenge(response) ? "token" : linkChallenge(response) ? "link" : "proxy";
+      return { kind, detail };
+    }
     if (response.ok && data && typeof data.reviewer === "string") {
       return { kind: "signed-in", reviewer: data.reviewer, signOut: await tokenSignIn() };
     }
@@ -1630,6 +1639,9 @@
       // A session that ended while the page was in use says so; a first visit needs no text.
       if (wasOpen) setSignInError(found.detail);
       showSignIn();
+    } else if (found.kind === "link") {
+      closeApp();
+      showLink(found.detail);
     } else if (found.kind === "proxy") {
       closeApp();
       showProxy(found.detail);
@@ -1681,6 +1693,7 @@
   function openApp() {
     dom.signIn.hidden = true;
     dom.proxyNeeded.hidden = true;
+    dom.linkNeeded.hidden = true;
     dom.app.hidden = false;
     dom.newThread.hidden = state.mode !== "chat";
     if (session.open) return;
@@ -1781,6 +1794,7 @@
 
   function showSignIn() {
     dom.proxyNeeded.hidden = true;
+    dom.linkNeeded.hidden = true;
     if (!dom.signIn.hidden) return; // already shown: keep what is typed
     dom.signIn.hidden = false;
     dom.signInToken.focus();
@@ -1788,8 +1802,17 @@
 
   function showProxy(detail) {
     dom.signIn.hidden = true;
+    dom.linkNeeded.hidden = true;
     dom.proxyDetail.textContent = detail;
     dom.proxyNeeded.hidden = false;
+  }
+
+  // The server signs in the person at its machine with a one-time link: nothing to type here.
+  function showLink(detail) {
+    dom.signIn.hidden = true;
+    dom.proxyNeeded.hidden = true;
+    dom.linkDetail.textContent = detail;
+    dom.linkNeeded.hidden = false;
   }
 
   async function signIn() {
