@@ -10,6 +10,7 @@ only toolguard's core and pytest; a test module that needs one skips itself firs
 from __future__ import annotations
 
 import contextlib
+import functools
 import hashlib
 import hmac
 import json
@@ -18,6 +19,7 @@ import re
 import socket
 import subprocess
 import sys
+import tempfile
 import threading
 import time
 import uuid
@@ -381,10 +383,19 @@ MODEL_ENV_VARS = ("OPENAI_API_KEY", "OPENAI_BASE_URL", "TOOLGUARD_MODEL")
 """The variables that choose `toolguard serve`'s model."""
 
 
+@functools.cache
+def test_runtime_dir() -> str:
+    """A folder of the tests' own for the servers' runtime files (``TOOLGUARD_RUNTIME_DIR``),
+    so a server a test starts never lists itself in the user's ``toolguard link``."""
+    return tempfile.mkdtemp(prefix="toolguard-runtime-")
+
+
 def command_env() -> dict[str, str]:
-    """The environment for a `toolguard` subprocess: no model variables, the checkout importable."""
+    """The environment for a `toolguard` subprocess: no model variables, the checkout importable,
+    the runtime files in :func:`test_runtime_dir`."""
     env = {k: v for k, v in os.environ.items() if k not in MODEL_ENV_VARS}
     env["PYTHONPATH"] = os.pathsep.join(filter(None, [str(ROOT), env.get("PYTHONPATH")]))
+    env["TOOLGUARD_RUNTIME_DIR"] = test_runtime_dir()
     return env
 
 
@@ -413,6 +424,33 @@ def offline_env(**extra: str) -> dict[str, str]:
     }
     env.update(PYTHONIOENCODING="utf-8", NO_PROXY="127.0.0.1,localhost", **extra)
     return env
+
+
+SIGN_IN_LINE = re.compile(
+    r"toolguard (?P<command>serve|mcp-proxy): sign in on the approval page with this link \(it"
+    r" works once; toolguard link prints a new one\): (?P<link>(?P<page>http://\S+/)hitl/sign-in"
+    r"\?code=(?P<code>[A-Za-z0-9_-]{43}))"
+)
+"""The start-up line of the sign-in link (a code of ``secrets.token_urlsafe(32)``)."""
+
+
+def sign_in_link(line: str, command: str, page: str) -> str:
+    """The link of ``command``'s sign-in ``line`` for ``page``; the whole line is checked."""
+    found = SIGN_IN_LINE.fullmatch(line.rstrip("\n"))
+    assert found is not None, line
+    assert (found["command"], found["page"]) == (command, page)
+    return found["link"]
+
+
+@contextlib.contextmanager
+def signed_in_client(link: str) -> Iterator[httpx.Client]:
+    """An httpx client that opened the sign-in ``link``: it holds the session cookie."""
+    import httpx
+
+    with httpx.Client(timeout=10) as client:
+        opened = client.get(link)
+        assert (opened.status_code, opened.headers.get("location")) == (303, "/"), opened.text
+        yield client
 
 
 def wait_for_page(process: subprocess.Popen[bytes], url: str) -> httpx.Response | None:

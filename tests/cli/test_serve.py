@@ -16,7 +16,14 @@ import pytest
 from fastapi import FastAPI
 
 from tests import openai_server
-from tests.helpers import MODEL_ENV_VARS, command_env, free_port, wait_for_page
+from tests.helpers import (
+    MODEL_ENV_VARS,
+    command_env,
+    free_port,
+    sign_in_link,
+    signed_in_client,
+    wait_for_page,
+)
 from tests.openai_server import ScriptedOpenAIServer, reply_text
 from toolguard import ReviewedChat, SQLiteStore
 from toolguard._cli.serve import DEFAULT_DB, ServeError, build_app, choose_model, load_tools, serve
@@ -321,7 +328,8 @@ needs_cli = pytest.mark.skipif(
 
 @needs_cli
 def test_python_m_toolguard_serve_answers_the_page_and_the_api(tmp_path: Path) -> None:
-    """`python -m toolguard serve --port P` serves / and POST /hitl/chat, then stops on SIGTERM."""
+    """`python -m toolguard serve --port P` serves / and, to the browser that opened its sign-in
+    link, POST /hitl/chat, then stops on SIGTERM."""
     port = free_port()
     base_url = f"http://127.0.0.1:{port}"
     out, err = tmp_path / "stdout.txt", tmp_path / "stderr.txt"
@@ -336,7 +344,10 @@ def test_python_m_toolguard_serve_answers_the_page_and_the_api(tmp_path: Path) -
     try:
         page = wait_for_page(process, f"{base_url}/")
         assert page is not None, f"the server did not answer; stderr:\n{err.read_text()}"
-        chat = httpx.post(f"{base_url}/hitl/chat", json={"message": ASK}, timeout=10)
+        refused = httpx.post(f"{base_url}/hitl/chat", json={"message": ASK}, timeout=10)
+        link = sign_in_link(out.read_text().splitlines()[1], "serve", f"{base_url}/")
+        with signed_in_client(link) as client:
+            chat = client.post(f"{base_url}/hitl/chat", json={"message": ASK})
     finally:
         process.terminate()
         try:
@@ -347,6 +358,14 @@ def test_python_m_toolguard_serve_answers_the_page_and_the_api(tmp_path: Path) -
     index = ROOT / "toolguard" / "static" / "index.html"
     assert page.status_code == 200
     assert page.content == index.read_bytes()
+    # Without the cookie of the sign-in link, a program on this machine is refused.
+    assert (refused.status_code, refused.json()) == (
+        401,
+        {
+            "detail": "Sign-in required: open this server's sign-in link; toolguard link prints it"
+            " in a terminal on this machine."
+        },
+    )
     body = chat.json()
     assert chat.status_code == 200
     assert body == pending(body["thread_id"], body["review_id"])
@@ -356,7 +375,7 @@ def test_python_m_toolguard_serve_answers_the_page_and_the_api(tmp_path: Path) -
     startup_line = out.read_text().splitlines()[0]  # uvicorn's access log follows on stdout
     assert startup_line == (
         f"toolguard serve: http://127.0.0.1:{port}/"
-        f" | model: built-in scripted demo model (offline) | db: {DEFAULT_DB}"
+        f" | model: built-in scripted demo model (offline) | db: {DEFAULT_DB} | sign-in: link"
     )
     assert (tmp_path / DEFAULT_DB).is_file()
 

@@ -103,14 +103,14 @@ class Server:
 
 @contextlib.contextmanager
 def running_server(tmp_path: Path, db: str) -> Iterator[Server]:
-    """Start ``python -m toolguard serve --workers 2 --db DB``; stop it with SIGTERM."""
+    """Start ``python -m toolguard serve --workers 2 --db DB --no-auth``; stop it with SIGTERM."""
     (tmp_path / "workertools.py").write_text(TOOLS_MODULE, encoding="utf-8")
     port = free_port()
     env = {k: v for k, v in os.environ.items() if k not in ENV_VARS}
     env["PYTHONPATH"] = os.pathsep.join(filter(None, [str(ROOT), env.get("PYTHONPATH")]))
     env[WORKER_HEADER_ENV] = "1"
     env["WORKERS_TOOL_LOG"] = str(tmp_path / "tool_runs.txt")
-    server_args = ["serve", "--workers", "2", "--db", db, "--port", str(port)]
+    server_args = ["serve", "--workers", "2", "--db", db, "--port", str(port), "--no-auth"]
     command = [sys.executable, "-m", "toolguard", *server_args, "--tools", "workertools:TOOLS"]
     out, err = tmp_path / "stdout.txt", tmp_path / "stderr.txt"
     with out.open("w") as stdout, err.open("w") as stderr:
@@ -304,7 +304,17 @@ def test_workers_refuse_a_private_in_memory_database(tmp_path: Path) -> None:
     env = {k: v for k, v in os.environ.items() if k not in ENV_VARS}
     env["PYTHONPATH"] = os.pathsep.join(filter(None, [str(ROOT), env.get("PYTHONPATH")]))
     result = subprocess.run(
-        [sys.executable, "-m", "toolguard", "serve", "--workers", "2", "--db", ":memory:"],
+        [
+            sys.executable,
+            "-m",
+            "toolguard",
+            "serve",
+            "--workers",
+            "2",
+            "--db",
+            ":memory:",
+            "--no-auth",
+        ],
         cwd=tmp_path,
         env=env,
         capture_output=True,
@@ -330,7 +340,7 @@ def test_workers_with_an_unreachable_database_exit_2_before_forking(tmp_path: Pa
     port = free_port()
     db = f"postgresql://app:hunter2@127.0.0.1:{port}/nothing"
     result = subprocess.run(
-        [sys.executable, "-m", "toolguard", "serve", "--workers", "2", "--db", db],
+        [sys.executable, "-m", "toolguard", "serve", "--workers", "2", "--db", db, "--no-auth"],
         cwd=tmp_path,
         env=env,
         capture_output=True,

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import contextlib
 import importlib.util
+import json
 import shlex
 import signal
 import socket
@@ -16,7 +17,14 @@ from pathlib import Path
 
 import pytest
 
-from tests.helpers import MODEL_ENV_VARS, command_env, free_port, run_toolguard, wait_for_page
+from tests.helpers import (
+    MODEL_ENV_VARS,
+    command_env,
+    free_port,
+    run_toolguard,
+    sign_in_link,
+    wait_for_page,
+)
 from toolguard._cli.main import main
 from toolguard._cli.serve import DEFAULT_DB, ServeError, check_store, serve
 
@@ -295,10 +303,16 @@ def test_mcp_proxy_with_an_unreachable_upstream_url(
 @pytest.mark.skipif(not HAS_MCP, reason="the mcp extra is not installed")
 @pytest.mark.parametrize(("sig", "code"), [(signal.SIGINT, 130), (signal.SIGTERM, 143)])
 def test_a_signal_stops_mcp_proxy_cleanly(tmp_path: Path, sig: signal.Signals, code: int) -> None:
-    """Ctrl-C (130) or SIGTERM (143) stop the gateway while it waits on the client's stdin."""
+    """Ctrl-C (130) or SIGTERM (143) stop the gateway while it waits on the client's stdin;
+    the runtime file of its sign-in link is gone after."""
     port = free_port()
     db = tmp_path / "m.sqlite3"
-    env = {**command_env(), "TOOLGUARD_MCP_LOG": str(tmp_path / "log.jsonl")}
+    runtime = tmp_path / "runtime"
+    env = {
+        **command_env(),
+        "TOOLGUARD_MCP_LOG": str(tmp_path / "log.jsonl"),
+        "TOOLGUARD_RUNTIME_DIR": str(runtime),
+    }
     argv = ["mcp-proxy", "--db", str(db), "--port", str(port), "--", *UPSTREAM]
     with subprocess.Popen(
         [sys.executable, "-m", "toolguard", *argv],
@@ -311,18 +325,32 @@ def test_a_signal_stops_mcp_proxy_cleanly(tmp_path: Path, sig: signal.Signals, c
         stderr = process.stderr
         assert stderr is not None
         first: list[bytes] = []
-        reader = threading.Thread(target=lambda: first.append(stderr.readline()), daemon=True)
+        reader = threading.Thread(
+            target=lambda: first.extend([stderr.readline(), stderr.readline()]), daemon=True
+        )
         reader.start()
         reader.join(timeout=30)
         try:
-            assert first == [
+            assert first[0] == (
                 f"toolguard mcp-proxy: approval page http://127.0.0.1:{port}/ | db: {db}"
                 f" | ttl: 300s | upstream: {sys.executable}\n".encode()
-            ]
+            )
+            page = f"http://127.0.0.1:{port}/"
+            link = sign_in_link(first[1].decode(), "mcp-proxy", page)
+            [kept] = runtime.iterdir()
+            assert kept.name == f"mcp-proxy-{process.pid}.json"
+            assert json.loads(kept.read_text(encoding="utf-8")) == {
+                "command": "mcp-proxy",
+                "pid": process.pid,
+                "url": page,
+                "about": f"upstream: {sys.executable}",
+                "link": link,
+            }
         finally:
             exit_code = stop(process, sig)
         rest = stderr.read().decode()
     assert (exit_code, rest) == (code, "")
+    assert list(runtime.iterdir()) == []
     with socket.socket() as probe:  # the approval page's port is free again
         probe.bind(("127.0.0.1", port))
 
