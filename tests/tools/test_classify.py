@@ -4,7 +4,9 @@ from __future__ import annotations
 
 import csv
 import doctest
+import itertools
 import re
+from collections.abc import Callable
 from pathlib import Path
 
 import pytest
@@ -27,6 +29,9 @@ from toolguard._tools.classify import (
     Classifier,
     split_words,
 )
+from toolguard._tools.verbs import CREDENTIALS
+
+CREDENTIAL_NOUNS = frozenset(CREDENTIALS.nouns)
 
 DOCS = Path(__file__).resolve().parents[2] / "docs"
 BENCHMARK_DATA = Path(__file__).resolve().parents[2] / "benchmarks" / "data"
@@ -228,10 +233,6 @@ def test_dangerous_real_tool_names_need_approval(name: str, word: str, domain: s
         (
             "search_posts_by_tag",
             "the read verb 'search' leads the action: 'tag' is read as a thing, not an action",
-        ),
-        (
-            "deploy__list_apps",
-            "the read verb 'list' leads the action: 'deploy' is read as a thing, not an action",
         ),
         ("calendar.events.list", "the word 'list' is a read verb"),
         ("findCalendarEvents", "the word 'find' is a read verb"),
@@ -492,32 +493,72 @@ PIECES = st.sampled_from(
         "mcp",
         "fetch",
         "status",
+        "AND",
+        "Then",
+        "PURGE",
+        "Pay",
+        "secret",
+        "api",
+        "key",
     ]
 )
-SEPARATORS = st.sampled_from(["_", "__", ".", "/", "-"])
+SEPARATORS = st.sampled_from(["_", "__", ".", "/", "-", ""])
+JOINER_WORDS = ("and", "or", "then")
+CREDENTIAL_PAIRS = {("api", "key"), ("api", "keys"), ("private", "key"), ("private", "keys")}
+
+
+def _unglue(words: list[str]) -> list[str]:
+    """A joiner glued to an approval verb is two words: ``andpurge`` is ``and``, ``purge``."""
+    verbs, reads = set(DEFAULT_VERBS), set(READ_VERBS)
+    result = []
+    for word in words:
+        joiner = next((j for j in JOINER_WORDS if word.startswith(j)), None)
+        if joiner and word not in verbs | reads and word[len(joiner) :] in verbs:
+            result += [joiner, word[len(joiner) :]]
+        else:
+            result.append(word)
+    return result
+
+
+def _asks_in_reading(name: str, split: Callable[[str], list[str]]) -> bool:
+    """Whether one reading of the name asks (unknown names aside), by the documented rule."""
+    verbs, reads = set(DEFAULT_VERBS), set(READ_VERBS)
+    parts = [_unglue(split(part)) for part in re.split(r"__|[/:.]", name)]
+    words = [word for part in parts for word in part]
+    if any(word in CREDENTIAL_NOUNS for word in words) or any(
+        pair in CREDENTIAL_PAIRS for pair in itertools.pairwise(words)
+    ):
+        return True
+    if not any(word in verbs for word in words):
+        return False
+    action = next((part for part in reversed(parts) if part), words)
+    before = words[: len(words) - len(action)]
+    if not any(word in verbs or word in reads for word in action):
+        action, before = words, []
+    lead = next(word for word in action if word in verbs or word in reads)
+    if lead in verbs or any(word in verbs for word in before):
+        return True
+    joined = False
+    for word in action[action.index(lead) + 1 :]:
+        if word in JOINER_WORDS:
+            joined = True
+        elif word in verbs and (joined or word in DESTRUCTIVE_VERBS):
+            return True
+    return False
 
 
 def _plain_rule(name: str) -> bool:
     """The documented default rule written as plainly as possible."""
     words = list(split_words(name))
-    verbs, reads = set(DEFAULT_VERBS), set(READ_VERBS)
-    if not any(word in verbs for word in words):
-        return not any(word in reads or word in INFO_NOUNS for word in words)  # unknown="ask"
-    parts = [list(split_words(part)) for part in re.split(r"__|[/:.]", name)]
-    action = next((p for p in reversed(parts) if p), words)
-    if not any(word in verbs or word in reads for word in action):
-        action = words
-    lead = next(word for word in action if word in verbs or word in reads)
-    if lead in verbs:
+    readings: list[Callable[[str], list[str]]] = [
+        lambda text: list(split_words(text)),  # the words
+        lambda text: [w.lower() for w in re.findall(r"[A-Z][a-z]+|[A-Z]+|[a-z]+", text)],  # runs
+        lambda text: [w.lower() for w in re.findall(r"[A-Za-z]+", text)],  # case ignored
+    ]
+    if any(_asks_in_reading(name, split) for split in readings):
         return True
-    rest = action[action.index(lead) + 1 :]
-    joined = False
-    for word in rest:
-        if word in {"and", "or", "then"}:
-            joined = True
-        elif word in verbs and (joined or word in DESTRUCTIVE_VERBS):
-            return True
-    return False
+    known = set(DEFAULT_VERBS) | set(READ_VERBS) | INFO_NOUNS
+    return not any(word in known for word in _unglue(words))  # unknown="ask"
 
 
 @settings(max_examples=500)
@@ -660,7 +701,7 @@ def test_no_name_with_a_character_outside_printable_ascii_is_exempt(
         ("base64_encode", unknown("base64_encode", ["base64", "encode"], "ask")),
         ("DELETEFile", verb("DELETEFile", "delete", "data")),
         ("DELETE_FILE", verb("DELETE_FILE", "delete", "data")),
-        ("dElEtE_fIlE", unknown("dElEtE_fIlE", ["d", "el", "et", "e", "f", "il", "e"], "ask")),
+        ("dElEtE_fIlE", verb("dElEtE_fIlE", "delete", "data")),
         ("XMLHttpRequest", unknown("XMLHttpRequest", ["xml", "http", "request"], "ask")),
     ],
 )

@@ -13,10 +13,17 @@ a call to this tool before it runs? It answers in layers.
    :data:`DEFAULT_VERBS`) makes the tool need approval, unless a read verb
    (``get``, ``list``, ``search``...; see :data:`READ_VERBS`) comes first: in
    ``get_order_details`` and ``list_workflow_runs``, ``order`` and ``runs``
-   name things, not actions. A read verb first does not exempt a name that
-   also holds a destructive verb (``search_and_replace``, ``find_delete``) or
-   a write verb joined by ``and`` / ``or`` / ``then`` (``get_or_create_user``).
-3. **Unknown names.** A name with neither kind of verb (``frobnicate_widget``)
+   name things, not actions. A read verb first does not exempt a name with
+   an approval verb before it in any namespace segment (``users.delete.view``,
+   ``drop_table__list``), nor one that also holds a destructive verb
+   (``search_and_replace``, ``find_delete``) or a write verb joined by
+   ``and`` / ``or`` / ``then`` in any case (``get_or_create_user``,
+   ``listANDpurge``).
+3. **Credentials.** A name that names credentials (``secret``, ``password``,
+   ``api key``...; see :data:`CREDENTIALS`) needs
+   approval even when it only reads: ``get_secret`` hands a secret to the
+   model.
+4. **Unknown names.** A name with neither kind of verb (``frobnicate_widget``)
    needs approval with ``unknown="ask"`` (the default) and runs with
    ``unknown="allow"``.
 
@@ -30,7 +37,12 @@ Words are matched whole, never as substrings: ``sender_stats``,
 ``address_lookup`` and ``bookmarks_list`` hold no ``send``, ``add`` or ``book``.
 Inflections do not match either: ``sends``, ``created`` and ``deleting`` are
 different words from ``send``, ``create`` and ``delete``. Digits right after an
-approval verb are set aside: ``delete2`` is ``delete``.
+approval verb are set aside: ``delete2`` is ``delete``. Case cannot hide a
+word: a name that would run is also read with each uppercase run as a word of
+its own (``listANDpurge`` as ``list and purge``, not only ``list an dpurge``),
+with case ignored (``get_dElEtE`` as ``get delete``), and with a joiner glued to
+an approval verb cut off it (``list_andpurge``); it needs approval when any
+reading finds an approval verb that decides, or credentials.
 
 Every decision comes with a :class:`Classification` that records which rule
 decided and why, so that an approval prompt or a log line can explain it, and
@@ -41,11 +53,12 @@ from __future__ import annotations
 
 import re
 import unicodedata
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, Final, Literal
 
 from toolguard._tools.verbs import (
+    CREDENTIALS,
     DEFAULT_VERBS,
     DESTRUCTIVE_VERBS,
     INFO_NOUNS,
@@ -90,6 +103,39 @@ _WORD_RE: Final = re.compile(
 
 _findall: Final = _WORD_RE.findall
 
+# Two more readings of a name that would run, so that case cannot hide a word
+# that a person reads. A name needs approval when any reading finds an approval
+# verb, a destructive or joined verb, or credentials in it (a word that only one
+# reading finds and that is no known word, such as ``httpg`` in ``HTTPGet``,
+# does not make it unknown).
+#
+# Uppercase runs whole: in a name where an uppercase run runs into lowercase
+# letters, the whole run is a word and so are the lowercase letters after it.
+# ``listANDpurge`` reads ``list``, ``an``, ``dpurge`` (as ``HTTPRequest`` reads
+# ``http``, ``request``), and also ``list``, ``and``, ``purge``.
+_RUN_WORD_RE: Final = re.compile(
+    r"""
+      [a-z]+[0-9]*                  # lowercase word, digits attached
+    | [A-Z] (?:
+          [a-z]+[0-9]*              # capitalised word
+        | [A-Z]+[0-9]*s(?![a-z])    # plural acronym: URLs, PRs
+        | [A-Z]*[0-9]*              # the whole uppercase run: AND in listANDpurge
+      )
+    | [0-9]+                        # digits with no letter right before them
+    """,
+    re.VERBOSE,
+)
+
+# Case ignored: every run of letters and digits is one word, so that
+# ``get_dElEtE`` reads ``get``, ``delete``.
+_CASELESS_WORD_RE: Final = re.compile(r"[A-Za-z0-9]+")
+
+_OTHER_READINGS: Final = (
+    # (how the reading finds words, where it differs from the first reading)
+    (_RUN_WORD_RE.findall, re.compile(r"[A-Z]{2}[a-z]").search),
+    (_CASELESS_WORD_RE.findall, re.compile(r"[a-z][A-Z]").search),
+)
+
 # Namespaces end at these separators: ``mcp__github__merge_pull_request``,
 # ``github/create_issue``, ``fs:write``, ``slack.chat.postMessage``. The part
 # after the last one is the action; the words before it name a server or an API.
@@ -112,7 +158,16 @@ _has_digit: Final = re.compile(r"[0-9]").search
 _DIGITS: Final = "0123456789"
 
 Rule = Literal[
-    "always", "never", "unreadable", "verb", "read", "unknown", "default", "decorator", "annotation"
+    "always",
+    "never",
+    "unreadable",
+    "verb",
+    "credentials",
+    "read",
+    "unknown",
+    "default",
+    "decorator",
+    "annotation",
 ]
 """Which rule decided a :class:`Classification`."""
 
@@ -175,7 +230,9 @@ class Classification:
             explicit lists; ``"unreadable"`` when the name holds a character
             that is not printable ASCII, so that its words cannot be read
             (it needs approval); ``"verb"`` when a word of the name is an
-            approval verb; ``"read"`` when a read verb decided that the tool only
+            approval verb; ``"credentials"`` when a word of the name names
+            credentials and no approval verb decided (it needs approval);
+            ``"read"`` when a read verb decided that the tool only
             looks; ``"unknown"`` when the name holds no known verb (the
             classifier's ``unknown`` setting decided); ``"default"`` when a
             classifier without read verbs that lets unknown names run found
@@ -199,6 +256,10 @@ class Classification:
             thing, not an action"``,
             ``"the word 'replace' is a destructive verb: the read verb
             'search' before it does not exempt it"``,
+            ``"the word 'delete' is an approval verb (data): the read verb
+            'view' after it does not exempt it"``,
+            ``"the word 'secret' names credentials: reading them hands
+            secrets to the model, so it needs approval"``,
             ``'no known verb in [\\'frobnicate\\', \\'widget\\']: unknown="ask"'``,
             ``"the name holds U+200B ZERO WIDTH SPACE, which is not printable
             ASCII: its words cannot be read, so it needs approval"``,
@@ -308,20 +369,80 @@ def _digits_set_aside(words: list[str], verbs: frozenset[str]) -> list[str]:
     return result
 
 
-def _action_words(name: str, words: list[str]) -> list[str]:
-    """The words after the last namespace separator, or all words when there is none."""
+def _action_start(name: str, count: int, findall: Callable[[str], list[str]]) -> int:
+    """Where the action starts among the ``count`` words of ``name``: after the last namespace.
+
+    The action is the words after the last namespace separator that has words
+    after it; a name without a separator is all action (0).
+    """
     if _NAMESPACE_RE.search(name) is None:
-        return words
+        return 0
     for part in reversed(_NAMESPACE_RE.split(name)):
-        found = _findall(part)
+        found = findall(part)
         if found:
-            return [word.lower() for word in found] if not part.islower() else found
-    return words
+            return count - len(found)
+    return 0
+
+
+def _unglued(
+    words: list[str], start: int, verbs: frozenset[str], reads: frozenset[str]
+) -> tuple[list[str], int]:
+    """The words with a joiner glued to an approval verb cut in two: ``andpurge`` is ``and purge``.
+
+    Returns the words and where the action starts among them (``start`` moves
+    with the words before it). A word that is itself a verb is kept whole;
+    digits after the verb stay for :func:`_digits_set_aside`.
+    """
+    result: list[str] = []
+    moved = start
+    for index, word in enumerate(words):
+        if word.startswith(_JOINER_PREFIXES) and word not in verbs and word not in reads:
+            joiner = next(joiner for joiner in _JOINER_PREFIXES if word.startswith(joiner))
+            rest = word[len(joiner) :]
+            if rest in verbs or (rest[-1:] in _DIGITS and rest.rstrip(_DIGITS) in verbs):
+                result += (joiner, rest)
+                if index < start:
+                    moved += 1
+                continue
+        result.append(word)
+    return result, moved
+
+
+def _credentials(name: str, words: list[str], *, digits: bool) -> Classification | None:
+    """The classification of a name whose words name credentials (``secret``, ``api key``).
+
+    ``None`` when they name none. With ``digits``, digits right after a word are
+    set aside, as after a verb: ``secret2`` is ``secret``.
+    """
+    if digits:
+        words = [word.rstrip(_DIGITS) if word[-1] in _DIGITS else word for word in words]
+    if _CREDENTIAL_WORDS.isdisjoint(words):
+        return None
+    found = None
+    for index, word in enumerate(words):
+        if word in _CREDENTIAL_NOUNS:
+            found = f"the word '{word}' names"
+        elif index + 1 < len(words) and (word, words[index + 1]) in _CREDENTIAL_PAIRS:
+            found = f"the words '{word} {words[index + 1]}' name"
+        if found is not None:
+            reason = f"{found} {CREDENTIALS.name}: {CREDENTIALS.why}, so it needs approval"
+            return _make(name, "credentials", None, reason, needs=True)
+    return None
 
 
 _SEED: Final = frozenset(SEED_VERBS)
 _DEFAULT: Final = frozenset(DEFAULT_VERBS)
 _READS: Final = frozenset(READ_VERBS)
+
+# Longest first, so that a word is cut after the longest joiner it starts with.
+_JOINER_PREFIXES: Final = tuple(sorted(JOINERS, key=len, reverse=True))
+
+# A name in which a joiner may be glued to the word after it; most names have none.
+_maybe_glued: Final = re.compile("|".join(f"{joiner}[a-z]" for joiner in JOINERS), re.I).search
+
+_CREDENTIAL_NOUNS: Final = frozenset(CREDENTIALS.nouns)
+_CREDENTIAL_PAIRS: Final = frozenset(CREDENTIALS.pairs)
+_CREDENTIAL_WORDS: Final = _CREDENTIAL_NOUNS | {first for first, _ in CREDENTIALS.pairs}
 
 
 class Classifier:
@@ -340,17 +461,28 @@ class Classifier:
        ``unknown="allow"``.
     5. A name with an approval verb needs approval, unless a read verb leads
        its action, that is, comes before every approval verb in the words
-       after the last namespace separator (``__``, ``/``, ``:`` or ``.``):
+       after the last namespace separator (``__``, ``/``, ``:`` or ``.``),
+       and no approval verb stands in the namespace before it:
        ``get_order_details``, ``list_workflow_runs`` and
-       ``github__get_pull_request`` read. A leading read verb does not exempt
+       ``mcp__github__list_issues`` read; ``users.delete.view`` and
+       ``drop_table__list`` do not. A leading read verb does not exempt
        a destructive verb after it (:data:`DESTRUCTIVE_VERBS`:
        ``search_and_replace``, ``find_delete``) nor an approval verb joined
-       by ``and``, ``or`` or ``then`` (``get_or_create_user``).
+       by ``and``, ``or`` or ``then``, in any case (``get_or_create_user``,
+       ``listANDpurge``, ``readTHENpay``).
+    6. A name that rules 4 and 5 let run, or that is unknown, needs approval
+       when it names credentials (``get_secret``, ``list_api_keys``: rule
+       ``"credentials"``), whatever ``unknown`` says.
+
+    A name that would run is read in three ways (its words; each uppercase
+    run as one word; case ignored), and a joiner glued to an approval verb
+    is cut off it (``andpurge`` is ``and``, ``purge``); it needs approval when
+    any reading says so, a reading that only finds unknown words aside.
 
     Digits right after an approval verb are set aside (``delete2`` is
     ``delete``). A classifier without read verbs that lets unknown names run
     (such as ``verbs=SEED_VERBS``) is the original rule exactly: it skips
-    rule 3 and matches whole words only.
+    rules 3 and 6, reads a name one way only and matches whole words only.
 
     List entries are exact, case-sensitive tool names. Verbs are
     case-insensitive single words. A classifier is immutable; it caches
@@ -557,40 +689,71 @@ class Classifier:
         words = _findall(name)
         if not name.islower():
             words = " ".join(words).lower().split()
+        if plain:  # the original rule: an approval verb anywhere asks, nothing else does
+            word = next((word for word in words if word in self._verbs), None)
+            if word is None:
+                reason = "no approval verb among the words " + _listed(words)
+                return _make(name, "default", None, reason, needs=False)
+            return _make(name, "verb", word, self._verb_reason(word), needs=True)
+        result = self._decide_words(name, words, _findall)
+        if (result.needs_approval and result.rule != "unknown") or name.islower():
+            return result
+        for findall, differs in _OTHER_READINGS:
+            if differs(name) is not None:
+                found = " ".join(findall(name)).lower().split()
+                other = self._decide_words(name, found, findall)
+                if other.needs_approval and other.rule != "unknown":
+                    return other
+        return result
+
+    def _decide_words(
+        self, name: str, words: list[str], findall: Callable[[str], list[str]]
+    ) -> Classification:
+        """Decide one reading of a name by its words (lowercase), with the read rules."""
         verbs = self._verbs
         reads = self._reads
-        digits = not plain and _has_digit(name) is not None
+        start = -1  # where the action starts, found when a verb needs it
+        if _maybe_glued(name) is not None:
+            start = _action_start(name, len(words), findall)
+            words, start = _unglued(words, start, verbs, reads)
+        digits = _has_digit(name) is not None
         if digits:
             words = _digits_set_aside(words, verbs)
         if verbs.isdisjoint(words):
-            if plain:
-                return _make(
-                    name,
-                    "default",
-                    None,
-                    "no approval verb among the words " + _listed(words),
-                    needs=False,
-                )
             if not reads.isdisjoint(words):
                 read = next(word for word in words if word in reads)
-                return _make(name, "read", None, f"the word '{read}' is a read verb", needs=False)
-            if reads and not INFO_NOUNS.isdisjoint(words):
+                result = _make(name, "read", None, f"the word '{read}' is a read verb", needs=False)
+            elif reads and not INFO_NOUNS.isdisjoint(words):
                 noun = next(word for word in words if word in INFO_NOUNS)
                 reason = f"the word '{noun}' names information and the name holds no verb"
-                return _make(name, "read", None, reason, needs=False)
-            ask = self._unknown == "ask"
-            reason = f'no known verb in {_listed(words)}: unknown="{self._unknown}"'
-            return _make(name, "unknown", None, reason, needs=ask)
+                result = _make(name, "read", None, reason, needs=False)
+            else:
+                ask = self._unknown == "ask"
+                reason = f'no known verb in {_listed(words)}: unknown="{self._unknown}"'
+                result = _make(name, "unknown", None, reason, needs=ask)
+            return _credentials(name, words, digits=digits) or result
         if reads:
-            action = _action_words(name, words)
-            if digits:
-                action = _digits_set_aside(action, verbs)
+            if start < 0:
+                start = _action_start(name, len(words), findall)
+            action = words[start:]
+            before = words[:start]
             lead = next((word for word in action if word in verbs or word in reads), None)
             if lead is None:  # the action holds no verb: the whole name decides
                 action = words
+                before = []
                 lead = next(word for word in words if word in verbs or word in reads)
             if lead in reads:
-                return self._after_read(name, lead, action[action.index(lead) + 1 :], words)
+                first = next((word for word in before if word in verbs), None)
+                if first is not None:  # an approval verb before the read verb decides
+                    reason = (
+                        f"{self._verb_reason(first)}: "
+                        f"the read verb '{lead}' after it does not exempt it"
+                    )
+                    return _make(name, "verb", first, reason, needs=True)
+                result = self._after_read(name, lead, action[action.index(lead) + 1 :], words)
+                if result.needs_approval:
+                    return result
+                return _credentials(name, words, digits=digits) or result
         word = next(word for word in words if word in verbs)
         return _make(name, "verb", word, self._verb_reason(word), needs=True)
 
@@ -641,7 +804,7 @@ class Classifier:
             raise TypeError(msg)
         by_name = self.explain(name)
         read_only = annotations.get("readOnlyHint") is True
-        if by_name.rule in ("verb", "unreadable"):  # the name decides: hints cannot exempt it
+        if by_name.rule in ("verb", "unreadable", "credentials"):  # the name decides, not hints
             if read_only and not self._plain:
                 reason = by_name.reason + "; the server's readOnlyHint: true cannot exempt it"
                 return _make(name, by_name.rule, by_name.matched_word, reason, needs=True)

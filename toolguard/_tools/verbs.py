@@ -10,6 +10,7 @@ from __future__ import annotations
 from typing import NamedTuple
 
 __all__ = [
+    "CREDENTIALS",
     "DEFAULT_VERBS",
     "DESTRUCTIVE_VERBS",
     "INFO_NOUNS",
@@ -17,6 +18,7 @@ __all__ = [
     "READ_VERBS",
     "SEED_VERBS",
     "VERB_GROUPS",
+    "NounGroup",
     "VerbGroup",
 ]
 
@@ -30,6 +32,19 @@ class VerbGroup(NamedTuple):
     """One line on what these actions do to the world."""
     verbs: tuple[str, ...]
     """Lowercase single words."""
+
+
+class NounGroup(NamedTuple):
+    """Nouns that make a tool need approval whatever its verb, and why."""
+
+    name: str
+    """The group's name, shown in reasons: ``the word 'secret' names credentials``."""
+    why: str
+    """One line on what a call that only reads them does."""
+    nouns: tuple[str, ...]
+    """Lowercase single words."""
+    pairs: tuple[tuple[str, str], ...]
+    """Two words that name one thing together, in this order: ``api`` and ``key``."""
 
 
 VERB_GROUPS: tuple[VerbGroup, ...] = (
@@ -184,3 +199,19 @@ INFO_NOUNS: frozenset[str] = frozenset(
 
 JOINERS: frozenset[str] = frozenset({"and", "or", "then"})
 """Words that join two actions in one name: an approval verb after one still asks."""
+
+CREDENTIALS: NounGroup = NounGroup(
+    "credentials",
+    "reading them hands secrets to the model",
+    (
+        "secret", "secrets", "credential", "credentials", "password", "passwords", "apikey",
+        "apikeys", "privatekey", "privatekeys",
+    ),
+    (("api", "key"), ("api", "keys"), ("private", "key"), ("private", "keys")),
+)  # fmt: skip
+"""Words that name credentials: a name with one of them needs approval even when it only reads.
+
+Plain ``key``, ``keys`` and ``token`` are not among them: they name cache and
+storage keys (``search_keys``), keyboard keys, page tokens and the tokens a
+model counts (``count_tokens``) at least as often as secrets.
+"""
