@@ -87,6 +87,23 @@ class AccessGate:
         msg = f"the authorize hook must return True or False, got {type(verdict).__name__}"
         raise TypeError(msg)
 
+    def may_decide(
+        self, state: ThreadState
+    ) -> Callable[[str | None, list[Action]], Awaitable[bool]] | None:
+        """Who may decide new requests on ``state`` (an edited call's), or ``None`` without a hook.
+
+        The ``authorize`` hook is asked with the new requests, as for a review
+        of them; its ``False`` is no refusal (nothing is recorded): the edit
+        becomes a new review for the people who may decide it.
+        """
+        if self.settings.authorize is None:
+            return None
+
+        async def ask(reviewer: str | None, actions: list[Action]) -> bool:
+            return await self.authorized(reviewer, state, actions)
+
+        return ask
+
     async def check_reviewer(self, state: ThreadState, reviewer: str | None) -> None:
         """Ask the ``authorize`` hook; record and raise a refusal. Fails closed.
 

@@ -48,11 +48,10 @@ from toolguard._core.llm import ChatModel
 from toolguard._core.records import PendingTurn, new_id, utcnow
 from toolguard._core.results import ResultTemplates, check_templates
 from toolguard._core.standing import GrantScope, StandingGrant
-from toolguard._enforce import grant_use, quorum, resume
+from toolguard._enforce import grant_use, pipeline
 from toolguard._enforce.judge import Judge
 from toolguard._enforce.runner import EditPolicy, Runner
-from toolguard._policy.decisions import AnyDecision, validate_decisions
-from toolguard._policy.redact import SecretVault, scrub_notes
+from toolguard._policy.redact import SecretVault
 from toolguard._stores.memory import MemoryStore
 from toolguard._stores.outbox import Webhook
 from toolguard._stores.protocol import Store, ThreadState
@@ -78,8 +77,7 @@ class _Claim(NamedTuple):
 
     state: ThreadState
     pending: PendingTurn
-    parsed: list[AnyDecision]
-    plan: quorum.QuorumPlan
+    submission: pipeline.Submission
 
 
 class ReviewedChat:
@@ -401,14 +399,18 @@ class ReviewedChat:
             if self._vault is not None:  # the real values of secrets, if this process has them
                 pending = self._vault.restore(pending)
             scope: GrantScope = "thread" if self.shared_grants is None else "server"
-            parsed = validate_decisions(pending, decisions, grant_scope=scope)
-            runner.check_allowed(pending, parsed)  # the tools' own policies, before the claim
-            waiting = [a for a in pending.actions if a.status == "requested"]
-            parsed = scrub_notes(parsed, pending, self.toolset)  # no secret quoted
-            grant_use.check_grant_decisions(self.toolset, waiting, parsed)  # quorum, ask rules
-            plan = quorum.plan(runner, pending, parsed, who, state.thread_id)
+            submission = await pipeline.submit(
+                runner,
+                pending,
+                decisions,
+                reviewer=who,
+                thread_id=state.thread_id,
+                grant_scope=scope,
+                may_decide=self._gate.may_decide(state),
+            )
+            plan = submission.plan
             if plan.pending is None:
-                return await no_save(_Claim(state, pending, parsed, plan))
+                return await no_save(_Claim(state, pending, submission))
             # After a conflict every check is made again on the fresh thread, bound to the
             # review read here: both approvals count or this one gets a clean error (never a
             # lost approval, never an approval of arguments not shown).
@@ -421,13 +423,12 @@ class ReviewedChat:
         outcome = await retry_on_conflict(attempt, review_id, again)
         if isinstance(outcome, ChatTurn):
             return outcome
-        claimed = await self._reviews.claim(outcome.state, outcome.parsed, who, outcome.plan)
+        submission = outcome.submission
+        claimed = await self._reviews.claim(outcome.state, submission.parsed, who, submission.plan)
         pending = outcome.pending
         if self._vault is not None:
             self._vault.drop(pending.review_id)
-        step = await resume.apply_decisions(
-            runner, pending, outcome.parsed, claimed.thread_id, who, plan=outcome.plan
-        )
+        step = await pipeline.apply(runner, pending, submission, claimed.thread_id)
         step = with_reviewer(step, who)
         return await self._turns.run(claimed, claimed.version, list(claimed.messages), step)
 

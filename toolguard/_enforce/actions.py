@@ -31,7 +31,7 @@ from toolguard._enforce.decide import unknown_tool_text
 from toolguard._enforce.step import error_result
 from toolguard._policy.decisions import check_allowed
 from toolguard._policy.redact import REDACTED, SECRET_GONE, redact_args
-from toolguard._policy.rules import denied_text
+from toolguard._policy.rules import denied_text, rule_for
 from toolguard._tools.tool import Tool
 from toolguard._tools.toolset import Toolset
 
@@ -156,12 +156,9 @@ def unreviewed(
 
 def rule_refusal(toolset: Toolset, call: ToolCall) -> ToolResult | None:
     """The error result when a ``deny`` rule of ``toolset`` matches ``call``, else ``None``."""
-    rules = toolset.rules
-    if not rules:
-        return None
-    decided = rules.decide(call.name, call.args)
-    if decided.effect == "deny" and decided.rule is not None:
-        return error_result(call, denied_text(call.name, decided.rule), "denied")
+    rule = rule_for(toolset.rules, call.name, call.args)
+    if rule is not None and rule.effect == "deny":
+        return error_result(call, denied_text(call.name, rule), "denied")
     return None
 
 

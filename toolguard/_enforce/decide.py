@@ -26,7 +26,7 @@ from typing import Any, Literal
 
 from toolguard._core.records import ResultOutcome, ToolCall
 from toolguard._policy.redact import REDACTED, scrub
-from toolguard._policy.rules import Rule, denied_text
+from toolguard._policy.rules import Rule, denied_text, rule_for
 from toolguard._tools.arguments import ToolArgumentsError
 from toolguard._tools.tool import Tool
 from toolguard._tools.toolset import Toolset
@@ -79,6 +79,12 @@ def _refused(
     )
 
 
+def _denied(name: str, tool: Tool[Any, Any], rule: Rule) -> Verdict:
+    return _refused(
+        f"matched the deny rule {rule.pattern!r}", denied_text(name, rule), "denied", tool, rule
+    )
+
+
 def unknown_tool_text(toolset: Toolset, name: str) -> str:
     """What the model reads for a call of a tool that is not in ``toolset``."""
     available = ", ".join(toolset) or "(none)"
@@ -106,16 +112,9 @@ def decide(toolset: Toolset, call: ToolCall) -> Verdict:
         text = f"Invalid arguments for tool `{call.name}`: expected a JSON object, got {sent}"
         return _refused("the arguments are not a JSON object", text, "invalid_arguments", tool)
     rules = toolset.rules
-    decided = rules.decide(call.name, call.args) if rules else None
-    rule = decided.rule if decided is not None else None
+    rule = rule_for(rules, call.name, call.args)
     if rule is not None and rule.effect == "deny":
-        return _refused(
-            f"matched the deny rule {rule.pattern!r}",
-            denied_text(call.name, rule),
-            "denied",
-            tool,
-            rule,
-        )
+        return _denied(call.name, tool, rule)
     try:
         validated = tool.validate_args(call.args)
     except ToolArgumentsError as exc:
@@ -123,6 +122,9 @@ def decide(toolset: Toolset, call: ToolCall) -> Verdict:
     except RecursionError:
         text = f"Invalid arguments for tool `{call.name}`: nested too deeply"
         return _refused("the arguments are nested too deeply", text, "invalid_arguments", tool)
+    rule = rule_for(rules, call.name, call.args, validated)
+    if rule is not None and rule.effect == "deny":
+        return _denied(call.name, tool, rule)
     if rule is not None and rule.effect == "ask":
         return Verdict(
             outcome="ask",

@@ -29,6 +29,7 @@ from toolguard._core.records import (
 )
 from toolguard._core.standing import StandingGrant
 from toolguard._policy.allow_once import same_arguments
+from toolguard._policy.rules import rule_for
 from toolguard._tools.tool import Tool
 from toolguard._tools.toolset import Toolset
 
@@ -69,7 +70,7 @@ def single(approvals: object) -> bool:
 
 
 def check_grant_decisions(
-    toolset: Toolset, actions: Sequence[Action], decisions: Sequence[AnyDecision]
+    toolset: Toolset, pending: PendingTurn, decisions: Sequence[AnyDecision]
 ) -> None:
     """Refuse grants a deployment's policy forbids, before anything is claimed.
 
@@ -82,6 +83,8 @@ def check_grant_decisions(
     Raises:
         InvalidReviewDecisionError: naming the action and the reason; nothing changed.
     """
+    actions = [a for a in pending.actions if a.status == "requested"]
+    calls = {c.id: c for c in pending.calls}
     for action, decision in zip(actions, decisions, strict=False):
         if not isinstance(decision, ApproveDecision) or decision.grant is None:
             continue
@@ -98,13 +101,13 @@ def check_grant_decisions(
             raise InvalidReviewDecisionError(
                 message("grant_quorum", name=repr(action.name), approvals=approvals)
             )
-        rules = toolset.rules
-        if rules:
-            decided = rules.decide(action.name, action.args)
-            if decided.effect == "ask" and decided.rule is not None:
-                raise InvalidReviewDecisionError(
-                    message("grant_ask_rule", name=repr(action.name), rule=decided.rule.pattern)
-                )
+        # The rules read the call's real arguments (the action shows secrets as REDACTED).
+        call = calls.get(action.call_id)
+        rule = rule_for(toolset.rules, action.name, call.args if call else action.args)
+        if rule is not None and rule.effect == "ask":
+            raise InvalidReviewDecisionError(
+                message("grant_ask_rule", name=repr(action.name), rule=rule.pattern)
+            )
 
 
 def grant_digest(grant: StandingGrant, thread_id: str, key: bytes | None) -> str:

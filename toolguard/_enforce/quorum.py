@@ -37,10 +37,10 @@ from toolguard._core.records import (
 from toolguard._core.reveal import without_invisible
 from toolguard._enforce.actions import RunnerSettings, review_action, unreviewed
 from toolguard._enforce.calls import parse_tool_call
+from toolguard._enforce.decide import decide
 from toolguard._policy.decisions import AnyDecision
 from toolguard._policy.redact import keep_redacted, shown_decision
 from toolguard._policy.stand_in import get_stand_in
-from toolguard._tools.arguments import ToolArgumentsError
 
 _SPACES = re.compile(r"\s+")
 _KEY_ROUNDS = 4
@@ -145,8 +145,13 @@ def plan(  # noqa: PLR0915 - one flat pass over the decisions reads best
     parsed: list[AnyDecision],
     reviewer: str | None,
     thread_id: str,
+    *,
+    withheld: frozenset[str] = frozenset(),
 ) -> QuorumPlan:
     """Plan a submission (pure: raises before anything changes, see the module docstring).
+
+    ``withheld``: the actions whose edit its editor may not decide: an edit of
+    one of them restarts the count without the editor's vote.
 
     Raises:
         QuorumReviewerError: an anonymous reviewer approves or edits a quorum
@@ -197,6 +202,7 @@ def plan(  # noqa: PLR0915 - one flat pass over the decisions reads best
             action,
             calls[position[action.call_id]],
             decision,
+            required=required,
             thread_id=thread_id,
             review_id=pending.review_id,
         )
@@ -208,12 +214,9 @@ def plan(  # noqa: PLR0915 - one flat pass over the decisions reads best
             out.votes.append(Vote(after[action.id], shown, 0, required))
             continue
         new_call, request = restarted
-        request = request.model_copy(
-            update={
-                "approvals_required": max(required, request.approvals_required),
-                "approved_by": [reviewer or ""],
-            }
-        )
+        # The editor's vote counts only when the editor may decide the edited call.
+        by = [] if action.id in withheld else [reviewer or ""]
+        request = request.model_copy(update={"approved_by": by})
         calls[position[new_call.id]] = new_call
         replaced = [c for c in replaced if c.id != new_call.id] + [new_call]
         # The replaced request is finished: only its record remains, with the edit as shown.
@@ -221,7 +224,7 @@ def plan(  # noqa: PLR0915 - one flat pass over the decisions reads best
             update={**settled, "decision": shown, "status": "edited", "finished_at": now}
         )
         fresh[action.id] = request
-        out.votes.append(Vote(after[action.id], shown, 1, request.approvals_required))
+        out.votes.append(Vote(after[action.id], shown, len(by), request.approvals_required))
     changed = [after[a.id] for a in waiting]
     if not fresh and all(a.status != "requested" for a in changed):
         settled_all = {a.id: a for a in [*held, *changed]}
@@ -300,10 +303,15 @@ def _restart(
     call: ToolCall,
     decision: EditDecision,
     *,
+    required: int,
     thread_id: str,
     review_id: str,
 ) -> tuple[ToolCall, Action] | None:
-    """The call and request an edit of a quorum action restarts; ``None``: it cannot run.
+    """The call and request an edit of a quorum action restarts; ``None``: it settles now.
+
+    ``None`` when the edit can never run (unknown tool, bad arguments, a deny
+    rule, a secret no longer at hand) and when the edited call needs no
+    quorum (a renamed call decided afresh): the resume then decides it.
 
     A redacted parameter of the same tool left as ``REDACTED`` keeps this
     call's real value, once the call is proven to be the reviewed one (as a
@@ -325,20 +333,20 @@ def _restart(
     new_call = parse_tool_call(
         {"id": call.id, "name": edited.name, "args": args}, limits=runner.limits
     )
-    if new_call.error is not None or new_call.arguments_error is not None:
+    # An edit is a new proposal: decided afresh (limits, deny rules, schema, ask rules, policy).
+    verdict = decide(runner.toolset, new_call)
+    if verdict.outcome == "deny":
         return None
-    if runner.toolset.rules:
-        verdict = runner.toolset.rules.decide(new_call.name, new_call.args)
-        if verdict.effect == "deny":
-            return None
-    try:
-        tool.validate_args(new_call.args)
-    except ToolArgumentsError:
-        return None
+    # A renamed call needs what its own tool needs; the same tool keeps the larger count.
+    renamed = edited.name != action.name
+    required = verdict.approvals if renamed else max(required, verdict.approvals)
+    if required <= 1:
+        return None  # no quorum left: the edit settles now, and the resume decides it
     request = review_action(runner, new_call, tool, thread_id, "")  # one request shape
+    update: dict[str, Any] = {"approvals_required": required}
     if not request.allowed_decisions:
-        request = request.model_copy(update={"allowed_decisions": list(action.allowed_decisions)})
-    return new_call, request
+        update["allowed_decisions"] = list(action.allowed_decisions)
+    return new_call, request.model_copy(update=update)
 
 
 def _bind(

@@ -21,7 +21,7 @@ from typing import Any, Protocol, cast
 from uuid import UUID
 
 from toolguard._core import telemetry
-from toolguard._core.errors import AlreadyResumedError, NoPendingReviewError
+from toolguard._core.errors import AlreadyResumedError
 from toolguard._core.records import (
     NO_DECISION,
     REJECTED_BY_USER_MESSAGE,
@@ -39,20 +39,16 @@ from toolguard._enforce import quorum
 from toolguard._enforce.actions import (
     EXPIRED_BEFORE_START,
     RunnerSettings,
-    check_decisions_allowed,
     review_action,
-    rule_refusal,
-    unknown_tool_result,
     unreviewed,
 )
-from toolguard._enforce.calls import check_thread_id, parse_tool_call
+from toolguard._enforce.calls import parse_tool_call
+from toolguard._enforce.decide import Verdict, decide
 from toolguard._enforce.execute import DeadlinePassed, Executor
 from toolguard._enforce.once import FINISHED, Claims, claim_turn
 from toolguard._enforce.step import Step, error_result
-from toolguard._policy.decisions import AnyDecision, as_decision_list, parse_decision
-from toolguard._policy.redact import keep_redacted, scrub_notes, shown_edit
-from toolguard._policy.stand_in import get_stand_in
-from toolguard._tools.arguments import ToolArgumentsError
+from toolguard._policy.decisions import AnyDecision
+from toolguard._policy.redact import keep_redacted, shown_edit
 from toolguard._tools.tool import Tool
 
 
@@ -80,30 +76,6 @@ class ResumingRunner(RunnerSettings, Protocol):
         ...
 
 
-async def resume_turn(
-    runner: ResumingRunner,
-    pending: PendingTurn,
-    decisions: Sequence[Any],
-    *,
-    thread_id: str = "",
-    reviewer: str | int | UUID | None = None,
-) -> Step:
-    """Apply decisions to a paused turn and run what they allow (see ``Runner.resume``).
-
-    Reads the decisions (malformed ones and those their action does not
-    allow are refused before anything runs), hides secrets quoted in reject
-    and respond notes, then :func:`apply_decisions`.
-    """
-    check_thread_id(thread_id)
-    waiting = [a for a in pending.actions if a.status == "requested"]
-    if not waiting:
-        raise NoPendingReviewError
-    parsed = [parse_decision(d) for d in as_decision_list(decisions)[: len(waiting)]]
-    check_decisions_allowed(runner.toolset, pending, parsed)
-    parsed = scrub_notes(parsed, pending, runner.toolset)
-    return await apply_decisions(runner, pending, parsed, thread_id, reviewer)
-
-
 async def apply_decisions(
     runner: ResumingRunner,
     pending: PendingTurn,
@@ -112,6 +84,7 @@ async def apply_decisions(
     reviewer: str | int | UUID | None = None,
     *,
     plan: quorum.QuorumPlan | None = None,
+    withheld: frozenset[str] = frozenset(),
 ) -> Step:
     """Apply decisions already parsed and checked: a quorum's progress, or the whole turn.
 
@@ -123,6 +96,9 @@ async def apply_decisions(
     only) and what the decisions allow runs, as ``Runner.resume`` describes.
     ``plan``: the caller's :func:`quorum.plan` of this very submission, when
     it settles every action without a quorum (it is not planned again).
+    ``withheld``: the actions whose edit its editor may not decide (see
+    :func:`toolguard._enforce.pipeline.propose_edits`): their edited call is
+    reviewed again and the editor's vote is not counted.
 
     Raises:
         AlreadyResumedError: the turn was already resumed or closed (in this
@@ -132,7 +108,7 @@ async def apply_decisions(
     """
     who = quorum.reviewer_text(reviewer)
     if plan is None or plan.pending is not None or plan.votes:
-        plan = quorum.plan(runner, pending, list(parsed), who, thread_id)
+        plan = quorum.plan(runner, pending, list(parsed), who, thread_id, withheld=withheld)
     if plan.pending is not None:
         # A quorum is still incomplete: nothing runs, nothing is claimed.
         if FINISHED.done(pending.review_id):
@@ -145,27 +121,18 @@ async def apply_decisions(
             actions=plan.touched,
         )
     await claim_turn(runner.claims, pending.review_id)
-    resumption = _Resumption(runner, pending, thread_id, who)
+    resumption = _Resumption(runner, pending, thread_id, who, withheld)
     for action, decision in plan.pairs:
         resumption.settle(action, decision)
     await resumption.run_jobs()
     step = resumption.step()
     resumption.trace(step)
-    return await answer_with_stand_in(runner, step, thread_id)
-
-
-async def answer_with_stand_in(runner: ResumingRunner, step: Step, thread_id: str) -> Step:
-    """``step``, resumed with the stand-in reviewer's decisions while one is set and it pauses.
-
-    The stand-in is :mod:`toolguard.testing`'s reviewer; without one the
-    step is returned as it is.
-    """
-    stand_in = get_stand_in()
-    while stand_in is not None and step.pending is not None:
-        waiting = [a for a in step.pending.actions if a.status == "requested"]
-        decisions = [stand_in(ToolCall(id=a.call_id, name=a.name, args=a.args)) for a in waiting]
-        step = await resume_turn(runner, step.pending, decisions, thread_id=thread_id)
     return step
+
+
+def refusal_result(call: ToolCall, verdict: Verdict, name: str) -> ToolResult:
+    """The error result of a call the policy refused when it was about to run."""
+    return error_result(call, verdict.refusal or "", verdict.refusal_kind or "failed", name)
 
 
 class _Deadline:
@@ -199,10 +166,16 @@ class _Resumption:
     """One settled submission being applied to a claimed turn."""
 
     def __init__(
-        self, runner: ResumingRunner, pending: PendingTurn, thread_id: str, reviewer: str | None
+        self,
+        runner: ResumingRunner,
+        pending: PendingTurn,
+        thread_id: str,
+        reviewer: str | None,
+        withheld: frozenset[str] = frozenset(),
     ) -> None:
         self.runner = runner
         self.reviewer = reviewer  # who submitted the decisions
+        self.withheld = withheld  # actions whose edit the editor may not decide
         self.review_id = pending.review_id
         self.thread_id = thread_id
         self.calls = list(pending.calls)
@@ -271,17 +244,13 @@ class _Resumption:
         if problem is not None:
             self._finish(action, problem, "failed", decision)
             return
-        if tool is None:
-            self._finish(
-                action, unknown_tool_result(runner.toolset, call, action.name), "failed", decision
-            )
+        # Decided again with the rules of this process, not those of the one that paused: a
+        # deny rule added while the review waited stops the approved call.
+        verdict = decide(runner.toolset, call)
+        if verdict.outcome == "deny" or verdict.tool is None or verdict.validated is None:
+            self._finish(action, refusal_result(call, verdict, action.name), "failed", decision)
             return
-        # The rules of this process decide, not those of the one that paused: a deny rule
-        # added while the review waited stops the approved call.
-        validated = self._runnable(action, call, tool, decision)
-        if validated is None:
-            return
-        self._queue(action, call, tool, validated)
+        self._queue(action, call, verdict.tool, verdict.validated)
         self.decided.append(
             (action, {"status": "approved", "decision": decision, "decided_at": self.now})
         )
@@ -299,28 +268,40 @@ class _Resumption:
         )
         self.calls[self.position[call.id]] = new_call
         self.replaced = [c for c in self.replaced if c.id != call.id] + [new_call]
-        tool = runner.toolset.get(edited.name)
-        if tool is None:
-            result = unknown_tool_result(runner.toolset, new_call, edited.name)
-            self._finish(action, result, "failed", decision)
+        # An edit is a new proposal by its editor: the edited call is decided afresh, as if the
+        # model had proposed it (unknown tool, limits, deny rules, schema, ask rules, the tool).
+        verdict = decide(runner.toolset, new_call)
+        if verdict.outcome == "deny" or verdict.tool is None or verdict.validated is None:
+            self._finish(action, refusal_result(new_call, verdict, edited.name), "failed", decision)
             return
-        if new_call.error is not None:
-            result = error_result(new_call, new_call.error, "invalid_arguments")
-            self._finish(action, result, "failed", decision)
-            return
-        # A deny rule holds for edited calls too: an edit cannot route around it.
-        validated = self._runnable(action, new_call, tool, decision)
-        if validated is None:
-            return
-        recheck = edited.name != action.name or runner.edit_policy == "recheck"
+        tool, validated = verdict.tool, verdict.validated
         changes = {"status": "edited", "decision": decision, "decided_at": self.now}
-        if recheck and tool.needs_approval(validated):
+        if verdict.outcome == "ask" and self._reviewed_again(action, edited.name, verdict):
             self.decided.append((action, {**changes, "finished_at": self.now}))
             self.again_id = self.again_id or new_id()
-            self.again.append(review_action(runner, new_call, tool, self.thread_id, self.again_id))
+            request = review_action(runner, new_call, tool, self.thread_id, self.again_id)
+            if verdict.approvals > 1 and action.id not in self.withheld and self.reviewer:
+                # A quorum counts the editor's vote, when the editor may decide the new call.
+                request = request.model_copy(update={"approved_by": [self.reviewer]})
+            self.again.append(request)
             return
         self._queue(action, new_call, tool, validated)
         self.decided.append((action, changes))
+
+    def _reviewed_again(self, action: Action, name: str, verdict: Verdict) -> bool:
+        """Whether an edited call that asks goes to a new review instead of running now.
+
+        It does when the edit switched tools, when the editor may not decide
+        the new call (the ``authorize`` hook or the reviewer list said no),
+        when the runner re-checks every edit (``edit_policy="recheck"``), and
+        when the new call needs more than one approval (a quorum).
+        """
+        return (
+            name != action.name
+            or action.id in self.withheld
+            or self.runner.edit_policy == "recheck"
+            or verdict.approvals > 1
+        )
 
     def _shown_edit(
         self, action: Action, call: ToolCall, decision: EditDecision
@@ -356,22 +337,6 @@ class _Resumption:
         if (other := toolset.get(edited.name)) is not None and other.redacted:
             decision = shown_edit(decision, other.shown_args(edited.args))
         return dict(edited.args), decision
-
-    def _runnable(
-        self, action: Action, call: ToolCall, tool: Tool[Any, Any], decision: AnyDecision
-    ) -> dict[str, Any] | None:
-        """``call``'s validated arguments; ``None`` when a deny rule or the schema refused it."""
-        refusal = rule_refusal(self.runner.toolset, call)
-        if refusal is not None:
-            self._finish(action, refusal, "failed", decision)
-            return None
-        try:
-            return tool.validate_args(call.args)
-        except ToolArgumentsError as exc:
-            self._finish(
-                action, error_result(call, str(exc), "invalid_arguments"), "failed", decision
-            )
-            return None
 
     def _queue(
         self, action: Action, call: ToolCall, tool: Tool[Any, Any], validated: dict[str, Any]

@@ -32,7 +32,7 @@ from toolguard._core.records import (
     trusted,
     utcnow,
 )
-from toolguard._enforce import resume
+from toolguard._enforce import pipeline
 from toolguard._enforce.actions import allowed_decisions as allowed_for
 from toolguard._enforce.actions import check_decisions_allowed, review_action
 from toolguard._enforce.calls import check_thread_id, parse_tool_call, unique_ids
@@ -298,7 +298,7 @@ class Runner:
             actions=actions,
             judgements=judged,
         )
-        return await resume.answer_with_stand_in(self, step, thread_id)
+        return await pipeline.answer_with_stand_in(self, step, thread_id)
 
     async def _judged(
         self,
@@ -425,7 +425,7 @@ class Runner:
             QuorumReviewerError: an anonymous or repeated reviewer approves a
                 quorum action; nothing changed.
         """
-        return await resume.resume_turn(
+        return await pipeline.resume_turn(
             self, pending, decisions, thread_id=thread_id, reviewer=reviewer
         )
 

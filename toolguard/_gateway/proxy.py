@@ -75,7 +75,7 @@ from toolguard._gateway.relay import (
 )
 from toolguard._gateway.upstream import read_only_handlers, wire
 from toolguard._policy.redact import check_redact
-from toolguard._policy.rules import Rule, Rules, denied_text
+from toolguard._policy.rules import Rule, Rules, denied_text, rule_for
 from toolguard._stores.protocol import Store, ThreadState
 from toolguard._tools.classify import Classifier
 from toolguard._tools.toolset import Toolset
@@ -356,12 +356,10 @@ class MCPProxy:
             )
         if self.toolset.get(name) is None:
             return self._error(f"Unknown tool `{name}`: the upstream MCP server did not list it.")
-        effect = None
-        if self.toolset.rules:
-            decided = self.toolset.rules.decide(name, args)
-            if decided.effect == "deny" and decided.rule is not None:
-                return await self._deny(name, args, decided.rule)
-            effect = decided.effect
+        rule = rule_for(self.toolset.rules, name, args)
+        if rule is not None and rule.effect == "deny":
+            return await self._deny(name, args, rule)
+        effect = rule.effect if rule is not None else None
         runs_at_once = effect == "allow" or (effect is None and not self.needs_approval(name))
         if runs_at_once and not self.judges_every_call:
             return await self._forward_at_once(name, args, by_rule=effect == "allow")

@@ -22,6 +22,7 @@ from pathlib import Path
 from typing import Any, Final, Literal
 
 from toolguard._core.errors import RuleSyntaxError
+from toolguard._core.jsonable import to_json_data
 
 Effect = Literal["allow", "ask", "deny"]
 """What a matching rule does: run at once, require a review, or refuse."""
@@ -294,3 +295,36 @@ def load_toml(text: str) -> dict[str, Any]:
 def denied_text(name: str, rule: Rule) -> str:
     """What the model reads for a call refused by a deny rule."""
     return f"The call to `{name}` is denied by the rule `{rule}`. It was not executed."
+
+
+def rule_for(
+    rules: Rules | None,
+    name: str,
+    sent: Mapping[str, Any],
+    validated: Mapping[str, Any] | None = None,
+) -> Rule | None:
+    """The rule that decides a call of ``name``, or ``None``: the one place rules are evaluated.
+
+    ``sent`` are the arguments as the model (or an editor) sent them,
+    ``validated`` the same arguments after the tool's schema (``None``: not
+    validated yet). A ``deny`` rule matching either wins, then an ``ask``
+    rule matching either; an ``allow`` rule counts only when it matches the
+    validated arguments (the ones that run), or the sent ones before
+    validation. Every path asks this function, so a rule means the same
+    wherever a call comes from.
+    """
+    if not rules:
+        return None
+    first = rules.decide(name, sent).rule
+    if validated is None:
+        return first
+    try:
+        shaped = to_json_data(dict(validated))
+    except (ValueError, TypeError, RecursionError):
+        shaped = sent
+    second = first if shaped == sent else rules.decide(name, shaped).rule
+    for effect in ("deny", "ask"):
+        for rule in (first, second):
+            if rule is not None and rule.effect == effect:
+                return rule
+    return second

@@ -46,7 +46,7 @@ from toolguard._policy.redact import (
     secret_names,
     secret_texts,
 )
-from toolguard._policy.rules import denied_text
+from toolguard._policy.rules import denied_text, rule_for
 from toolguard._policy.stand_in import get_stand_in
 from toolguard._policy.when import may_skip
 from toolguard._tools.approval import ApprovalPolicy
@@ -289,8 +289,7 @@ class Tool(Generic[P, R]):
     def _call_ruled(self, args: tuple[Any, ...], kwargs: dict[str, Any]) -> R:
         """A direct call under the toolset's rules: deny > ask > allow > the tool's policy."""
         explicit = self._explicit(args, kwargs)
-        decided = self._rules.decide(self.name, to_json_data(explicit))
-        rule = decided.rule
+        rule = rule_for(self._rules, self.name, to_json_data(explicit))
         if rule is None:
             if self.approval is None:
                 return self.func(*args, **kwargs)
