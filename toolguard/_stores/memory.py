@@ -3,11 +3,19 @@
 from __future__ import annotations
 
 import json
+import os
 import threading
 
 from pydantic_core import PydanticSerializationError
 
-from toolguard._stores.protocol import ThreadState, check_key, conflict, handed_over, load_state
+from toolguard._stores.protocol import (
+    KEY_BYTES,
+    ThreadState,
+    check_key,
+    conflict,
+    handed_over,
+    load_state,
+)
 
 
 class MemoryStore:
@@ -25,6 +33,7 @@ class MemoryStore:
         # thread id -> (version, the state as JSON, or the state itself when handed over)
         self._threads: dict[str, tuple[int, str | bytes | ThreadState]] = {}
         self._claims: set[str] = set()
+        self._digest_key: bytes | None = None
         # A plain lock: the critical section never awaits, and it also holds when
         # several event loops (threads) share one store.
         self._lock = threading.Lock()
@@ -78,6 +87,17 @@ class MemoryStore:
                 return False
             self._claims.add(key)
             return True
+
+    async def digest_key(self) -> bytes:
+        """The secret of the digests of a chat on this store (without ``signing_key``).
+
+        32 random bytes made on first use and kept in memory with the
+        threads: the same for the store's lifetime, gone with it.
+        """
+        with self._lock:
+            if self._digest_key is None:
+                self._digest_key = os.urandom(KEY_BYTES)
+            return self._digest_key
 
 
 def _as_json(state: ThreadState) -> bytes:

@@ -73,6 +73,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import os
 import re
 from collections.abc import Awaitable, Callable
 from types import TracebackType
@@ -91,11 +92,14 @@ from toolguard._stores.postgres_schema import (
     LIST_SUFFIXES,
     MAX_IDENTIFIER,
     SCHEMA_VERSION,
+    SECRETS_SUFFIX,
     create_claims,
+    create_secrets,
     prepare,
     suffixed,
 )
 from toolguard._stores.protocol import (
+    KEY_BYTES,
     Changes,
     ThreadState,
     check_key,
@@ -216,6 +220,8 @@ class PostgresStore:
         self._claims_table = suffixed(table, CLAIMS_SUFFIX)
         self._claims_ident = sql.Identifier(self._claims_table)
         self._claims_ready = False
+        self._secrets_ident = sql.Identifier(suffixed(table, SECRETS_SUFFIX))
+        self._digest_key: bytes | None = None  # read once, never changes
         self._lists = [sql.Identifier(suffixed(table, suffix)) for suffix in LIST_SUFFIXES]
         messages_t, actions_t, audit_t = self._lists
         self._delete_lists = sql.SQL(
@@ -511,6 +517,44 @@ class PostgresStore:
             return cursor.rowcount == 1
 
         return await self._run(work)
+
+    async def digest_key(self) -> bytes:
+        """The secret of the digests of a chat on this table (without ``signing_key``).
+
+        32 random bytes, made on first use and kept in the table
+        ``<table>_secrets`` (``name TEXT PRIMARY KEY, value BYTEA``; for a
+        ``table`` of more than 55 characters, its first 55 plus
+        ``_secrets``), created with ``IF NOT EXISTS`` under the same advisory
+        lock as the threads table. Made with ``INSERT ... ON CONFLICT DO
+        NOTHING``, then read back: of several first uses at once, on any
+        machines, one key wins and all get it. Whoever can read that table
+        can read the key: grant access to it as to the threads, or pass
+        ``signing_key`` to the chat.
+
+        Returns:
+            The key (read once, then kept by this store).
+        """
+        if self._digest_key is not None:
+            return self._digest_key
+        insert = sql.SQL(
+            "INSERT INTO {} (name, value) VALUES ('digest_key', %s) ON CONFLICT (name) DO NOTHING"
+        ).format(self._secrets_ident)
+        select = sql.SQL("SELECT value FROM {} WHERE name = 'digest_key'").format(
+            self._secrets_ident
+        )
+        fresh = os.urandom(KEY_BYTES)
+
+        async def work(conn: _Connection) -> bytes:
+            await create_secrets(conn, self._table)
+            await conn.execute(insert, (fresh,))
+            cursor = await conn.execute(select)
+            row = await cursor.fetchone()
+            assert row is not None  # noqa: S101 - inserted or kept just above
+            return bytes(row[0])
+
+        key = await self._run(work)
+        self._digest_key = key
+        return key
 
     # ------------------------------------------------------------------ lifecycle
 

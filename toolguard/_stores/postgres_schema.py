@@ -28,6 +28,7 @@ MAX_IDENTIFIER: Final = 63  # PostgreSQL's NAMEDATALEN - 1
 LIST_SUFFIXES: Final = ("_messages", "_actions", "_audit")
 """The list tables' names: the threads table's (cut to fit) plus these."""
 CLAIMS_SUFFIX: Final = "_claims"
+SECRETS_SUFFIX: Final = "_secrets"
 
 _COMMENT_PREFIX: Final = "toolguard schema version "
 _COMMENT_PATTERN: Final = re.compile(r"toolguard schema version (\d+)")
@@ -59,6 +60,13 @@ _CREATE_CLAIMS: Final = """
 CREATE TABLE IF NOT EXISTS {table} (
     key TEXT PRIMARY KEY,
     claimed_at TIMESTAMPTZ NOT NULL
+)
+"""
+
+_CREATE_SECRETS: Final = """
+CREATE TABLE IF NOT EXISTS {table} (
+    name TEXT PRIMARY KEY,
+    value BYTEA NOT NULL
 )
 """
 
@@ -107,6 +115,17 @@ async def create_claims(conn: Connection, table: str) -> None:
     await conn.execute("SELECT pg_advisory_lock(%s, hashtext(%s))", key)
     try:
         await conn.execute(sql.SQL(_CREATE_CLAIMS).format(table=claims))
+    finally:
+        await conn.execute("SELECT pg_advisory_unlock(%s, hashtext(%s))", key)
+
+
+async def create_secrets(conn: Connection, table: str) -> None:
+    """Create the secrets table of ``table`` if missing (under the table-creation advisory lock)."""
+    key = (_LOCK_CLASS, table)
+    secrets = sql.Identifier(suffixed(table, SECRETS_SUFFIX))
+    await conn.execute("SELECT pg_advisory_lock(%s, hashtext(%s))", key)
+    try:
+        await conn.execute(sql.SQL(_CREATE_SECRETS).format(table=secrets))
     finally:
         await conn.execute("SELECT pg_advisory_unlock(%s, hashtext(%s))", key)
 

@@ -24,18 +24,30 @@ the stored version differs (:func:`keeps_versions`).
 the next one (``expected_version + 1``) and its ``updated_at`` set, and the
 chat never changes it afterwards. A store may keep such a state and return
 it as it is instead of making a copy (see :func:`handed_over`).
+
+A store may also have ``digest_key`` (see :class:`KeyStore`; every store
+toolguard ships has it): the secret a ``ReviewedChat`` given no
+``signing_key`` keys its digests with, made at random on first use and kept
+in the store, so that approvals stay bound across restarts and processes
+while no digest the chat publishes (audit trail, exports) lets a reader test
+guesses of a redacted secret. A store without it gets a key of this process
+(:func:`digest_key`): reviews it left pending then cannot be approved by
+another process or after a restart (they fail closed).
 """
 
 from __future__ import annotations
 
 import json
+import logging
+import os
 from collections.abc import Sequence
 from datetime import datetime
-from typing import Any, Literal, NamedTuple, Protocol, runtime_checkable
+from typing import Any, Final, Literal, NamedTuple, Protocol, runtime_checkable
 
 from pydantic import BaseModel, ConfigDict, Field, PrivateAttr, ValidationError
 
 from toolguard._core.audit import AuditEvent
+from toolguard._core.checks import kind
 from toolguard._core.errors import ConcurrentUpdateError, CorruptThreadError
 from toolguard._core.records import (
     Action,
@@ -265,3 +277,80 @@ def check_key(key: object) -> None:
     if not isinstance(key, str):
         msg = f"key must be text, got {type(key).__name__}"
         raise TypeError(msg)
+
+
+# --------------------------------------------------------------------------- the digest key
+
+KEY_BYTES: Final = 32
+"""The length of a digest key a store makes (random bytes)."""
+MIN_KEY_BYTES: Final = 16
+"""The shortest digest key a store may give."""
+
+PROCESS_KEY: Final = os.urandom(KEY_BYTES)
+"""The digest key of the stores that keep none (no ``digest_key``): this process's alone."""
+
+_log = logging.getLogger("toolguard")
+_warned: set[str] = set()
+
+
+class KeyStore(Store, Protocol):
+    """A :class:`Store` that keeps the secret of a chat's digests (optional method)."""
+
+    async def digest_key(self) -> bytes:
+        """The store's digest key: random bytes made on first use and kept, the same ever after.
+
+        Every caller, in any process using the same data, gets the same key;
+        two first uses at once must agree on one (e.g. insert-if-absent, then
+        read). At least 16 bytes.
+        """
+        ...
+
+
+class KeyHolder(Protocol):
+    """Something whose digests are keyed by ``signing_key`` (a chat's runner)."""
+
+    signing_key: bytes | None
+
+
+async def digest_key(store: object) -> bytes:
+    """The secret a chat on ``store`` keys its digests with when given no ``signing_key``.
+
+    The store's own :meth:`KeyStore.digest_key`, or, for a store without one,
+    :data:`PROCESS_KEY` (a warning on the ``toolguard`` logger, once per
+    store class): then reviews left pending in one process cannot be
+    approved by another or after a restart; they fail closed.
+
+    Raises:
+        TypeError: the store's ``digest_key()`` gave something other than
+            at least 16 bytes (nothing is keyed with it).
+    """
+    own = getattr(store, "digest_key", None)
+    if not callable(own):
+        name = type(store).__name__
+        if name not in _warned:
+            _warned.add(name)
+            _log.warning(
+                "%s keeps no digest key (no digest_key() method): the digests of this process"
+                " use a key of its own, so reviews it leaves pending cannot be approved after a"
+                " restart or by another process; pass signing_key= to keep them",
+                name,
+            )
+        return PROCESS_KEY
+    key: object = await own()
+    if not isinstance(key, bytes) or len(key) < MIN_KEY_BYTES:
+        msg = (
+            f"{type(store).__name__}.digest_key() must return at least {MIN_KEY_BYTES} random"
+            f" bytes, got {kind(key)}"
+        )
+        raise TypeError(msg)
+    return key
+
+
+async def give_key(holder: KeyHolder | None, store: object) -> None:
+    """Key ``holder``'s digests with the store's :func:`digest_key` when it has no key yet.
+
+    What a ``ReviewedChat`` given no ``signing_key`` does before it makes or
+    checks a digest: its runner's ``signing_key`` becomes the store's key.
+    """
+    if holder is not None and holder.signing_key is None:
+        holder.signing_key = await digest_key(store)

@@ -83,6 +83,7 @@ from toolguard._core.checks import kind, positive_seconds
 from toolguard._core.errors import SchemaVersionError
 from toolguard._core.records import utcnow
 from toolguard._stores.protocol import (
+    KEY_BYTES,
     Changes,
     ThreadState,
     check_key,
@@ -96,8 +97,10 @@ from toolguard._stores.sqlite_schema import (
     ACTION,
     AUDIT,
     CREATE_CLAIMS,
+    CREATE_SECRETS,
     MESSAGE,
     SCHEMA_VERSION,
+    has_table,
     prepare,
     rollback,
 )
@@ -166,6 +169,7 @@ class SQLiteStore:
         self._checkpoint_wanted = False
         self._checkpoint_running = False
         self._wal_full = False  # a background checkpoint left _WAL_PAGES or more in the WAL
+        self._digest_key: bytes | None = None  # read once, never changes
 
     @property
     def path(self) -> str:
@@ -395,6 +399,56 @@ class SQLiteStore:
             return cursor.rowcount == 1
 
         return await self._run(work, write=True)
+
+    async def digest_key(self) -> bytes:
+        """The secret of the digests of a chat on this file (without ``signing_key``).
+
+        32 random bytes, made on first use and kept in the table
+        ``toolguard_secrets`` (``name``, ``value``; created if missing), so
+        every process using the file, and every restart, gets the same key.
+        Made with ``INSERT OR IGNORE`` under the write lock, then read back:
+        of several first uses at once, in any processes, one key wins and all
+        get it. Whoever can read the file can read the key: keep the file as
+        private as the data in it, or pass ``signing_key`` to the chat.
+
+        Returns:
+            The key (read from the file once, then kept by this store).
+        """
+        if self._digest_key is not None:
+            return self._digest_key
+        fresh = os.urandom(KEY_BYTES)
+
+        def read(conn: sqlite3.Connection) -> bytes | None:
+            if not has_table(conn, "toolguard_secrets"):
+                return None
+            row = conn.execute(
+                "SELECT value FROM toolguard_secrets WHERE name = 'digest_key'"
+            ).fetchone()
+            return None if row is None else bytes(row[0])
+
+        def make(conn: sqlite3.Connection) -> bytes:
+            conn.execute("BEGIN IMMEDIATE")
+            try:
+                conn.execute(CREATE_SECRETS)
+                conn.execute(
+                    "INSERT OR IGNORE INTO toolguard_secrets (name, value)"
+                    " VALUES ('digest_key', ?)",
+                    (fresh,),
+                )
+                row = conn.execute(
+                    "SELECT value FROM toolguard_secrets WHERE name = 'digest_key'"
+                ).fetchone()
+                conn.execute("COMMIT")
+            except BaseException:
+                rollback(conn)
+                raise
+            return bytes(row[0])
+
+        key = await self._run(read)
+        if key is None:
+            key = await self._run(make, write=True)
+        self._digest_key = key
+        return key
 
     # ------------------------------------------------------------------ lifecycle
 

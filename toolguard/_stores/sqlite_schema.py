@@ -10,6 +10,10 @@ into ``toolguard_items``; the whole rows of schema 1 stay
 whole until their next save. A database written by a newer toolguard is
 refused with :class:`SchemaVersionError` rather than misread, so the file
 should be dedicated to toolguard.
+
+Two small tables are made on first use, whatever the schema version:
+``toolguard_claims`` (``SQLiteStore.claim``) and ``toolguard_secrets`` (the
+digest key, ``SQLiteStore.digest_key``).
 """
 
 from __future__ import annotations
@@ -60,6 +64,14 @@ CREATE TABLE IF NOT EXISTS toolguard_claims (
     claimed_at TEXT NOT NULL
 )
 """
+
+CREATE_SECRETS: Final = """
+CREATE TABLE IF NOT EXISTS toolguard_secrets (
+    name TEXT PRIMARY KEY,
+    value BLOB NOT NULL
+)
+"""
+"""The store's secrets, made on first use: one row, ``digest_key`` (``SQLiteStore.digest_key``)."""
 
 _OLD_LIST_TABLES: Final = ("toolguard_messages", "toolguard_actions", "toolguard_audit")
 """Schema 2's list tables (``thread_id``, ``seq``, ``body``), one per kind, in kind order."""
