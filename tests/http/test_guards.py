@@ -686,6 +686,7 @@ def served(tmp_path: Path) -> Iterator[tuple[str, int]]:
                 "http://admin.example:9000",
                 "--allow-host",
                 "agent.internal",
+                "--no-auth",
             ],
             cwd=tmp_path,
             env=command_env(),

@@ -101,6 +101,7 @@ class Setup:
             str(self.port),
             "--ttl",
             str(ttl),
+            "--no-auth",  # the tests' own HTTP clients decide on the page
             *extra,
             *(["--upstream-url", upstream_url] if upstream_url else ["--", *UPSTREAM]),
         ]

@@ -212,6 +212,7 @@ class Gateway:
             str(folder / "gateway.sqlite3"),
             "--port",
             str(self.port),
+            "--no-auth",  # the tests' own HTTP clients decide on the page
             *options,
             "--",
             sys.executable,

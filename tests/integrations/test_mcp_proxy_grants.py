@@ -565,6 +565,7 @@ def _params(db: Path, port: int, log: Path) -> StdioServerParameters:
         "TOOLGUARD_MCP_LOG": str(log),
     }
     args = ["-m", "toolguard", "mcp-proxy", "--db", str(db), "--port", str(port), "--ttl", "60"]
+    args.append("--no-auth")  # the test's own HTTP client decides on the page
     upstream = [sys.executable, "-m", "tests.integrations.mcp_proxy_upstream"]
     return StdioServerParameters(
         command=sys.executable, args=[*args, "--", *upstream], env=env, cwd=str(ROOT)

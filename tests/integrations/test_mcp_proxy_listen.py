@@ -56,7 +56,7 @@ class Gateway:
         self.page = f"http://127.0.0.1:{self.port}"
         self.listen_port = free_port()
         self.mcp = f"http://127.0.0.1:{self.listen_port}/mcp"
-        argv = ["--db", str(self.db), "--port", str(self.port), "--listen", self.mcp]
+        argv = ["--db", str(self.db), "--port", str(self.port), "--listen", self.mcp, "--no-auth"]
         env = {**command_env(), "TOOLGUARD_MCP_LOG": str(self.log)}
         if token is not None:
             argv += ["--token-env", "TG_LISTEN_TOKEN"]
@@ -69,6 +69,7 @@ class Gateway:
             stdout=subprocess.PIPE,
             stderr=subprocess.PIPE,
         )
+        self.warning = _first_line(self.process.stderr)  # --no-auth's, then the status line
         self.status = _first_line(self.process.stderr)
 
     def executions(self, since: int = 0) -> list[dict[str, Any]]:

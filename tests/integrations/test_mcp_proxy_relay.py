@@ -577,7 +577,7 @@ async def test_the_gateway_process_relays_and_reports_progress(tmp_path: Path) -
         command=sys.executable,
         args=[
             "-m", "toolguard", "mcp-proxy", "--db", str(tmp_path / "proxy.sqlite3"),
-            "--port", str(port), "--progress-interval", "0.2",
+            "--port", str(port), "--progress-interval", "0.2", "--no-auth",
             "--", sys.executable, "-m", "tests.integrations.mcp_relay_upstream",
         ],
         env={"PATH": os.environ.get("PATH", ""), "PYTHONPATH": str(ROOT)},
