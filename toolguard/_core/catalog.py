@@ -1,11 +1,11 @@
 """Message catalogs: English (default) and Indonesian.
 
-The Indonesian texts reproduce the seed documents word for word; the English
-ones say the same thing. Select a language with :func:`set_language` or the
-``TOOLGUARD_LANG`` environment variable (read when no language was set in
-code). Messages meant for the *model* (``REJECTED_BY_USER_MESSAGE``,
-``NO_DECISION``) are constants of the wire format and do not change with the
-language.
+The Indonesian texts are toolguard's original wording, kept word for word;
+the English ones say the same thing. Select a language with
+:func:`set_language` or the ``TOOLGUARD_LANG`` environment variable (read
+when no language was set in code). Messages meant for the *model*
+(``REJECTED_BY_USER_MESSAGE``, ``NO_DECISION``) are constants of the wire
+format and do not change with the language.
 """
 
 from __future__ import annotations
@@ -259,9 +259,9 @@ def set_language(language: str | None) -> None:
     """Select the language of toolguard's messages.
 
     Args:
-        language: ``"en"`` (the default) or ``"id"`` (Indonesian, the seed's
-            catalog). ``None`` forgets the choice, so the ``TOOLGUARD_LANG``
-            environment variable applies again.
+        language: ``"en"`` (the default) or ``"id"`` (Indonesian). ``None``
+            forgets the choice, so the ``TOOLGUARD_LANG`` environment variable
+            applies again.
 
     Raises:
         ValueError: for a language that has no catalog.

@@ -4,11 +4,10 @@ OpenAI Chat Completions and Responses have no ``status`` on a tool result,
 so an error result would read exactly like a tool's return value. When a
 result becomes a model message, a template per
 :data:`~toolguard.records.ResultOutcome` marks it (``Rejected by the
-reviewer, not executed: <reason>``); the
-result's own ``content`` (the specification's exact text) is kept verbatim
-inside, and ``ToolResult.content`` itself never changes. A rejection without a
-reason reads as ``REJECTED_BY_USER_MESSAGE`` alone, which already says that
-the call was rejected and not run.
+reviewer, not executed: <reason>``); the result's own ``content`` (its exact
+text) is kept verbatim inside, and ``ToolResult.content`` itself never
+changes. A rejection without a reason reads as ``REJECTED_BY_USER_MESSAGE``
+alone, which already says that the call was rejected and not run.
 """
 
 from __future__ import annotations
@@ -52,7 +51,7 @@ class ResultTemplates:
 
     Each field is a format string with ``{text}`` (the result's content: the
     reject reason or ``REJECTED_BY_USER_MESSAGE``, ``NO_DECISION``, the error
-    text, ...; required, so the specification's texts always reach the model
+    text, ...; required, so the results' exact texts always reach the model
     verbatim) and optionally ``{name}`` (the tool's name). A success result
     (``outcome`` ``None``) is always sent as its content, unchanged.
 

@@ -1,8 +1,8 @@
 """Rendering approval requests, decisions and results as plain text for a model.
 
 Some agent loops keep a text transcript instead of structured tool messages
-(or summarise old turns). These helpers render each step of a review the
-way the specification shows it, e.g.
+(or summarise old turns). These helpers render each step of a review in
+one fixed wording, e.g.
 ``The assistant requested to run findCalendarEvents with input: {...}``.
 """
 
