@@ -1641,7 +1641,8 @@
       showSignIn();
     } else if (found.kind === "link") {
       closeApp();
-      showLink(found.detail);
+      // As with tokens: a session that ended while the page was in use says so.
+      showLink(wasOpen ? found.detail : "");
     } else if (found.kind === "proxy") {
       closeApp();
       showProxy(found.detail);
