@@ -29,7 +29,7 @@ from pydantic_ai.usage import RunUsage
 
 from tests.adversarial.strategies import hostile_json, odd_ids
 from toolguard import ApprovalRequiredError, Rules, guard, requires_approval
-from toolguard.integrations import _review as toolguard_review
+from toolguard._enforce import quorum as toolguard_review
 from toolguard.integrations import openai_agents, pydantic_ai
 
 RAN: list[Any] = []

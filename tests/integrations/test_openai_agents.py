@@ -46,7 +46,7 @@ from toolguard import (
 )
 from toolguard._enforce.actions import EXPIRED_BEFORE_START
 from toolguard.integrations import openai_agents as tg
-from toolguard.integrations._review import NO_ASKED_AT
+from toolguard._enforce.frameworks import NO_ASKED_AT
 from toolguard.integrations.openai_agents import ReviewStateError
 
 SEND_ARGS = {"to": "alice@example.com", "subject": "Meeting", "body": "The meeting is at 10."}

@@ -22,7 +22,7 @@ import logging
 from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
 from datetime import datetime, timedelta
-from typing import Any, NamedTuple
+from typing import Any, ClassVar, NamedTuple
 from uuid import UUID
 
 from anyio.from_thread import BlockingPortal, start_blocking_portal
@@ -154,6 +154,9 @@ class ReviewedChat:
     """
 
     max_recorded_refusals: int = 20
+
+    _toolguard_component: ClassVar[str] = "ReviewedChat"
+    """Named when a framework integration is given a ReviewedChat instead of tools."""
 
     def __init__(
         self,

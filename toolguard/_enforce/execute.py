@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import asyncio
+import functools
 from collections.abc import Mapping
 from typing import Any
 
@@ -18,6 +20,44 @@ from toolguard._tools.tool import Tool
 
 Job = tuple[ToolCall, Tool[Any, Any], dict[str, Any]]
 """A call to run: the call, its tool and its validated arguments."""
+
+
+async def run_body(
+    tool: Tool[Any, Any], validated: Mapping[str, Any], *, in_thread: bool = True
+) -> Any:
+    """Run one tool's body with its validated arguments: every body toolguard runs starts here.
+
+    The runner's executor, the resume and the framework integrations call it;
+    a directly called guarded function runs its own body once ``allow_once``
+    covers the call.
+    """
+    return await tool.execute(validated, in_thread=in_thread)
+
+
+def run_body_sync(tool: Tool[Any, Any], validated: Mapping[str, Any]) -> Any:
+    """:func:`run_body` from synchronous code (LangChain's ``invoke``).
+
+    A sync body runs in this thread; an async one in its own event loop when
+    none is running here.
+
+    Raises:
+        RuntimeError: an async tool called from inside a running event loop.
+    """
+    if tool.is_async:
+        try:
+            asyncio.get_running_loop()
+        except RuntimeError:
+            return anyio.run(functools.partial(run_body, tool, validated))
+        msg = f"The tool `{tool.name}` is async: call it with ainvoke inside an event loop"
+        raise RuntimeError(msg)
+    coroutine = run_body(tool, validated, in_thread=False)
+    try:
+        coroutine.send(None)  # a sync body runs to the end on the first step
+    except StopIteration as done:
+        return done.value
+    coroutine.close()  # pragma: no cover - execute() of a sync tool never suspends
+    msg = f"The tool `{tool.name}` suspended while running synchronously"  # pragma: no cover
+    raise RuntimeError(msg)  # pragma: no cover
 
 
 class DeadlinePassed(Exception):  # noqa: N818 - a signal, never escapes the executor
@@ -85,9 +125,9 @@ class Executor:
         try:
             if self._limiter is not None:
                 async with self._limiter:
-                    value = await tool.execute(args, in_thread=in_thread)
+                    value = await run_body(tool, args, in_thread=in_thread)
             else:
-                value = await tool.execute(args, in_thread=in_thread)
+                value = await run_body(tool, args, in_thread=in_thread)
         except Exception as exc:  # the one failure text of every path, secrets scrubbed
             text = failure_text(tool, exc, args, call.args)
             return error_result(call, text, "failed", tool.name), exc

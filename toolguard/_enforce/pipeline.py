@@ -4,7 +4,8 @@ Every path into toolguard (a decorated call with ``allow_once``, the
 ``Runner``, ``ReviewedChat``, the HTTP API, the MCP gateway and the framework
 integrations) only translates its own world to and from these three steps:
 
-* **propose** (:func:`propose`): a call the model proposed becomes one
+* **propose** (:func:`propose`, which the runner's
+  :func:`~toolguard._enforce.decide.decide` answers): a call the model proposed becomes one
   :class:`~toolguard._enforce.decide.Verdict` holding everything the policy
   says about it (rules on the validated arguments, the tool's own policy and
   ``when=``, whether a grant may stand in, how many approvals). The runner
@@ -35,14 +36,63 @@ from dataclasses import dataclass
 from typing import Any
 from uuid import UUID
 
-from toolguard._core.errors import NoPendingReviewError
-from toolguard._core.records import Action, EditDecision, PendingTurn, ToolCall
+from toolguard._core import telemetry
+from toolguard._core.errors import (
+    InvalidReviewDecisionError,
+    NoPendingReviewError,
+    UnsupportedPolicyError,
+)
+from toolguard._core.jsonable import to_json_data
+from toolguard._core.records import (
+    REJECTED_BY_USER_MESSAGE,
+    Action,
+    ApproveDecision,
+    EditDecision,
+    PendingReview,
+    PendingTurn,
+    QuorumProgress,
+    ToolCall,
+    call_digest,
+    new_id,
+)
 from toolguard._core.standing import GrantScope
 from toolguard._enforce import quorum
 from toolguard._enforce.actions import check_decisions_allowed, review_action
 from toolguard._enforce.calls import check_thread_id, parse_tool_call
-from toolguard._enforce.decide import Verdict, decide
+from toolguard._enforce.decide import Verdict, failure_text
+from toolguard._enforce.execute import run_body, run_body_sync
+from toolguard._enforce.frameworks import (
+    NOT_APPROVED_HERE,
+    ReviewItem,
+    allowed_by,
+    allowed_decisions,
+    as_toolset,
+    call_span,
+    check_claims,
+    checked_decisions,
+    claim_once,
+    deadline_refusal,
+    edited_args,
+    finish,
+    has_deadline,
+    now,
+    propose,
+    review_item,
+    review_payload,
+    reviewed,
+    shown_result,
+    trace_ended,
+    trace_refusal,
+)
 from toolguard._enforce.grant_use import check_grant_decisions
+from toolguard._enforce.once import Claims
+from toolguard._enforce.quorum import (
+    add_vote,
+    args_digest,
+    reviewer_text,
+    stored_votes,
+    vote_count,
+)
 from toolguard._enforce.resume import ResumingRunner, apply_decisions
 from toolguard._enforce.step import Step
 from toolguard._policy.decisions import (
@@ -51,28 +101,78 @@ from toolguard._policy.decisions import (
     parse_decision,
     validate_decisions,
 )
-from toolguard._policy.redact import keep_redacted, scrub_notes
+from toolguard._policy.redact import keep_redacted, redact_args, scrub_notes
 from toolguard._policy.stand_in import get_stand_in
-from toolguard._tools.toolset import Toolset
+from toolguard._tools.schema_tool import SchemaTool
+from toolguard._tools.tool import Tool, as_tool
+from toolguard._tools.toolset import Tools, Toolset
 
 __all__ = [
+    "NOT_APPROVED_HERE",
+    "REJECTED_BY_USER_MESSAGE",
+    "AnyDecision",
+    "ApproveDecision",
+    "Claims",
+    "EditDecision",
+    "InvalidReviewDecisionError",
     "MayDecide",
+    "PendingReview",
+    "QuorumProgress",
+    "ReviewItem",
+    "SchemaTool",
     "Submission",
+    "Tool",
+    "ToolCall",
+    "Tools",
+    "Toolset",
+    "UnsupportedPolicyError",
+    "Verdict",
+    "add_vote",
+    "allowed_by",
+    "allowed_decisions",
     "answer_with_stand_in",
     "apply",
+    "args_digest",
+    "as_tool",
+    "as_toolset",
+    "call_digest",
+    "call_span",
+    "check_claims",
+    "checked_decisions",
+    "claim_once",
+    "deadline_refusal",
+    "edited_args",
+    "failure_text",
+    "finish",
+    "has_deadline",
+    "keep_redacted",
+    "new_id",
+    "now",
     "propose",
     "propose_edits",
+    "redact_args",
     "resume_turn",
+    "review_item",
+    "review_payload",
+    "reviewed",
+    "reviewer_text",
+    "run_body",
+    "run_body_sync",
+    "shown_result",
+    "stored_votes",
     "submit",
+    "telemetry",
+    "to_json_data",
+    "trace_ended",
+    "trace_refusal",
+    "vote_count",
 ]
+
+# The framework integrations import the pipeline and toolguard's public names only: what
+# they need beyond the three steps is handed on here (see ``__all__``).
 
 MayDecide = Callable[[str | None, list[Action]], Awaitable[bool]]
 """Whether a reviewer may decide these requests (a chat's ``authorize`` hook, on its thread)."""
-
-
-def propose(toolset: Toolset, call: ToolCall) -> Verdict:
-    """What the policy says about one proposed call (read with ``parse_tool_call`` first)."""
-    return decide(toolset, call)
 
 
 @dataclass(frozen=True, slots=True)

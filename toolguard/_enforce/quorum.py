@@ -15,6 +15,7 @@ from __future__ import annotations
 import hmac
 import re
 import unicodedata
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any
@@ -426,3 +427,45 @@ def vote_events(
         )
         for vote in votes
     ]
+
+
+# --------------------------------------------------------------------------- framework votes
+# The framework integrations keep a quorum's votes in their own paused state; they are
+# counted here, like the chat's.
+
+
+def args_digest(name: str, args: Mapping[str, Any]) -> str:
+    """What a quorum's votes approved: the call's name and real arguments, digested."""
+    return call_digest(name, dict(args))
+
+
+def add_vote(name: str, required: int, by: Sequence[str], reviewer: object) -> list[str]:
+    """``by`` plus ``reviewer``'s approval of a call that needs ``required`` approvals.
+
+    Raises:
+        QuorumReviewerError: ``reviewer`` is anonymous (``None`` or blank), or
+            already approved these arguments; nothing changed.
+        TypeError: ``reviewer`` is not text, an ``int`` or a ``UUID``.
+    """
+    text = reviewer_text(reviewer)
+    key = reviewer_key(text)
+    if key is None:
+        raise QuorumReviewerError(None, name, required, list(by))
+    if any(reviewer_key(other) == key for other in by):
+        raise QuorumReviewerError(text, name, required, list(by))
+    return [*by, text or ""]
+
+
+def vote_count(by: Sequence[Any]) -> int:
+    """How many distinct, named reviewers are in ``by`` (the same one twice counts once)."""
+    keys = {reviewer_key(b) for b in by if isinstance(b, str)}
+    keys.discard(None)
+    return len(keys)
+
+
+def stored_votes(record: Any, name: str, args: Mapping[str, Any]) -> list[str]:
+    """The reviewers a stored ``{"by", "digest"}`` record holds for this very call, or ``[]``."""
+    if not isinstance(record, Mapping) or record.get("digest") != args_digest(name, args):
+        return []
+    by = record.get("by")
+    return [b for b in by if isinstance(b, str)] if isinstance(by, list) else []

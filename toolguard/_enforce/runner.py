@@ -12,7 +12,7 @@ from __future__ import annotations
 import functools
 from collections.abc import Awaitable, Callable, Sequence
 from datetime import datetime, timedelta
-from typing import Any, Literal, cast
+from typing import Any, ClassVar, Literal, cast
 from uuid import UUID
 
 import anyio
@@ -101,6 +101,9 @@ class Runner:
         judge: a :class:`~toolguard.Judge`: a model's second opinion on the
             calls (see docs/judge.md). ``None`` (the default): no judge.
     """
+
+    _toolguard_component: ClassVar[str] = "Runner"
+    """Named when a framework integration is given a Runner instead of tools."""
 
     __slots__ = (
         "claims",

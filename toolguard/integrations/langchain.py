@@ -49,7 +49,6 @@ from __future__ import annotations
 
 import asyncio
 import copy
-import functools
 import json
 import uuid
 from collections.abc import Awaitable, Callable, Mapping
@@ -77,18 +76,21 @@ except ImportError as exc:  # pragma: no cover - exercised in a subprocess test
 
 import anyio
 
-from toolguard._core import telemetry
-from toolguard._core.errors import ApprovalRequiredError, InvalidReviewDecisionError, ToolguardError
-from toolguard._core.jsonable import to_json_data
-from toolguard._core.records import REJECTED_BY_USER_MESSAGE, PendingReview, ToolCall, new_id
-from toolguard._enforce.decide import failure_text
-from toolguard._enforce.once import Claims
-from toolguard._enforce.quorum import reviewer_text
-from toolguard._policy.decisions import validate_decisions
-from toolguard._tools.tool import Tool
-from toolguard._tools.toolset import Tools, Toolset
-from toolguard.integrations._review import (
+from toolguard import (
+    ApprovalRequiredError,
+    ToolguardError,
+    validate_decisions,
+)
+from toolguard._enforce.pipeline import (
+    REJECTED_BY_USER_MESSAGE,
+    Claims,
+    InvalidReviewDecisionError,
+    PendingReview,
     ReviewItem,
+    Tool,
+    ToolCall,
+    Tools,
+    Toolset,
     add_vote,
     allowed_by,
     allowed_decisions,
@@ -99,14 +101,21 @@ from toolguard.integrations._review import (
     claim_once,
     deadline_refusal,
     edited_args,
+    failure_text,
     finish,
     has_deadline,
+    new_id,
     now,
     propose,
     review_item,
     review_payload,
     reviewed,
+    reviewer_text,
+    run_body,
+    run_body_sync,
     shown_result,
+    telemetry,
+    to_json_data,
     trace_ended,
     trace_refusal,
     vote_count,
@@ -287,25 +296,6 @@ def _asked_at() -> float | None:
 def _content(value: Any) -> str:
     data = to_json_data(value)
     return data if isinstance(data, str) else json.dumps(data, ensure_ascii=False)
-
-
-def _run_sync(tool: Tool[Any, Any], validated: dict[str, Any]) -> Any:
-    """Run the body from synchronous code (LangChain's ``invoke``)."""
-    if tool.is_async:
-        try:
-            asyncio.get_running_loop()
-        except RuntimeError:
-            return anyio.run(functools.partial(tool.execute, validated))
-        msg = f"The tool `{tool.name}` is async: call it with ainvoke inside an event loop"
-        raise RuntimeError(msg)
-    coroutine = tool.execute(validated, in_thread=False)
-    try:
-        coroutine.send(None)  # a sync body runs to the end on the first step
-    except StopIteration as done:
-        return done.value
-    coroutine.close()  # pragma: no cover - execute() of a sync tool never suspends
-    msg = f"The tool `{tool.name}` suspended while running synchronously"  # pragma: no cover
-    raise RuntimeError(msg)  # pragma: no cover
 
 
 def _claim_sync(claims: Claims, review_id: str) -> None:
@@ -513,7 +503,7 @@ class GuardedTool(BaseTool):
         tool = self._tg_tool
         with call_span(plan.call_id, tool.name, plan.decided) as span:
             try:
-                value = _run_sync(tool, plan.validated)
+                value = run_body_sync(tool, plan.validated)
             except GraphBubbleUp:
                 raise
             except Exception as exc:
@@ -533,7 +523,7 @@ class GuardedTool(BaseTool):
         tool = self._tg_tool
         with call_span(plan.call_id, tool.name, plan.decided) as span:
             try:
-                value = await tool.execute(plan.validated)
+                value = await run_body(tool, plan.validated)
             except GraphBubbleUp:
                 raise
             except Exception as exc:

@@ -62,10 +62,14 @@ except ImportError as exc:  # pragma: no cover - exercised in a subprocess test
     msg = 'toolguard.integrations.mcp needs the mcp package: pip install "toolguard-hitl[mcp]"'
     raise ImportError(msg) from exc
 
-from toolguard._core.errors import UnsupportedPolicyError
-from toolguard._tools.classify import Classifier
-from toolguard._tools.schema_tool import SchemaTool
-from toolguard._tools.toolset import Toolset
+from toolguard import (
+    Classifier,
+)
+from toolguard._enforce.pipeline import (
+    SchemaTool,
+    Toolset,
+    UnsupportedPolicyError,
+)
 
 __all__ = ["ACCEPTED", "MAX_PAGES", "MCPToolError", "toolset"]
 

@@ -72,29 +72,23 @@ except ImportError as exc:  # pragma: no cover - depends on the environment
     )
     raise ImportError(msg) from exc
 
-from toolguard._core import telemetry
-from toolguard._core.errors import (
+from toolguard import (
     ApprovalRequiredError,
-    InvalidReviewDecisionError,
     ReviewStateError,
 )
-from toolguard._core.jsonable import to_json_data
-from toolguard._core.records import (
+from toolguard._enforce.pipeline import (
     REJECTED_BY_USER_MESSAGE,
+    AnyDecision,
     ApproveDecision,
+    Claims,
     EditDecision,
+    InvalidReviewDecisionError,
     PendingReview,
-    ToolCall,
-    new_id,
-)
-from toolguard._enforce.decide import failure_text
-from toolguard._enforce.once import Claims
-from toolguard._enforce.quorum import reviewer_text
-from toolguard._policy.decisions import AnyDecision
-from toolguard._tools.tool import Tool
-from toolguard._tools.toolset import Tools, Toolset
-from toolguard.integrations._review import (
     ReviewItem,
+    Tool,
+    ToolCall,
+    Tools,
+    Toolset,
     add_vote,
     allowed_by,
     args_digest,
@@ -105,19 +99,27 @@ from toolguard.integrations._review import (
     claim_once,
     deadline_refusal,
     edited_args,
+    failure_text,
     finish,
     has_deadline,
+    new_id,
     now,
     propose,
     review_item,
     review_payload,
+    reviewer_text,
+    run_body,
     shown_result,
     stored_votes,
+    telemetry,
+    to_json_data,
     trace_ended,
     trace_refusal,
     vote_count,
 )
-from toolguard.integrations._review import reviewed as decided_in_review
+from toolguard._enforce.pipeline import (
+    reviewed as decided_in_review,
+)
 
 __all__ = [
     "ASKED_KEY",
@@ -374,7 +376,7 @@ async def _invoke(
         decided = allowed_by(verdict)  # the SDK's approval of a call toolguard lets run
     with call_span(call.id, tool.name, decided) as span:
         try:
-            value = await tool.execute(validated)
+            value = await run_body(tool, validated)
         except Exception as exc:
             finish(span, "failed", exc)
             text = failure_text(tool, exc, validated, call.args)

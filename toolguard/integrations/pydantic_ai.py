@@ -81,48 +81,53 @@ except ImportError as exc:  # pragma: no cover - depends on the environment
     )
     raise ImportError(msg) from exc
 
-from toolguard._core.errors import UnsupportedPolicyError
-from toolguard._core.jsonable import to_json_data
-from toolguard._core.records import (
+from toolguard import (
+    ApprovalPolicy,
+    Classifier,
+    Rules,
+)
+from toolguard._enforce.pipeline import (
+    NOT_APPROVED_HERE,
     REJECTED_BY_USER_MESSAGE,
     ApproveDecision,
+    Claims,
     EditDecision,
     PendingReview,
     QuorumProgress,
-    ToolCall,
-    call_digest,
-    new_id,
-)
-from toolguard._enforce.decide import Verdict, failure_text
-from toolguard._enforce.once import Claims
-from toolguard._enforce.quorum import reviewer_text
-from toolguard._policy.redact import keep_redacted, redact_args
-from toolguard._policy.rules import Rules
-from toolguard._tools.approval import ApprovalPolicy
-from toolguard._tools.classify import Classifier
-from toolguard._tools.schema_tool import SchemaTool
-from toolguard._tools.tool import Tool, as_tool
-from toolguard._tools.toolset import Tools, Toolset
-from toolguard.integrations._review import (
-    NOT_APPROVED_HERE,
     ReviewItem,
+    SchemaTool,
+    Tool,
+    ToolCall,
+    Tools,
+    Toolset,
+    UnsupportedPolicyError,
+    Verdict,
     add_vote,
     allowed_by,
     allowed_decisions,
     args_digest,
+    as_tool,
     as_toolset,
+    call_digest,
     call_span,
     check_claims,
     checked_decisions,
     claim_once,
     deadline_refusal,
+    failure_text,
     finish,
+    keep_redacted,
+    new_id,
     now,
     propose,
+    redact_args,
     review_payload,
     reviewed,
+    reviewer_text,
+    run_body,
     shown_result,
     stored_votes,
+    to_json_data,
     trace_ended,
     trace_refusal,
     vote_count,
@@ -250,7 +255,7 @@ class GuardedToolset(AbstractToolset[Any]):
                 raise ToolFailed(late)
         with call_span(call.id, name, decided) as span:
             try:
-                value = await guarded.execute(validated)
+                value = await run_body(guarded, validated)
             except Exception as exc:
                 finish(span, "failed", exc)
                 raise ToolFailed(failure_text(guarded, exc, validated, call.args)) from exc

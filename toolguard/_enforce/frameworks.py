@@ -1,8 +1,13 @@
-"""What the framework integrations share: the policy, the review payload, votes and claims.
+"""The pipeline's edge for the framework integrations: proposals, payloads, deadlines, claims.
 
-Each integration translates its framework's world in and out; what happens to
-a proposed call, what a reviewer sees and what a decision may do is decided
-here (and in :mod:`toolguard._enforce.decide`, which the runner follows too).
+Each integration (Agents SDK, Pydantic AI, LangChain) only translates its
+framework's paused state to and from these functions, which
+:mod:`toolguard._enforce.pipeline` hands on: a proposed call is decided by
+:func:`~toolguard._enforce.decide.decide` (:func:`propose`), the reviewer's
+payload is built here (:func:`review_payload`), decisions are checked here
+(:func:`checked_decisions`), votes are counted by :mod:`toolguard._enforce.quorum`,
+the time is read here (:func:`now`), once-only claims are made here
+(:func:`claim_once`), and bodies run through :mod:`toolguard._enforce.execute`.
 """
 
 from __future__ import annotations
@@ -15,13 +20,11 @@ from dataclasses import dataclass, replace
 from datetime import datetime, timezone
 from typing import TYPE_CHECKING, Any
 
-from toolguard._chat.chat import ReviewedChat
 from toolguard._core import telemetry
 from toolguard._core.catalog import message
 from toolguard._core.errors import (
     AlreadyResumedError,
     InvalidReviewDecisionError,
-    QuorumReviewerError,
     UnsupportedPolicyError,
 )
 from toolguard._core.jsonable import to_json_data
@@ -35,15 +38,12 @@ from toolguard._core.records import (
     QuorumProgress,
     ReviewConfig,
     ToolCall,
-    call_digest,
 )
 from toolguard._enforce.actions import EXPIRED_BEFORE_START, TAMPERED
 from toolguard._enforce.calls import parse_tool_call
 from toolguard._enforce.decide import Verdict, decide
 from toolguard._enforce.judge import Judge
 from toolguard._enforce.once import Claims
-from toolguard._enforce.quorum import reviewer_key, reviewer_text
-from toolguard._enforce.runner import Runner
 from toolguard._policy.decisions import AnyDecision, validate_decisions
 from toolguard._policy.redact import keep_redacted, scrub, scrub_data
 from toolguard._tools.tool import Tool
@@ -89,9 +89,10 @@ def as_toolset(tools: Tools) -> Toolset:
             settings) would not apply; it is refused rather than dropped.
     """
     given: object = tools  # checked at run time for untyped callers
-    if isinstance(given, Runner | ReviewedChat | Judge):
+    component = "Judge" if isinstance(given, Judge) else getattr(given, "_toolguard_component", 0)
+    if isinstance(component, str):
         msg = (
-            f"toolguard's framework integrations take tools, not a {type(given).__name__}:"
+            f"toolguard's framework integrations take tools, not a {component}:"
             " the framework runs the turn, so a judge (judge=) and the other settings of a"
             " Runner or ReviewedChat would not apply. Pass the tools (a list, a mapping or a"
             " Toolset); for a judge, run them with toolguard.Runner or toolguard.ReviewedChat."
@@ -207,46 +208,6 @@ def edited_args(
     if tool is None or not tool.redacted:
         return dict(edited)
     return keep_redacted(edited, real, tool.redacted)[0]
-
-
-# --------------------------------------------------------------------------- a quorum
-
-
-def args_digest(name: str, args: Mapping[str, Any]) -> str:
-    """What a quorum's votes approved: the call's name and real arguments, digested."""
-    return call_digest(name, dict(args))
-
-
-def add_vote(name: str, required: int, by: Sequence[str], reviewer: object) -> list[str]:
-    """``by`` plus ``reviewer``'s approval of a call that needs ``required`` approvals.
-
-    Raises:
-        QuorumReviewerError: ``reviewer`` is anonymous (``None`` or blank), or
-            already approved these arguments; nothing changed.
-        TypeError: ``reviewer`` is not text, an ``int`` or a ``UUID``.
-    """
-    text = reviewer_text(reviewer)
-    key = reviewer_key(text)
-    if key is None:
-        raise QuorumReviewerError(None, name, required, list(by))
-    if any(reviewer_key(other) == key for other in by):
-        raise QuorumReviewerError(text, name, required, list(by))
-    return [*by, text or ""]
-
-
-def vote_count(by: Sequence[Any]) -> int:
-    """How many distinct, named reviewers are in ``by`` (the same one twice counts once)."""
-    keys = {reviewer_key(b) for b in by if isinstance(b, str)}
-    keys.discard(None)
-    return len(keys)
-
-
-def stored_votes(record: Any, name: str, args: Mapping[str, Any]) -> list[str]:
-    """The reviewers a stored ``{"by", "digest"}`` record holds for this very call, or ``[]``."""
-    if not isinstance(record, Mapping) or record.get("digest") != args_digest(name, args):
-        return []
-    by = record.get("by")
-    return [b for b in by if isinstance(b, str)] if isinstance(by, list) else []
 
 
 # --------------------------------------------------------------------------- deadlines
