@@ -94,10 +94,10 @@ async def test_a_verdict_informs_the_review_and_is_audited() -> None:
             "decision": None,
             "detail": "A new recipient.",
             "digest": call_key(
-                ToolCall(
-                    id="c1", name="send_email", args={"to": "bob@example.org", "body": "late"}
-                ),
+                "send_email",
+                {"to": "bob@example.org", "body": "late"},
                 turn.thread_id,
+                await chat.store.digest_key(),  # type: ignore[attr-defined]  # a MemoryStore
             ),
             "judgement": {
                 "call_id": "c1",

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import hashlib
+import hmac
 import json
 import pickle
 import sqlite3
@@ -224,15 +225,21 @@ def event(kind: str, thread_id: str, review_id: str | None, **fields: Any) -> di
     return base
 
 
-def sha(name: str, args: dict[str, Any], thread_id: str | None, review_id: str | None) -> str:
-    """The digest computed independently of toolguard: name, args, thread and review ids."""
+def sha(
+    name: str, args: dict[str, Any], thread_id: str | None, review_id: str | None, key: bytes
+) -> str:
+    """The digest computed independently of toolguard: name, args, thread and review ids.
+
+    HMAC-SHA-256 with ``key``: a chat without ``signing_key`` keys its digests with its
+    store's secret (``await store.digest_key()``).
+    """
     text = json.dumps(
         {"name": name, "args": args, "thread_id": thread_id, "review_id": review_id},
         ensure_ascii=False,
         sort_keys=True,
         separators=(",", ":"),
     )
-    return hashlib.sha256(text.encode()).hexdigest()
+    return hmac.new(key, text.encode(), hashlib.sha256).hexdigest()
 
 
 async def snapshot(store: AnyStore, thread_id: str) -> dict[str, Any]:
@@ -405,7 +412,8 @@ def test_blocking_chat_binds_decisions_to_a_review() -> None:
 
 
 async def test_action_keeps_the_digest_of_what_was_shown(store: AnyStore) -> None:
-    """Action.digest is the SHA-256 of the proposed name, canonical JSON args and the ids."""
+    """Action.digest is the HMAC-SHA-256 (the store's secret) of the proposed name, canonical
+    JSON args and the ids."""
     args = {"to": "zoë@example.com", "body": "Café at 10"}
     chat, _ = make_chat(store, [proposes(email("c1", args))], [], FakeClock())
     paused = await chat.send_message(ASK)
@@ -416,8 +424,9 @@ async def test_action_keeps_the_digest_of_what_was_shown(store: AnyStore) -> Non
 
     tid, rid = paused.thread_id, paused.review_id
     assert rid is not None
-    assert digests == [sha("send_email", args, tid, rid)]
-    assert digests == [call_digest("send_email", args, thread_id=tid, review_id=rid)]
+    key = await chat.store.digest_key()  # type: ignore[attr-defined]  # the store's secret
+    assert digests == [sha("send_email", args, tid, rid, key)]
+    assert digests == [call_digest("send_email", args, key, thread_id=tid, review_id=rid)]
     assert [a.digest for a in paused.actions] == digests
     assert call_digest("send_email", {"body": "x", "to": "y"}) == call_digest(
         "send_email", {"to": "y", "body": "x"}
@@ -582,6 +591,7 @@ async def test_submit_after_the_deadline_expires_the_review(store: AnyStore) -> 
         tool_msg("c1", EXPIRED_MSG, "error"),
     ]
     action_id = state.actions[0].id
+    key = await chat.store.digest_key()  # type: ignore[attr-defined]  # the store's secret
     assert events_view(state.audit) == [
         event(
             "requested",
@@ -591,7 +601,7 @@ async def test_submit_after_the_deadline_expires_the_review(store: AnyStore) -> 
             tool="send_email",
             args=ALICE,
             detail="expires at 2025-01-01T09:01:00+00:00",
-            digest=sha("send_email", ALICE, paused.thread_id, paused.review_id),
+            digest=sha("send_email", ALICE, paused.thread_id, paused.review_id, key),
         ),
         event(
             "expired",
@@ -994,6 +1004,7 @@ async def test_audit_trail_of_an_edited_and_executed_action(store: AnyStore) -> 
     assert log == [("send_email", BOB)]
     trail = await chat.audit_trail(paused.thread_id)
     tid, rid, aid = paused.thread_id, paused.review_id, paused.actions[0].id
+    key = await chat.store.digest_key()  # type: ignore[attr-defined]  # the store's secret
     assert events_view(trail) == [
         event(
             "requested",
@@ -1003,7 +1014,7 @@ async def test_audit_trail_of_an_edited_and_executed_action(store: AnyStore) -> 
             tool="send_email",
             args=ALICE,
             detail="expires at 2025-01-01T09:05:00+00:00",
-            digest=sha("send_email", ALICE, tid, rid),
+            digest=sha("send_email", ALICE, tid, rid, key),
         ),
         event(
             "decided",
@@ -1014,7 +1025,7 @@ async def test_audit_trail_of_an_edited_and_executed_action(store: AnyStore) -> 
             args=BOB,
             actor="alice",
             decision="edit",
-            digest=sha("send_email", ALICE, tid, rid),
+            digest=sha("send_email", ALICE, tid, rid, key),
         ),
         event(
             "executed",
@@ -1081,6 +1092,7 @@ async def test_audit_trail_of_a_rejected_action(store: AnyStore) -> None:
 
     assert done.reply == "Read: Rejected by the reviewer, not executed: Wrong recipient"
     tid, rid, aid = paused.thread_id, paused.review_id, paused.actions[0].id
+    key = await chat.store.digest_key()  # type: ignore[attr-defined]  # the store's secret
     assert events_view(await chat.audit_trail(tid)) == [
         event(
             "requested",
@@ -1089,7 +1101,7 @@ async def test_audit_trail_of_a_rejected_action(store: AnyStore) -> None:
             action_id=aid,
             tool="send_email",
             args=ALICE,
-            digest=sha("send_email", ALICE, tid, rid),
+            digest=sha("send_email", ALICE, tid, rid, key),
         ),
         event(
             "decided",
@@ -1100,7 +1112,7 @@ async def test_audit_trail_of_a_rejected_action(store: AnyStore) -> None:
             actor="bob",
             decision="reject",
             detail="Wrong recipient",
-            digest=sha("send_email", ALICE, tid, rid),
+            digest=sha("send_email", ALICE, tid, rid, key),
         ),
         event(
             "rejected",
@@ -1126,6 +1138,7 @@ async def test_audit_trail_of_an_approved_tool_that_raises(store: AnyStore) -> N
 
     tid, rid, aid = paused.thread_id, paused.review_id, paused.actions[0].id
     failure = "Tool `remove_user` failed: RuntimeError: directory offline"
+    key = await chat.store.digest_key()  # type: ignore[attr-defined]  # the store's secret
     assert events_view(await chat.audit_trail(tid)) == [
         event(
             "requested",
@@ -1134,7 +1147,7 @@ async def test_audit_trail_of_an_approved_tool_that_raises(store: AnyStore) -> N
             action_id=aid,
             tool="remove_user",
             args={"name": "dave"},
-            digest=sha("remove_user", {"name": "dave"}, tid, rid),
+            digest=sha("remove_user", {"name": "dave"}, tid, rid, key),
         ),
         event(
             "decided",
@@ -1145,7 +1158,7 @@ async def test_audit_trail_of_an_approved_tool_that_raises(store: AnyStore) -> N
             args={"name": "dave"},
             actor="alice",
             decision="approve",
-            digest=sha("remove_user", {"name": "dave"}, tid, rid),
+            digest=sha("remove_user", {"name": "dave"}, tid, rid, key),
         ),
         event("failed", tid, rid, action_id=aid, tool="remove_user", actor="alice", detail=failure),
     ]

@@ -24,7 +24,7 @@ from fastapi import FastAPI
 from tests import openai_server
 from tests.helpers import MODEL_ENV_VARS
 from tests.openai_server import ScriptedOpenAIServer, reply_text, reply_tool_calls
-from toolguard import Judge, ToolCall
+from toolguard import Judge
 from toolguard._cli import mcp_proxy
 from toolguard._cli.judge import build_judge, describe_judge
 from toolguard._cli.main import _parser
@@ -336,6 +336,7 @@ async def test_with_auto_approve_the_call_runs_without_a_person(
         turn = (await client.post("/hitl/chat", json={"message": ASK})).json()
         thread = (await client.get(f"/hitl/threads/{turn['thread_id']}")).json()
         audit = audit_lines((await client.get(f"/hitl/threads/{turn['thread_id']}/audit")).text)
+        key = await app.state.chat.store.digest_key()  # the database's own digest key
     assert turn == {
         "thread_id": turn["thread_id"],
         "reply": "Done: Alice knows.",
@@ -360,7 +361,7 @@ async def test_with_auto_approve_the_call_runs_without_a_person(
         "actor": "judge",
         "decision": "approve",
         "detail": ALLOW["rationale"],
-        "digest": call_key(ToolCall(id="call_1", name="send_email", args=ALICE), turn["thread_id"]),
+        "digest": call_key("send_email", ALICE, turn["thread_id"], key),
         "judgement": {
             "call_id": "call_1",
             "tool": "send_email",

@@ -10,7 +10,7 @@ import anyio
 import pytest
 
 import toolguard as tg
-from toolguard import Judge, ModelResponse, Runner, ScriptedModel, ToolCall, requires_approval
+from toolguard import Judge, ModelResponse, Runner, ScriptedModel, requires_approval
 from toolguard._enforce.judge import JUDGE_PROMPT, call_key, parse_reply
 from toolguard.records import Judgement
 
@@ -369,7 +369,7 @@ async def test_the_same_call_is_never_auto_approved_twice_in_a_thread() -> None:
     assert [j.auto_approved for j in both.judgements] == [True, False]
     assert log == ["send_email bob@example.org", "send_email bob@example.org"]  # t1 and t2 once
     assert (repeat.paused, both.paused) == (True, True)
-    key = call_key(ToolCall(id="x", name="send_email", args=EMAIL["args"]), "t1")
+    key = call_key("send_email", EMAIL["args"], "t1", None)  # a Runner without signing_key
     assert judge_of(runner).approved_calls("t1") == [key]
     from_audit = await Runner(make_tools(log), judge=Judge(model, auto_approve=True)).run(
         again[:1], thread_id="t1", conversation=ASKED, auto_approved=[key]

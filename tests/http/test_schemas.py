@@ -58,6 +58,7 @@ async def test_a_secret_calls_digest_is_not_shown_and_a_plain_calls_is() -> None
     assert stored["unlock"] == call_digest(
         "unlock",
         {"door": "front", "pin": PIN},
+        await store.digest_key(),  # the store's secret: the chat has no signing_key
         thread_id=turn.thread_id,
         review_id=turn.review_id,
     )

@@ -27,7 +27,7 @@ from tests.openai_server import ScriptedOpenAIServer, reply_text  # noqa: E402
 from toolguard import MemoryStore  # noqa: E402
 from toolguard._cli import mcp_proxy  # noqa: E402
 from toolguard._cli.main import _parser  # noqa: E402
-from toolguard._gateway.proxy import CLIENT_REVIEWER, MCPProxy  # noqa: E402
+from toolguard._gateway.proxy import CLIENT_REVIEWER, JUDGE_THREAD, MCPProxy  # noqa: E402
 
 from .mcp_proxy_upstream import TOOLS, build_server  # noqa: E402
 
@@ -104,7 +104,8 @@ def text(result: types.CallToolResult) -> list[str]:
 
 
 async def audit_of(proxy: MCPProxy) -> list[Any]:
-    [thread_id] = await proxy.chat.store.thread_ids()  # type: ignore[attr-defined]
+    ids = await proxy.chat.store.thread_ids()  # type: ignore[attr-defined]
+    [thread_id] = [i for i in ids if i != JUDGE_THREAD]  # the gateway's count of auto-approvals
     return await proxy.chat.audit_trail(thread_id)
 
 

@@ -30,6 +30,10 @@ from toolguard._stores.protocol import Changes, saves_changes
 from toolguard._stores.rows import head_json, item_json
 
 APPROVE = [{"type": "approve"}]
+APP_KEY = b"the app's signing key, the same before and after"
+"""The ``signing_key`` of the app whose paused reviews the migration tests carry over: a review
+stays decidable across a migration when its digests' key is the same (a store's own key is made
+anew in a database that has none)."""
 
 # The 0.1.0 schema, exactly as toolguard 0.1.0 created it (git show 9ae5113:toolguard/_sqlite.py).
 SCHEMA_1 = """
@@ -224,7 +228,9 @@ async def test_memory_store_reads_back_copies() -> None:
 async def paused_in_memory(runs: list[str]) -> tuple[toolguard.ChatTurn, ThreadState]:
     """A thread paused for review in a MemoryStore: the turn and the stored state."""
     memory = MemoryStore()
-    paused = await make_mailing_chat(memory, runs).send_message("Mail Alice")
+    chat = make_mailing_chat(memory, runs)
+    chat.runner.signing_key = APP_KEY
+    paused = await chat.send_message("Mail Alice")
     state = await memory.load(paused.thread_id)
     assert state is not None
     return paused, state
@@ -277,6 +283,7 @@ async def test_a_0_1_0_database_is_migrated_on_open(tmp_path: Path) -> None:
             sorted([("broken", 3, 1), (paused.thread_id, 3, 1)]),
         )
         chat = make_mailing_chat(store, runs)
+        chat.runner.signing_key = APP_KEY
         done = await chat.submit_review(APPROVE, paused.thread_id, review_id=paused.review_id)
         assert (done.reply, runs) == ("Done: sent to alice@example.com", ["alice@example.com"])
         state = await store.load(paused.thread_id)
@@ -386,6 +393,7 @@ async def test_a_schema_2_database_is_migrated_on_open(tmp_path: Path) -> None:
     runs: list[str] = []
     memory = MemoryStore()
     chat = make_mailing_chat(memory, runs)
+    chat.runner.signing_key = APP_KEY
     paused = await chat.send_message("Mail Alice")
     finished = await cycle(chat, None)
     split = await memory.load(paused.thread_id)
@@ -414,6 +422,7 @@ async def test_a_schema_2_database_is_migrated_on_open(tmp_path: Path) -> None:
         assert kinds == [(2, 0, 2), (2, 1, 1), (2, 2, 1)]  # the orphans ('gone') were dropped
         # Both threads go on: the split one is approved, the whole one gets a new turn.
         sqlite_chat = make_mailing_chat(store, runs)
+        sqlite_chat.runner.signing_key = APP_KEY
         done = await sqlite_chat.submit_review(
             APPROVE, paused.thread_id, review_id=paused.review_id
         )
@@ -647,6 +656,7 @@ async def test_a_0_1_0_postgres_table_is_migrated_on_first_use() -> None:
         async with PostgresStore(dsn, table=table) as store:
             assert await store.load(paused.thread_id) == old
             chat = make_mailing_chat(store, runs)
+            chat.runner.signing_key = APP_KEY
             done = await chat.submit_review(APPROVE, paused.thread_id, review_id=paused.review_id)
             assert (done.reply, runs) == ("Done: sent to alice@example.com", ["alice@example.com"])
             state = await store.load(paused.thread_id)

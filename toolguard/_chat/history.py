@@ -176,12 +176,16 @@ def step_events(
     now: datetime,
     *,
     fresh: bool,
+    key: bytes | None = None,
 ) -> list[AuditEvent]:
-    """The audit events of a step; ``fresh``: the step ran the model's calls just now."""
+    """The audit events of a step; ``fresh``: the step ran the model's calls just now.
+
+    ``key``: the secret of the ``judged`` events' digests (the runner's).
+    """
     events: list[AuditEvent] = []
     calls = {c.id: c for c in step.calls} if fresh else {}
     if fresh and step.judgements:
-        events += judged_events(thread_id, step, toolset, now)
+        events += judged_events(thread_id, step, toolset, now, key=key)
     for result in step.results:
         if result.outcome == "denied" and result.call_id in calls:
             # A deny rule refused the call: nobody was asked, so no action; audit it here.
@@ -208,13 +212,16 @@ def step_events(
     return events
 
 
-def judged_events(thread_id: str, step: Step, toolset: Toolset, now: datetime) -> list[AuditEvent]:
+def judged_events(
+    thread_id: str, step: Step, toolset: Toolset, now: datetime, *, key: bytes | None = None
+) -> list[AuditEvent]:
     """A ``judged`` event per verdict of a fresh step, in call order.
 
     A verdict that informed a review names its approval request; a call the
     judge approved on its own has ``actor`` ``"judge"``, ``decision``
     ``approve`` and the rationale as ``detail``. ``digest`` identifies the
-    call (name and real arguments in this thread), so a judge in another
+    call (:func:`~toolguard._enforce.judge.call_key`: its name and validated
+    arguments in this thread, HMAC with ``key``), so a judge in another
     process never approves the same call twice in the thread.
     """
     calls = {c.id: c for c in step.calls}
@@ -237,8 +244,24 @@ def judged_events(thread_id: str, step: Step, toolset: Toolset, now: datetime) -
                 actor="judge" if approved else None,
                 decision="approve" if approved else None,
                 detail=judgement.rationale,
-                digest=call_key(call, thread_id),
+                digest=call_key(call.name, validated_args(call, toolset), thread_id, key),
                 judgement=judgement,
             )
         )
     return events
+
+
+def validated_args(call: ToolCall, toolset: Toolset) -> dict[str, Any]:
+    """The arguments of a judged ``call`` as its tool validates them (as the runner did).
+
+    A call a judge saw was validated already; should its tool be gone or
+    refuse them now, the arguments as proposed stand in.
+    """
+    tool = toolset.get(call.name)
+    if tool is None:
+        return dict(call.args)
+    try:
+        validated: dict[str, Any] = tool.validate_args(call.args)
+    except Exception:  # the runner validated these already: only a fallback
+        return dict(call.args)
+    return validated

@@ -27,6 +27,7 @@ from toolguard._stores.protocol import (
     ChangesStore,
     Store,
     ThreadState,
+    give_key,
     keeps_versions,
     saves_changes,
 )
@@ -218,6 +219,8 @@ class Threads:
             # Lone surrogates: no stored thread has such an id (and no database takes it).
             raise UnknownThreadError(thread_id)
         store = self.settings.store
+        # A chat without signing_key keys its digests with the store's secret (first use).
+        await give_key(getattr(self.settings, "runner", None), store)
         incremental = not fresh and keeps_versions(store)
         if incremental:
             cached = self.states.get(thread_id)

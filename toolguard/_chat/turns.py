@@ -8,10 +8,13 @@ stores the pending review and returns it, a reply ends the turn.
 
 from __future__ import annotations
 
+import hmac
 import inspect
-from collections.abc import Sequence
+import logging
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import Any, Protocol
+from datetime import datetime
+from typing import Any, Final, Protocol
 
 from toolguard._chat.history import (
     assistant_message,
@@ -29,11 +32,16 @@ from toolguard._core.llm import ChatModel, Message, ModelResponse
 from toolguard._core.records import Action, PendingReview, ToolCall
 from toolguard._core.results import ResultTemplates
 from toolguard._enforce import grant_use
+from toolguard._enforce.judge import call_key
 from toolguard._enforce.runner import Runner
 from toolguard._enforce.step import Step
 from toolguard._policy.redact import SecretVault
-from toolguard._stores.protocol import ThreadState
+from toolguard._stores.protocol import Store, ThreadState, give_key
 from toolguard._tools.toolset import Toolset
+
+_log = logging.getLogger("toolguard")
+
+_ATTEMPTS: Final = 100  # compare-and-set attempts of a shared count before a person decides
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -131,6 +139,72 @@ def auto_approved(audit: Sequence[AuditEvent]) -> list[str]:
         for event in audit
         if event.kind == "judged" and event.judgement is not None and event.judgement.auto_approved
     ]
+
+
+class StoredApprovals:
+    """A judge's auto-approvals counted in one thread of a store, across every other thread.
+
+    The MCP gateway's: each of its calls is a thread of its own, so the
+    judge's limits count here instead, for the whole gateway. Each
+    auto-approval is a ``judged`` audit event of the thread ``thread_id``
+    (``actor`` ``"judge"``, ``decision`` ``approve``, the tool, and as
+    ``digest`` the call's :func:`~toolguard._enforce.judge.call_key`, keyed:
+    never its arguments), appended with a compare-and-set save of that
+    thread, so two racing calls never both take the last slot, across
+    processes too, and the count survives a restart. A store that fails, or
+    always conflicts, takes no slot: a person decides.
+
+    Args:
+        store: the store (the gateway's).
+        thread_id: the thread that holds the count.
+        clock: the time source, read at each use.
+    """
+
+    def __init__(self, store: Store, thread_id: str, clock: Callable[[], datetime]) -> None:
+        self.store = store
+        self.thread_id = thread_id
+        self.clock = clock
+
+    async def take(
+        self, name: str, validated: Mapping[str, Any], *, key: bytes | None, limit: int
+    ) -> bool:
+        """See :meth:`~toolguard._enforce.judge.AutoApprovals.take`."""
+        digest = call_key(name, validated, self.thread_id, key)
+        try:
+            for _ in range(_ATTEMPTS):
+                taken = await self._attempt(name, digest, limit)
+                if taken is not None:
+                    return taken
+        except Exception as exc:  # fail closed: a person decides
+            _log.warning("toolguard: the judge's shared count cannot be read or saved: %s", exc)
+        return False
+
+    async def _attempt(self, name: str, digest: str, limit: int) -> bool | None:
+        """One compare-and-set try: whether the slot was taken; ``None``: a conflict, again."""
+        now = self.clock()
+        state = await self.store.load(self.thread_id)
+        expected = state.version if state is not None else None
+        if state is None:
+            state = ThreadState(thread_id=self.thread_id, created_at=now, updated_at=now)
+        taken = [e.digest or "" for e in state.audit if e.kind == "judged"]
+        if len(taken) >= limit or any(hmac.compare_digest(d, digest) for d in taken):
+            return False
+        event = AuditEvent(
+            at=now,
+            kind="judged",
+            thread_id=self.thread_id,
+            tool=name,
+            actor="judge",
+            decision="approve",
+            detail=f"auto-approval {len(taken) + 1} of {limit} through the gateway",
+            digest=digest,
+        )
+        update = {"audit": [*state.audit, event]}
+        try:
+            await self.store.save(state.model_copy(update=update), expected_version=expected)
+        except ConcurrentUpdateError:
+            return None  # another call got in between: look again
+        return True
 
 
 class GrantSpender:
@@ -252,6 +326,8 @@ class TurnLoop:
         before the model is asked again.
         """
         settings, save = self.settings, self.threads.save
+        # Without signing_key the chat keys its digests with its store's secret (first use).
+        await give_key(settings.runner, settings.store)
         touched: list[Action] = []
         model_calls = 0
         while True:
@@ -310,7 +386,10 @@ class TurnLoop:
             )
             now = settings.clock()
             toolset = settings.runner.toolset
-            events = step_events(state.thread_id, review_id, step, toolset, now, fresh=fresh)
+            key = settings.runner.signing_key
+            events = step_events(
+                state.thread_id, review_id, step, toolset, now, fresh=fresh, key=key
+            )
             audit = [*state.audit, *events]
             if step.pending is not None:
                 state = await save(

@@ -12,9 +12,11 @@ import hashlib
 import hmac
 import inspect
 import json
+import math
 import os
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from datetime import datetime, timezone
+from decimal import Decimal
 from typing import Annotated, Any, Final, Literal, TypeVar, cast
 
 from pydantic import (
@@ -25,6 +27,7 @@ from pydantic import (
     model_serializer,
     model_validator,
 )
+from pydantic_core import to_jsonable_python
 
 from toolguard._core.catalog import message
 from toolguard._core.judgement import Judgement
@@ -133,6 +136,81 @@ def call_digest(
     if key is not None:
         return hmac.new(key, canonical, hashlib.sha256).hexdigest()
     return hashlib.sha256(canonical).hexdigest()
+
+
+def validated_digest(
+    name: str, validated: Mapping[str, Any], key: bytes | None = None, *, scope: str = ""
+) -> str:
+    """The digest of a call as its tool validated it, bound to ``scope`` (hex).
+
+    One call however the model wrote it: ``100``, ``100.0``, ``"100"`` and
+    ``" 100 "`` validate to the same ``int``, so they give one digest. It is
+    :func:`call_digest` of the name and :func:`canonical_values` of the
+    validated arguments, with ``scope`` (a thread id, or a gateway's ledger)
+    as the thread and ``"validated"`` as the review, so it never equals an
+    approval's digest. HMAC-SHA-256 with ``key``; without one a plain
+    SHA-256, which anyone who can read it can test guesses of a short secret
+    against: published digests must be keyed.
+    """
+    return call_digest(
+        name, canonical_values(validated), key, thread_id=scope, review_id="validated"
+    )
+
+
+def canonical_values(values: Mapping[str, Any]) -> dict[str, Any]:
+    """Validated arguments as canonical JSON data: equal values, equal data.
+
+    Secret values (``SecretStr``) are revealed, sets sorted, decimals and
+    floats of an integral value become that integer and other decimals their
+    shortest text; what pydantic converts (models, dates, enums) is converted
+    as it converts it, and an object it cannot convert counts by its type
+    alone. Each loss of detail makes more calls equal, never fewer: a judge
+    then sends more calls to a person, never fewer.
+    """
+    data = to_jsonable_python(_plain(dict(values)), fallback=_type_only)
+    return cast("dict[str, Any]", _integral(data))
+
+
+def _plain(value: Any) -> Any:
+    """``value`` with secrets revealed, sets sorted and decimals made plain (see above)."""
+    if isinstance(value, Mapping):
+        return {key: _plain(item) for key, item in value.items()}
+    if isinstance(value, list | tuple):
+        return [_plain(item) for item in value]
+    if isinstance(value, set | frozenset):
+        items = [_plain(item) for item in value]
+        return sorted(items, key=lambda item: _canonical_json(_jsonable(item)))
+    if isinstance(value, Decimal):
+        if not value.is_finite():
+            return str(value)
+        if value == value.to_integral_value():
+            return int(value)
+        return format(value.normalize(), "f")
+    reveal = getattr(value, "get_secret_value", None)
+    if callable(reveal) and not isinstance(value, type):
+        return _plain(reveal())
+    return value
+
+
+def _jsonable(value: Any) -> Any:
+    return _integral(to_jsonable_python(value, fallback=_type_only))
+
+
+def _integral(value: Any) -> Any:
+    """JSON data with every float of an integral value as that integer."""
+    if isinstance(value, float) and math.isfinite(value) and value.is_integer():
+        return int(value)
+    if isinstance(value, dict):
+        return {key: _integral(item) for key, item in value.items()}
+    if isinstance(value, list):
+        return [_integral(item) for item in value]
+    return value
+
+
+def _type_only(value: Any) -> str:
+    """What an object pydantic cannot convert counts as: its type (all alike are equal)."""
+    kind = type(value)
+    return f"<{kind.__module__}.{kind.__qualname__}>"
 
 
 EXCLUDE_IF: Final = "exclude_if" in inspect.signature(Field).parameters

@@ -15,13 +15,14 @@ A judge never rejects; only a person does.
 
 from __future__ import annotations
 
+import copy
 import json
 import math
 import time
 import unicodedata
 from collections import OrderedDict
 from collections.abc import Mapping, Sequence
-from typing import Any, Literal
+from typing import Any, Literal, Protocol
 
 import anyio
 
@@ -29,7 +30,7 @@ from toolguard._core.checks import flag, kind, optional_text, positive_int
 from toolguard._core.jsonable import clean_text, dumps
 from toolguard._core.judgement import Judgement
 from toolguard._core.llm import ChatModel, Message
-from toolguard._core.records import ToolCall, call_digest
+from toolguard._core.records import ToolCall, call_digest, validated_digest
 from toolguard._tools.tool import Tool
 
 JudgeScope = Literal["guarded", "all"]
@@ -75,12 +76,15 @@ class Judge:
     ``auto_approve=True`` a call it allows with low risk, that the person's
     own messages asked for, runs without a person — except a call of a quorum
     tool, of a tool marked ``requires_approval(judge=False)``, one an ``ask``
-    rule matched, a call identical (same tool and arguments) to one it
-    already approved in the thread (a planted "do it again" cannot repeat a
-    payment), and every call after ``max_auto_approvals`` of them in one
-    thread. A deny rule refuses a call before any judge sees it; a judge never
-    rejects, never edits, and a judge that cannot decide sends the call to a
-    person.
+    rule matched, a call identical (same tool, and the same arguments as the
+    tool validates them: ``100``, ``100.0`` and ``"100"`` for an ``int`` are
+    one call) to one it already approved in the thread (a planted "do it
+    again" cannot repeat a payment), and every call after
+    ``max_auto_approvals`` of them in one thread. In the MCP gateway, where
+    every call is its own thread, both limits count across the gateway, in
+    its store. A deny rule refuses a call before any judge sees it; a judge
+    never rejects, never edits, and a judge that cannot decide sends the call
+    to a person.
 
     Args:
         model: any :class:`~toolguard.ChatModel` (``OpenAIChatModel``,
@@ -93,8 +97,8 @@ class Judge:
             above 100 EUR always need a person").
         timeout: seconds the model may take for one verdict; later is a
             judge that could not decide.
-        max_auto_approvals: auto-approvals per thread, after which every
-            further call goes to a person.
+        max_auto_approvals: auto-approvals per thread (in the MCP gateway:
+            per gateway), after which every further call goes to a person.
 
     Raises:
         TypeError: a setting of the wrong type.
@@ -136,6 +140,9 @@ class Judge:
         self.model_name = _model_name(model)
         self._cache: OrderedDict[tuple[str, str], Judgement] = OrderedDict()
         self._auto_approved: OrderedDict[str, list[str]] = OrderedDict()
+        # Where the auto-approvals are counted across threads (the MCP gateway's store), or
+        # None: per thread (see approvals()).
+        self.shared_approvals: AutoApprovals | None = None
 
     def __repr__(self) -> str:
         return (
@@ -154,7 +161,7 @@ class Judge:
         conversation: Sequence[Message] = (),
     ) -> Judgement:
         """The verdict on ``call`` (from the cache when this thread already had it judged)."""
-        key = (thread_id, call_key(call, thread_id))
+        key = (thread_id, _verdict_key(call, thread_id))
         cached = self._cache.get(key)
         if cached is not None:
             self._cache.move_to_end(key)
@@ -253,6 +260,28 @@ class Judge:
         """The digests (:func:`call_key`) of the calls it approved in ``thread_id``, in order."""
         return list(self._auto_approved.get(thread_id, ()))
 
+    def approvals(self, thread_id: str, approved: Sequence[str] | None) -> AutoApprovals:
+        """Where the auto-approvals of a turn in ``thread_id`` are counted.
+
+        The shared count when this judge has one (:meth:`counted_in`), else
+        the thread's: ``approved`` (the digests of its earlier ones, from its
+        audit trail), or, when ``None``, what this process remembers.
+        """
+        if self.shared_approvals is not None:
+            return self.shared_approvals
+        earlier = self.approved_calls(thread_id) if approved is None else list(approved)
+        return ThreadApprovals(self, thread_id, earlier)
+
+    def counted_in(self, approvals: AutoApprovals) -> Judge:
+        """A copy of this judge whose auto-approvals are counted in ``approvals``, across threads.
+
+        The copy shares the model, the settings and the verdict cache; the MCP
+        gateway uses one, counting in its store.
+        """
+        shared = copy.copy(self)
+        shared.shared_approvals = approvals
+        return shared
+
     def remember_approval(self, thread_id: str, key: str) -> None:
         """Remember one more auto-approval in ``thread_id`` (bounded, oldest threads forgotten)."""
         self._auto_approved.setdefault(thread_id, []).append(key)
@@ -261,8 +290,54 @@ class Judge:
             self._auto_approved.popitem(last=False)
 
 
-def call_key(call: ToolCall, thread_id: str) -> str:
-    """The digest of a call's name and real arguments in a thread (cache and budget key)."""
+class AutoApprovals(Protocol):
+    """Where a judge's auto-approvals are counted, and a call it approved is known again."""
+
+    async def take(
+        self, name: str, validated: Mapping[str, Any], *, key: bytes | None, limit: int
+    ) -> bool:
+        """Count one more auto-approval of this call, unless it cannot have one.
+
+        Returns ``False``, counting nothing, when the same call (``name`` and
+        the ``validated`` arguments) was auto-approved before or ``limit`` of
+        them are counted already. ``key``: the secret of the digests kept.
+        """
+        ...
+
+
+class ThreadApprovals:
+    """The auto-approvals of one thread: its earlier ones (digests), and this turn's."""
+
+    def __init__(self, judge: Judge, thread_id: str, approved: list[str]) -> None:
+        self.judge = judge
+        self.thread_id = thread_id
+        self.approved = approved
+
+    async def take(
+        self, name: str, validated: Mapping[str, Any], *, key: bytes | None, limit: int
+    ) -> bool:
+        """See :meth:`AutoApprovals.take`; the digest is :func:`call_key` in the thread."""
+        digest = call_key(name, validated, self.thread_id, key)
+        if digest in self.approved or len(self.approved) >= limit:
+            return False
+        self.approved.append(digest)
+        self.judge.remember_approval(self.thread_id, digest)
+        return True
+
+
+def call_key(name: str, validated: Mapping[str, Any], scope: str, key: bytes | None) -> str:
+    """The digest that makes a call "the same call" for a judge's limits.
+
+    The tool's name and the arguments as the tool validated them (see
+    :func:`~toolguard._core.records.validated_digest`), bound to ``scope``
+    (a thread id). ``ReviewedChat`` keys it with its secret and records it as
+    the ``digest`` of the call's ``judged`` event.
+    """
+    return validated_digest(name, validated, key, scope=scope)
+
+
+def _verdict_key(call: ToolCall, thread_id: str) -> str:
+    """The verdict cache's key: the call as the judge model read it (kept in memory only)."""
     return call_digest(call.name, call.args, thread_id=thread_id)
 
 

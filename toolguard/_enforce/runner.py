@@ -39,7 +39,7 @@ from toolguard._enforce.calls import check_thread_id, parse_tool_call, unique_id
 from toolguard._enforce.close import CloseOutcome, close_turn, interrupted_turn
 from toolguard._enforce.decide import decide
 from toolguard._enforce.execute import Executor, Job
-from toolguard._enforce.judge import Judge, call_key
+from toolguard._enforce.judge import Judge
 from toolguard._enforce.once import FINISHED, Claims
 from toolguard._enforce.step import Step, error_result
 from toolguard._tools.approval import ttl_seconds
@@ -217,9 +217,10 @@ class Runner:
                 messages); a judge reads the person's own messages (role
                 ``user``) from it, nothing else.
             auto_approved: the calls a judge already approved on its own in
-                this thread (their ``call_key`` digests; ``ReviewedChat`` reads
-                them from the audit trail); ``None``: the judge's own memory
-                of this process.
+                this thread (the ``digest`` of their ``judged`` events:
+                ``call_key`` of the validated call, keyed with
+                ``signing_key``; ``ReviewedChat`` reads them from the audit
+                trail); ``None``: the judge's own memory of this process.
 
         Returns:
             A complete :class:`Step` (one result per call, in order) or a
@@ -325,21 +326,16 @@ class Runner:
         items += [(call, tool) for call, tool, _ in judged_jobs]
         verdicts = await judge.judge_all(items, thread_id=thread_id, conversation=conversation)
         by_id = {v.call_id: v for v in verdicts}
-        approved = judge.approved_calls(thread_id) if auto_approved is None else list(auto_approved)
-        seen = set(approved)
+        # The thread's count (or the gateway's): the same validated call again, or one past
+        # max_auto_approvals, takes no slot and a person decides.
+        approvals = judge.approvals(thread_id, auto_approved)
         kept_jobs: list[Job] = [] if judged_jobs else list(jobs)
         kept_reviews: list[Review] = []
         for call, tool, validated, asked in reviews:
             verdict = by_id[call.id]
-            key = call_key(call, thread_id)
-            if (
-                judge.may_approve(verdict, tool, asked_by_rule=asked)
-                and len(approved) < judge.max_auto_approvals
-                and key not in seen  # the same call again: a person decides
+            if judge.may_approve(verdict, tool, asked_by_rule=asked) and await approvals.take(
+                call.name, validated, key=self.signing_key, limit=judge.max_auto_approvals
             ):
-                approved.append(key)
-                seen.add(key)
-                judge.remember_approval(thread_id, key)
                 by_id[call.id] = verdict.model_copy(update={"auto_approved": True})
                 kept_jobs.append((call, tool, validated))
             else:

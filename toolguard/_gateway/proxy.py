@@ -59,6 +59,7 @@ import anyio.lowlevel
 import anyio.to_thread
 
 from toolguard._chat.chat import ReviewedChat
+from toolguard._chat.turns import StoredApprovals
 from toolguard._core import telemetry
 from toolguard._core.errors import ToolguardError
 from toolguard._core.llm import Message, ModelResponse
@@ -92,6 +93,7 @@ __all__ = [
     "CLIENT_REVIEWER",
     "DECLINED",
     "DEFAULT_TTL",
+    "JUDGE_THREAD",
     "NOT_A_CHAT",
     "RESTARTED",
     "CallModel",
@@ -99,6 +101,8 @@ __all__ = [
     "MCPProxy",
 ]
 
+JUDGE_THREAD: Final = "toolguard-mcp-proxy-judge"
+"""The thread of the gateway's store that counts a judge's auto-approvals (``judged`` events)."""
 DEFAULT_TTL: Final = 300.0
 """Seconds a call waits for a decision when no ``--ttl`` is given."""
 APPROVAL_KEY: Final = "toolguard_approval"
@@ -212,7 +216,11 @@ class MCPProxy:
             each then in its own thread). A gateway has no person's messages:
             the judge reads only the call. Its verdict joins the review; with
             ``auto_approve=True`` a call it lets run is forwarded without a
-            review and answers as the upstream did.
+            review and answers as the upstream did. Its limits count for the
+            whole gateway, in ``store`` (the thread :data:`JUDGE_THREAD`): it
+            never auto-approves the same call (tool and validated arguments)
+            twice, nor more than ``max_auto_approvals`` calls, also across
+            restarts.
 
     Raises:
         ValueError: ``ttl`` is not positive; ``redact`` names a tool the
@@ -248,6 +256,12 @@ class MCPProxy:
         tools, self.unguardable = schema_tools(self.listed, self._forwarder, secret)
         self.classifier, self.redact = classifier, secret  # for a new listing (relay)
         self.toolset = Toolset(tools, classifier=classifier, rules=rules)
+        if judge is not None:
+            # Every call is its own thread: the judge's limits count across the gateway, in
+            # its store (the clock is the chat's, read at each use).
+            judge = judge.counted_in(
+                StoredApprovals(store, JUDGE_THREAD, lambda: self.chat.clock())  # noqa: PLW0108
+            )
         self.chat = ReviewedChat(self.model, self.toolset, store=store, review_ttl=ttl, judge=judge)
         # The threads' user messages are the proxy's own, not a person's words.
         self.chat.judge_reads_messages = False
