@@ -191,14 +191,28 @@ def checked_decisions(
                     framework=framework,
                 )
             )
+    refuse_grants([r.name for r in review.action_requests], parsed, framework)
+    return parsed
+
+
+def refuse_grants(names: Sequence[str], parsed: Sequence[AnyDecision], where: str) -> None:
+    """Refuse an approve carrying a standing ``grant`` on a path that cannot keep one.
+
+    A grant lives in a conversation's state, which only
+    :class:`~toolguard.ReviewedChat` keeps; anywhere else it would be
+    dropped, so it is refused instead.
+
+    Raises:
+        InvalidReviewDecisionError: naming the action and ``where``; nothing changed.
+    """
+    for name, decision in zip(names, parsed, strict=False):
         if isinstance(decision, ApproveDecision) and decision.grant is not None:
             msg = (
-                f"The approval of `{request.name}` carries a standing grant, which {framework}"
+                f"The approval of `{name}` carries a standing grant, which {where}"
                 " cannot keep: grants live in a conversation's state. Use toolguard.ReviewedChat"
                 " (or its HTTP service) for grants, or approve without 'grant'."
             )
             raise InvalidReviewDecisionError(msg)
-    return parsed
 
 
 def edited_args(

@@ -77,6 +77,7 @@ from toolguard._enforce.frameworks import (
     has_deadline,
     now,
     propose,
+    refuse_grants,
     review_item,
     review_payload,
     reviewed,
@@ -245,6 +246,7 @@ async def submit(
     thread_id: str,
     lenient: bool = False,
     grant_scope: GrantScope = "thread",
+    keeps_grants: bool = True,
     may_decide: MayDecide | None = None,
 ) -> Submission:
     """Check and plan a submission of decisions on ``pending`` (pure: nothing changes).
@@ -252,6 +254,8 @@ async def submit(
     ``lenient``: the mode of ``Runner.resume``: fewer decisions than actions
     reject the rest, extra ones are ignored; otherwise
     :func:`~toolguard.validate_decisions` checks the count and order first.
+    ``keeps_grants``: whether the caller keeps standing grants (a chat does);
+    without, an approve carrying one is refused.
 
     Raises:
         NoPendingReviewError: nothing awaits a decision.
@@ -269,6 +273,8 @@ async def submit(
     else:
         parsed = validate_decisions(pending, decisions, grant_scope=grant_scope)
     check_decisions_allowed(runner.toolset, pending, parsed)  # the tools' own policies
+    if not keeps_grants:  # a grant would be dropped: refused, never ignored
+        refuse_grants([a.name for a in waiting], parsed, "a Runner")
     parsed = scrub_notes(parsed, pending, runner.toolset)  # no secret quoted in a note
     check_grant_decisions(runner.toolset, pending, parsed)  # quorum tools, ask rules
     withheld = await propose_edits(runner, pending, parsed, who, may_decide, thread_id=thread_id)
@@ -308,7 +314,13 @@ async def resume_turn(
     """``Runner.resume``: the lenient submission of ``decisions``, then :func:`apply`."""
     check_thread_id(thread_id)
     submission = await submit(
-        runner, pending, decisions, reviewer=reviewer, thread_id=thread_id, lenient=True
+        runner,
+        pending,
+        decisions,
+        reviewer=reviewer,
+        thread_id=thread_id,
+        lenient=True,
+        keeps_grants=False,
     )
     return await apply(runner, pending, submission, thread_id)
 

@@ -216,8 +216,9 @@ def plan(  # noqa: PLR0915 - one flat pass over the decisions reads best
             continue
         new_call, request = restarted
         # The editor's vote counts only when the editor may decide the edited call.
-        by = [] if action.id in withheld else [reviewer or ""]
-        request = request.model_copy(update={"approved_by": by})
+        if action.id not in withheld:
+            request = editor_vote(request, reviewer)
+        by = request.approved_by
         calls[position[new_call.id]] = new_call
         replaced = [c for c in replaced if c.id != new_call.id] + [new_call]
         # The replaced request is finished: only its record remains, with the edit as shown.
@@ -273,6 +274,17 @@ def plan(  # noqa: PLR0915 - one flat pass over the decisions reads best
     ]
     out.touched = [shown_action(runner, a) for a in _unique([*changed, *actions])]
     return out
+
+
+def editor_vote(request: Action, editor: str | None) -> Action:
+    """``request`` (the new request an edit made) with its editor's approval counted.
+
+    Call it only when the editor may decide the edited call. An anonymous
+    editor's vote is not counted (a quorum needs named reviewers).
+    """
+    if reviewer_key(editor) is None:
+        return request
+    return request.model_copy(update={"approved_by": [editor]})
 
 
 def shown_action(runner: RunnerSettings, action: Action) -> Action:

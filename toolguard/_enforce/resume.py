@@ -44,7 +44,7 @@ from toolguard._enforce.actions import (
 )
 from toolguard._enforce.calls import parse_tool_call
 from toolguard._enforce.decide import Verdict, decide
-from toolguard._enforce.execute import DeadlinePassed, Executor
+from toolguard._enforce.execute import DeadlinePassed, Executor, run_body
 from toolguard._enforce.once import FINISHED, Claims, claim_turn
 from toolguard._enforce.step import Step, error_result
 from toolguard._policy.decisions import AnyDecision
@@ -159,7 +159,7 @@ class _Deadline:
         if self._deadline is not None and self._clock() >= self._deadline:
             self.missed = True
             raise DeadlinePassed
-        return await self._tool.execute(validated, in_thread=in_thread)
+        return await run_body(self._tool, validated, in_thread=in_thread)
 
 
 class _Resumption:
@@ -280,9 +280,9 @@ class _Resumption:
             self.decided.append((action, {**changes, "finished_at": self.now}))
             self.again_id = self.again_id or new_id()
             request = review_action(runner, new_call, tool, self.thread_id, self.again_id)
-            if verdict.approvals > 1 and action.id not in self.withheld and self.reviewer:
+            if verdict.approvals > 1 and action.id not in self.withheld:
                 # A quorum counts the editor's vote, when the editor may decide the new call.
-                request = request.model_copy(update={"approved_by": [self.reviewer]})
+                request = quorum.editor_vote(request, self.reviewer)
             self.again.append(request)
             return
         self._queue(action, new_call, tool, validated)

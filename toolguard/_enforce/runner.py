@@ -366,9 +366,10 @@ class Runner:
 
         * approve: the proposed call runs.
         * edit: the call is replaced (same id) by ``edited_action`` and runs;
-          an unknown tool name or arguments that break the schema give an
-          error result, and an edit that switches to another guarded tool
-          is put up for review again.
+          an unknown tool name, arguments that break the schema or a deny
+          rule give an error result, and an edit that switches to another
+          tool needing a review (its own policy or an ask rule) is put up
+          for review again.
         * reject: the call does not run; the model reads the reason, or
           ``REJECTED_BY_USER_MESSAGE``.
         * respond (only for tools that allow it): the call does not run; the
@@ -377,7 +378,14 @@ class Runner:
           ``responded``.
 
         Each decision must be one its action allows (the tool's
-        ``allowed_decisions``), on this lenient path too.
+        ``allowed_decisions``), on this lenient path too. An approve carrying
+        a standing ``grant`` is refused: a Runner keeps no conversation to
+        hold it (use :class:`~toolguard.ReviewedChat`).
+
+        An edit is a new proposal: the edited call is decided again as if
+        the model had proposed it (deny and ask rules, the schema, the
+        tool's policy). One that switched tools and still needs a review,
+        or needs a quorum, is put up for review again.
 
         The toolset's rules are asked again for every approved or edited
         call, with this runner's rules (they may have changed while the
