@@ -15,6 +15,7 @@ from hypothesis import strategies as st
 
 import toolguard
 import toolguard._tools.classify
+import toolguard._tools.words
 import toolguard.classify
 from toolguard._tools.classify import (
     _CACHE_MAX,
@@ -954,5 +955,8 @@ def test_the_docs_table_lists_every_group_as_the_code_does() -> None:
 
 def test_the_docstring_examples_hold() -> None:
     """The examples in the classifier's docstrings print what they show."""
-    results = doctest.testmod(toolguard._tools.classify, optionflags=doctest.NORMALIZE_WHITESPACE)
-    assert (results.failed, results.attempted) == (0, 7)
+    counts: dict[str, tuple[int, int]] = {}
+    for module in (toolguard._tools.classify, toolguard._tools.words):
+        results = doctest.testmod(module, optionflags=doctest.NORMALIZE_WHITESPACE)
+        counts[module.__name__] = (results.failed, results.attempted)
+    assert counts == {"toolguard._tools.classify": (0, 5), "toolguard._tools.words": (0, 2)}
