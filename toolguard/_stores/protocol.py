@@ -47,7 +47,6 @@ from typing import Any, Final, Literal, NamedTuple, Protocol, runtime_checkable
 from pydantic import BaseModel, ConfigDict, Field, PrivateAttr, ValidationError
 
 from toolguard._core.audit import AuditEvent
-from toolguard._core.checks import kind
 from toolguard._core.errors import ConcurrentUpdateError, CorruptThreadError
 from toolguard._core.records import (
     Action,
@@ -338,9 +337,11 @@ async def digest_key(store: object) -> bytes:
         return PROCESS_KEY
     key: object = await own()
     if not isinstance(key, bytes) or len(key) < MIN_KEY_BYTES:
+        # Never the value itself: it is (meant to be) a secret.
+        got = f"{len(key)} bytes" if isinstance(key, bytes) else type(key).__name__
         msg = (
             f"{type(store).__name__}.digest_key() must return at least {MIN_KEY_BYTES} random"
-            f" bytes, got {kind(key)}"
+            f" bytes, got {got}"
         )
         raise TypeError(msg)
     return key

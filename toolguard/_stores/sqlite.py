@@ -97,11 +97,11 @@ from toolguard._stores.sqlite_schema import (
     ACTION,
     AUDIT,
     CREATE_CLAIMS,
-    CREATE_SECRETS,
     MESSAGE,
     SCHEMA_VERSION,
-    has_table,
+    make_digest_key,
     prepare,
+    read_digest_key,
     rollback,
 )
 
@@ -403,52 +403,20 @@ class SQLiteStore:
     async def digest_key(self) -> bytes:
         """The secret of the digests of a chat on this file (without ``signing_key``).
 
-        32 random bytes, made on first use and kept in the table
-        ``toolguard_secrets`` (``name``, ``value``; created if missing), so
-        every process using the file, and every restart, gets the same key.
-        Made with ``INSERT OR IGNORE`` under the write lock, then read back:
-        of several first uses at once, in any processes, one key wins and all
-        get it. Whoever can read the file can read the key: keep the file as
-        private as the data in it, or pass ``signing_key`` to the chat.
-
-        Returns:
-            The key (read from the file once, then kept by this store).
+        32 random bytes made on first use and kept in the table
+        ``toolguard_secrets`` (inserted if absent under the write lock, then
+        read back, so racing first uses agree): every process using the
+        file, and every restart, gets the same key.
+        Whoever can read the file can read the key: keep the file as private
+        as the data in it, or pass ``signing_key`` to the chat.
         """
-        if self._digest_key is not None:
-            return self._digest_key
-        fresh = os.urandom(KEY_BYTES)
-
-        def read(conn: sqlite3.Connection) -> bytes | None:
-            if not has_table(conn, "toolguard_secrets"):
-                return None
-            row = conn.execute(
-                "SELECT value FROM toolguard_secrets WHERE name = 'digest_key'"
-            ).fetchone()
-            return None if row is None else bytes(row[0])
-
-        def make(conn: sqlite3.Connection) -> bytes:
-            conn.execute("BEGIN IMMEDIATE")
-            try:
-                conn.execute(CREATE_SECRETS)
-                conn.execute(
-                    "INSERT OR IGNORE INTO toolguard_secrets (name, value)"
-                    " VALUES ('digest_key', ?)",
-                    (fresh,),
-                )
-                row = conn.execute(
-                    "SELECT value FROM toolguard_secrets WHERE name = 'digest_key'"
-                ).fetchone()
-                conn.execute("COMMIT")
-            except BaseException:
-                rollback(conn)
-                raise
-            return bytes(row[0])
-
-        key = await self._run(read)
-        if key is None:
-            key = await self._run(make, write=True)
-        self._digest_key = key
-        return key
+        if self._digest_key is None:
+            key = await self._run(read_digest_key)
+            if key is None:
+                fresh = os.urandom(KEY_BYTES)
+                key = await self._run(lambda conn: make_digest_key(conn, fresh), write=True)
+            self._digest_key = key
+        return self._digest_key
 
     # ------------------------------------------------------------------ lifecycle
 

@@ -100,6 +100,38 @@ def prepare(conn: sqlite3.Connection, path: str, timeout: float) -> None:
         raise
 
 
+def read_digest_key(conn: sqlite3.Connection) -> bytes | None:
+    """The digest key kept in ``toolguard_secrets``, or ``None`` when none was made yet."""
+    if not has_table(conn, "toolguard_secrets"):
+        return None
+    row = conn.execute("SELECT value FROM toolguard_secrets WHERE name = 'digest_key'").fetchone()
+    return None if row is None else bytes(row[0])
+
+
+def make_digest_key(conn: sqlite3.Connection, fresh: bytes) -> bytes:
+    """Keep ``fresh`` as the digest key unless one is kept already; the key kept.
+
+    ``INSERT OR IGNORE`` under the write lock (``BEGIN IMMEDIATE``), then
+    read back in the same transaction: of several first uses at once, in any
+    processes, one key wins and every one of them gets it.
+    """
+    conn.execute("BEGIN IMMEDIATE")
+    try:
+        conn.execute(CREATE_SECRETS)
+        conn.execute(
+            "INSERT OR IGNORE INTO toolguard_secrets (name, value) VALUES ('digest_key', ?)",
+            (fresh,),
+        )
+        row = conn.execute(
+            "SELECT value FROM toolguard_secrets WHERE name = 'digest_key'"
+        ).fetchone()
+        conn.execute("COMMIT")
+    except BaseException:
+        rollback(conn)
+        raise
+    return bytes(row[0])
+
+
 def schema_version(conn: sqlite3.Connection, path: str) -> int:
     """The database's ``user_version``; raises when it is newer than this toolguard's."""
     version = int(conn.execute("PRAGMA user_version").fetchone()[0])
