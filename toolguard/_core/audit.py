@@ -64,7 +64,14 @@ class AuditEvent(BaseModel):
     (``judgement``: risk, outcome, whether the person asked for it, the
     rationale, the model and its latency). For a call the judge approved on
     its own, ``actor`` is ``"judge"``, ``decision`` is ``approve`` and
-    ``detail`` the rationale; it has no approval request.
+    ``detail`` the rationale; it has no approval request. In the MCP
+    gateway's thread ``toolguard-mcp-proxy-judge`` a ``judged`` event
+    without ``judgement`` counts one auto-approval through the gateway (the
+    tool and ``digest`` only, never the arguments).
+
+    ``digest`` covers the real arguments, secrets included: it is an
+    HMAC-SHA-256 keyed with the chat's ``signing_key`` or, without one, its
+    store's own secret, so it lets no reader test guesses of a secret.
     """
 
     model_config = ConfigDict(extra="ignore", frozen=True)
@@ -92,7 +99,8 @@ class AuditEvent(BaseModel):
     detail: str | None = None
     """The reject reason, the respond message, the result text, or why something was refused."""
     digest: str | None = None
-    """Digest of the name and arguments shown for review, bound to the thread and the review."""
+    """Digest of the name and arguments shown for review, bound to the thread and the review
+    (``judged``: of the validated call in the thread); keyed, see above."""
     judgement: Judgement | None = Field(None, **omit_when(is_none))
     """The judge's verdict (``judged`` events only); left out of dumps when ``None``."""
 

@@ -88,7 +88,11 @@ class Runner:
             review but not an attacker who can rewrite the store and
             recompute it; with a key kept out of the store, they cannot.
             The digest also covers the thread and review ids, so an approved
-            call copied into another review never runs.
+            call copied into another review never runs. Anyone who reads a
+            plain digest of a call with a short redacted secret can test
+            guesses of it: keep the paused turns private, or give a key (a
+            ``ReviewedChat`` given none keys its runner with its store's
+            secret).
         claims: a store with ``claim(key)`` (:class:`~toolguard.MemoryStore`,
             :class:`~toolguard.SQLiteStore`, ``PostgresStore``): :meth:`resume`
             claims the turn's ``review_id`` there before running anything, so a
