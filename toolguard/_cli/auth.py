@@ -243,8 +243,8 @@ def add_link_parser(commands: Any) -> None:
         description=(
             "Print the current sign-in link of each toolguard serve and toolguard mcp-proxy"
             " that this user runs on this machine with the sign-in link (neither --tokens,"
-            " --auth-header nor --no-auth). A link signs in one browser; run this again for"
-            " a new one."
+            " --auth-header nor --no-auth). A link signs in one browser; once it is used, this"
+            " prints the next one."
         ),
     )
     link.set_defaults(handler=_link)
