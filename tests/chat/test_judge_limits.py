@@ -123,5 +123,5 @@ async def test_max_auto_approvals_counts_the_distinct_calls_of_the_thread() -> N
         ScriptedModel([pays(100, 101.0, "102", 103), "Paid."]), payments(paid), judge=judge(2)
     )
     turn = await chat.send_message(ASK)
-    assert paid == [("eve", 100), ("eve", 101)]
+    assert sorted(paid) == [("eve", 100), ("eve", 101)]  # the two ran concurrently
     assert waiting_amounts(turn) == ["102", 103]
