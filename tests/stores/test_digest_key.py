@@ -19,9 +19,9 @@ import anyio
 import pytest
 
 from tests.helpers import fresh_postgres_table, make_mailing_chat, postgres_dsn
-from toolguard import MemoryStore, ReviewedChat, SQLiteStore, ThreadState
+from toolguard import MemoryStore, SQLiteStore, ThreadState
 from toolguard._core.records import call_digest
-from toolguard._stores.protocol import PROCESS_KEY, Store
+from toolguard._stores.protocol import PROCESS_KEY
 from toolguard.postgres import PostgresStore
 
 AnyStore = MemoryStore | SQLiteStore | PostgresStore
@@ -157,9 +157,11 @@ async def test_a_store_without_a_key_of_its_own_gets_the_processs(
     assert chat.runner.signing_key == PROCESS_KEY
     warnings = [r.getMessage() for r in caplog.records if r.name == "toolguard"]
     assert warnings == [
-        "PlainStore keeps no digest key (no digest_key() method): the digests of this process"
-        " use a key of its own, so reviews it leaves pending cannot be approved after a"
-        " restart or by another process; pass signing_key= to keep them"
+        (
+            "PlainStore keeps no digest key (no digest_key() method): the digests of this"
+            " process use a key of its own, so reviews it leaves pending cannot be approved"
+            " after a restart or by another process; pass signing_key= to keep them"
+        )
     ]
 
 
