@@ -54,6 +54,7 @@ from toolguard import (
     requires_approval,
     validate_decisions,
 )
+from toolguard.http import Reviewers
 
 # ---------------------------------------------------------------------------- the shared world
 
@@ -149,7 +150,16 @@ def python_tools(effects: Effects, *, ttl: float | None = None) -> list[Callable
         effects.append(("login", {"user": user, "password": password, "port": port}))
         return f"logged in as {user} with {password} on {port}"
 
-    return [delete_file, send_email, wire_transfer, login]
+    def search_contacts(query: str) -> str:
+        """Search the contact list (no policy of its own: an ask rule may ask for it).
+
+        Args:
+            query: what to look for.
+        """
+        effects.append(("search_contacts", {"query": query}))
+        return f"contacts for {query}"
+
+    return [delete_file, send_email, wire_transfer, login, search_contacts]
 
 
 SCHEMAS: dict[str, dict[str, Any]] = {
@@ -177,6 +187,11 @@ SCHEMAS: dict[str, dict[str, Any]] = {
         },
         "required": ["user", "password", "port"],
     },
+    "search_contacts": {
+        "type": "object",
+        "properties": {"query": {"type": "string"}},
+        "required": ["query"],
+    },
 }
 """The tools' JSON Schemas, for the paths whose tools come from an MCP server."""
 
@@ -189,6 +204,8 @@ def tool_result(name: str, args: dict[str, Any]) -> str:
         return f"sent to {args['to']}"
     if name == "wire_transfer":
         return f"sent {args['amount']} to {args['to']}"
+    if name == "search_contacts":
+        return f"contacts for {args['query']}"
     return f"logged in as {args['user']} with {args['password']} on {args['port']}"
 
 
@@ -263,15 +280,28 @@ class Adapter:
         self.written: list[str] = []
         self.clock = Clock()
         self.judging: Judging | None = None
+        self.reviewers: Reviewers | None = None
+
+    takes_reviewers: ClassVar[bool] = False
+    """Whether the path takes a reviewer list (``[reviewers]``: who may decide which tool)."""
 
     def session(
-        self, *, rules: Rules | None = None, ttl: float | None = None, judge: Judging | None = None
+        self,
+        *,
+        rules: Rules | None = None,
+        ttl: float | None = None,
+        judge: Judging | None = None,
+        reviewers: Reviewers | None = None,
     ) -> AbstractAsyncContextManager[Adapter]:
-        """Build the component (with these rules, review deadline and judge) for one test."""
+        """Build the component (with these rules, review deadline, judge and reviewer list)."""
         if judge is not None and not self.takes_judge:
             msg = f"the {self.name} path takes no judge"
             raise TypeError(msg)
+        if reviewers is not None and not self.takes_reviewers:
+            msg = f"the {self.name} path takes no reviewer list"
+            raise TypeError(msg)
         self.judging = judge
+        self.reviewers = reviewers
         return self._session(rules=rules, ttl=ttl)
 
     @asynccontextmanager
@@ -546,6 +576,7 @@ class ChatPath(Adapter):
     name = "chat"
     title = "`ReviewedChat` + SQLite"
     takes_judge = True
+    takes_reviewers = True
 
     async def open(self, *, rules: Rules | None, ttl: float | None) -> None:
         self.ttl = ttl
@@ -565,6 +596,7 @@ class ChatPath(Adapter):
             review_ttl=self.ttl,
             clock=self.clock,
             judge=self.judge,
+            authorize=self.reviewers,
         )
 
     async def reopen(self, *, rules: Rules | None) -> None:
@@ -1171,7 +1203,9 @@ async def mcp_tools(client: Any, *, ttl: float | None) -> list[Any]:
         tool = tools.get(name)
         assert tool is not None
         guarded.append(requires_approval(**options)(tool))
-    return guarded
+    search = tools.get("search_contacts")
+    assert search is not None
+    return [*guarded, search]  # no policy of its own
 
 
 class MCPToolsetPath(RunnerPath):
@@ -1239,7 +1273,7 @@ class PydanticAIMCPPath(PydanticAIPath):
             "send_email": toolguard.ApprovalPolicy(),
             "wire_transfer": toolguard.ApprovalPolicy(approvals=2),
             "login": toolguard.ApprovalPolicy(redact=("password",)),
-        }
+        }  # search_contacts: no policy, so the classifier reads it (a read verb)
         return tg.toolset(
             MCPToolset(InMemory()), rules=self.rules, policies=policies, claims=self.claims
         )
@@ -1258,6 +1292,7 @@ class MCPProxyPath(Adapter):
     title = "MCP gateway (`toolguard mcp-proxy`)"
     clock_injectable = False
     takes_judge = True
+    takes_reviewers = True
 
     @asynccontextmanager
     async def _session(self, *, rules: Rules | None, ttl: float | None) -> AsyncIterator[Adapter]:
@@ -1332,6 +1367,7 @@ class MCPProxyPath(Adapter):
 
         from toolguard._gateway.proxy import MCPProxy
         from toolguard._gateway.routes import DEFAULT_PORT, build_app
+        from toolguard.http import HeaderAuth
 
         async def hook(event: str, payload: dict[str, Any]) -> None:
             self.events.append((event, payload))
@@ -1351,9 +1387,15 @@ class MCPProxyPath(Adapter):
             judge=self.judge,
         )
         proxy._tasks = self.tasks
-        app = build_app(proxy.chat)
+        proxy.chat.authorize = self.reviewers  # as --rules with a [reviewers] table does
+        auth = None
+        if self.reviewers is not None:  # reviewers sign in (an authenticating proxy's header)
+            auth = HeaderAuth("X-Reviewer", trusted_proxies=["127.0.0.1/32"])
+        app = build_app(proxy.chat, auth=auth)
         http = httpx.AsyncClient(
-            transport=httpx.ASGITransport(app), base_url=f"http://127.0.0.1:{DEFAULT_PORT}"
+            transport=httpx.ASGITransport(app),
+            base_url=f"http://127.0.0.1:{DEFAULT_PORT}",
+            headers={"X-Reviewer": "admin"} if auth is not None else {},  # a signed-in reader
         )
         return proxy, http
 
@@ -1387,9 +1429,17 @@ class MCPProxyPath(Adapter):
                 return self.record(Paused(item["pending_review"]))
             await anyio.sleep(0.01)
 
-    async def _post(self, http: Any, decisions: Any, thread_id: str, review_id: str) -> Outcome:
+    async def _post(
+        self,
+        http: Any,
+        decisions: Any,
+        thread_id: str,
+        review_id: str,
+        reviewer: str | None = None,
+    ) -> Outcome:
         body = {"thread_id": thread_id, "review_id": review_id, "decisions": decisions}
-        response = await http.post("/hitl/review", json=body)
+        headers = {"X-Reviewer": reviewer} if reviewer is not None else {}
+        response = await http.post("/hitl/review", json=body, headers=headers)
         self.written.append(response.text)
         if response.status_code != 200:
             detail = response.json().get("detail")
@@ -1406,11 +1456,25 @@ class MCPProxyPath(Adapter):
 
     async def decide(self, decisions: Any, *, reviewer: str | None = None) -> Outcome:
         thread_id, review_id, call = self.reviews[-1]
-        answer = await self._post(self.http, decisions, thread_id, review_id)
+        answer = await self._post(self.http, decisions, thread_id, review_id, reviewer)
         if isinstance(answer, Refused):
             return answer
         self.reviews.pop()
-        return await self._wait(call)
+        box, done = call
+        # The call's thread may wait again (an edit needing its own review, a quorum's
+        # progress): a new review of the same thread is what the decision led to.
+        while not done.is_set():
+            listed = (await self.http.get("/hitl/reviews")).json()["reviews"]
+            again = [
+                r for r in listed if r["thread_id"] == thread_id and r["review_id"] != review_id
+            ]
+            if again:
+                [item] = again
+                self.written.append(dumped(item))
+                self.reviews.append((item["thread_id"], item["review_id"], call))
+                return self.record(Paused(item["pending_review"]))
+            await anyio.sleep(0.01)
+        return self.record(self._text(box["result"]))
 
     async def decide_twice(self, decisions: Any) -> list[Outcome]:
         thread_id, review_id, call = self.reviews.pop()

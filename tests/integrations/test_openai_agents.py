@@ -45,8 +45,8 @@ from toolguard import (
     requires_approval,
 )
 from toolguard._enforce.actions import EXPIRED_BEFORE_START
-from toolguard.integrations import openai_agents as tg
 from toolguard._enforce.frameworks import NO_ASKED_AT
+from toolguard.integrations import openai_agents as tg
 from toolguard.integrations.openai_agents import ReviewStateError
 
 SEND_ARGS = {"to": "alice@example.com", "subject": "Meeting", "body": "The meeting is at 10."}

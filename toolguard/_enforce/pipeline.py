@@ -152,6 +152,7 @@ __all__ = [
     "propose",
     "propose_edits",
     "redact_args",
+    "refuse_grants",
     "resume_turn",
     "review_item",
     "review_payload",

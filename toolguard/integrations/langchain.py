@@ -107,6 +107,7 @@ from toolguard._enforce.pipeline import (
     new_id,
     now,
     propose,
+    refuse_grants,
     review_item,
     review_payload,
     reviewed,
@@ -243,6 +244,7 @@ def _settle(waiting: list[_Waiting]) -> None:
 
 def _apply(pending: PendingReview, open_: list[_Waiting], answer: Any, *, dry_run: bool) -> None:
     decisions = validate_decisions(pending, _decision_list(answer))
+    refuse_grants([r.name for r in pending.action_requests], decisions, "LangChain")
     reviewer = _reviewer(answer)
     targets = [copy.copy(w) for w in open_] if dry_run else open_
     for entry, decision in zip(targets, decisions, strict=True):
@@ -619,7 +621,7 @@ class ToolguardMiddleware(HumanInTheLoopMiddleware[Any, Any, Any]):
         if not waiting:
             return {APPROVED_KEY: {}} if state.get(APPROVED_KEY) else None
         asked_at = _asked_at()  # the same in each resume of this pause
-        _settle([entry for _, _, entry in waiting])
+        waiting = self._settle_proposals(waiting)
         task = _task_id()
         revised = list(last.tool_calls)
         replies: list[ToolMessage] = []
@@ -640,6 +642,9 @@ class ToolguardMiddleware(HumanInTheLoopMiddleware[Any, Any, Any]):
                     revised[index] = cast("LCToolCall", replaced)
                 else:
                     args = proposed["args"]
+                    if name != revised[index]["name"]:  # a renamed call, approved in its round
+                        replaced = {**revised[index], "name": name, "args": args}
+                        revised[index] = cast("LCToolCall", replaced)
                 if name == entry.name:
                     approved[call_id] = {
                         "name": name,
@@ -672,6 +677,38 @@ class ToolguardMiddleware(HumanInTheLoopMiddleware[Any, Any, Any]):
                 )
         answered_turn = last.model_copy(update={"tool_calls": revised})
         return {"messages": [answered_turn, *replies], APPROVED_KEY: approved}
+
+    def _settle_proposals(
+        self, waiting: list[tuple[int, dict[str, Any], _Waiting]]
+    ) -> list[tuple[int, dict[str, Any], _Waiting]]:
+        """Settle every waiting call; an edit into another tool is a new proposal by its editor.
+
+        The renamed call is decided afresh (a deny rule, bad arguments: its own
+        tool refuses it when it runs); when it still asks, it waits here for a
+        new round of decisions, with the editor's vote counted toward a quorum.
+        """
+        while True:
+            _settle([entry for _, _, entry in waiting])
+            again = False
+            for position, (index, proposed, entry) in enumerate(waiting):
+                decision = entry.decision
+                if getattr(decision, "type", None) != "edit":
+                    continue
+                name = decision.edited_action.name
+                if name == entry.name or name not in self.toolset:
+                    continue
+                call_id = str(proposed.get("id") or "")
+                read, verdict = propose(self.toolset, call_id, name, decision.edited_action.args)
+                if verdict.outcome != "ask" or verdict.tool is None:
+                    continue  # runs at once, or its own tool answers with its refusal
+                fresh = _Waiting(verdict.tool, name, read.args, verdict.approvals)
+                if verdict.approvals > 1 and entry.reviewer is not None:
+                    fresh.by = add_vote(name, verdict.approvals, [], entry.reviewer)
+                renamed = {**proposed, "name": name, "args": dict(decision.edited_action.args)}
+                waiting[position] = (index, renamed, fresh)
+                again = True
+            if not again:
+                return waiting
 
     async def aafter_model(self, state: Any, runtime: Any) -> dict[str, Any] | None:
         """Async variant of :meth:`after_model`."""
