@@ -716,4 +716,4 @@ class BlockingChat:
 
 
 ReviewedChatUseCase = ReviewedChat
-"""The seed's name for :class:`ReviewedChat`."""
+"""Another name for :class:`ReviewedChat` (the chat use case), kept for code that uses it."""

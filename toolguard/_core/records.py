@@ -1,9 +1,9 @@
 """Wire shapes (pydantic models) and the records of a paused turn.
 
 The review payload and the decisions follow LangChain's human-in-the-loop
-format exactly, so ``PendingReview.model_dump()`` is the ``pending_review``
-dict of the specification and a decision list from a LangChain front end
-works unchanged.
+format exactly, so ``PendingReview.model_dump()`` is LangChain's
+``pending_review`` dict and a decision list from a LangChain front end works
+unchanged.
 """
 
 from __future__ import annotations
@@ -288,7 +288,7 @@ class ReviewConfig(_Wire):
     (``requires_approval(allowed_decisions=...)``; LangChain payloads may list ``respond``)."""
     approvals: QuorumProgress | None = Field(None, **omit_when(is_none))
     """A quorum action's progress (only when it needs more than one approval);
-    left out of dumps otherwise, so the payload is the specification's."""
+    left out of dumps otherwise, so the payload is exactly LangChain's."""
 
     if not EXCLUDE_IF:  # pragma: no cover - pydantic < 2.12 has no Field(exclude_if=...)
 

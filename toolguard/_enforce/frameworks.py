@@ -143,7 +143,7 @@ def review_item(
 
 
 def review_payload(items: Sequence[ReviewItem]) -> PendingReview:
-    """SPEC's ``pending_review`` payload for these calls, in order (a quorum's progress kept)."""
+    """The ``pending_review`` payload for these calls, in order (a quorum's progress kept)."""
     return PendingReview(
         action_requests=[
             ActionRequest(
@@ -177,8 +177,8 @@ def checked_decisions(
 
     Raises:
         NoPendingReviewError: nothing awaits a decision.
-        InvalidReviewDecisionError: with SPEC's texts, ``edit_other_tool``, or
-            the grant refusal.
+        InvalidReviewDecisionError: with the texts of ``validate_decisions``,
+            ``edit_other_tool``, or the grant refusal.
     """
     parsed = validate_decisions(review, decisions)
     for request, decision in zip(review.action_requests, parsed, strict=True):

@@ -1,6 +1,6 @@
 """The runner: run one model turn of tool calls, pause for review, resume with decisions.
 
-This is the direct, lenient path of the specification. It works with any
+This is the direct, lenient path into toolguard. It works with any
 agent loop: give it the tool calls of one assistant message, get back either
 one result per call (in order) or a paused turn with its ``pending_review``;
 store the paused turn anywhere (it is JSON), and resume it with the human's
@@ -66,7 +66,7 @@ class Runner:
             takes (a list or mapping of functions and tools is classified
             with ``classifier``).
         classifier: used when ``tools`` is not already a toolset.
-        edit_policy: ``"run"`` (the default, as in the specification) runs an
+        edit_policy: ``"run"`` (the default, LangChain's behaviour) runs an
             edited call of the same tool, since the reviewer wrote it.
             ``"recheck"`` treats every edit as a new proposal: when the
             tool's policy says the edited call needs approval, it is put up

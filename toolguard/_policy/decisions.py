@@ -61,7 +61,7 @@ def allowed_for(pending_review: Any) -> list[Allowed]:
     """Each waiting action's name and allowed decision types, in order.
 
     A payload action without a review config (or whose ``allowed_decisions``
-    is not a list of texts) allows ``ALLOWED_DECISIONS``, the specification's
+    is not a list of texts) allows ``ALLOWED_DECISIONS``, LangChain's
     default; a given list is taken as it is (an empty one allows nothing).
     """
     if isinstance(pending_review, PendingTurn):
@@ -233,7 +233,7 @@ def as_decision_list(decisions: Any) -> list[Any]:
 def validate_decisions(
     pending_review: Any, decisions: Any, *, grant_scope: GrantScope = "thread"
 ) -> list[AnyDecision]:
-    """Check that ``decisions`` answer ``pending_review``, in the specification's order.
+    """Check that ``decisions`` answer ``pending_review``, in a fixed order of checks.
 
     The checks stop at the first problem: a pending action exists, the
     decisions are a list, their number equals the number of actions, then
