@@ -138,3 +138,26 @@ def test_the_integrations_import_the_pipeline_and_public_names_only() -> None:
         "toolguard/integrations/openai_agents.py",
         "toolguard/integrations/pydantic_ai.py",
     ]
+
+
+def test_the_review_payload_and_the_allowed_decisions_have_one_definition() -> None:
+    built = set()
+    for name, tree in SOURCES.items():
+        for node in ast.walk(tree):
+            if not isinstance(node, ast.Call):
+                continue
+            callee = ast.unparse(node.func)
+            first = ast.unparse(node.args[0]) if node.args else ""
+            if callee == "PendingReview" or (callee == "trusted" and first == "PendingReview"):
+                built.add(name)
+    assert built == {"toolguard/_core/records.py"}  # review_payload, for every path
+    readers = {
+        name
+        for name, tree in SOURCES.items()
+        for node in ast.walk(tree)
+        if isinstance(node, ast.Attribute)
+        and node.attr == "allowed_decisions"
+        and ast.unparse(node.value).endswith("approval")
+    }
+    # A tool's policy is read in decide.decisions_for, and checked again at submission.
+    assert readers == {"toolguard/_enforce/decide.py", "toolguard/_enforce/actions.py"}

@@ -14,7 +14,7 @@ import inspect
 import json
 import math
 import os
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from datetime import datetime, timezone
 from decimal import Decimal
 from typing import Annotated, Any, Final, Literal, TypeVar, cast
@@ -644,27 +644,34 @@ class PendingTurn(_Wire):
     def pending_review(self) -> PendingReview:
         """The review payload for the actions still waiting."""
         waiting = [a for a in self.actions if a.status == "requested"]
-        # Built from stored actions (valid already); each payload gets its own lists and dicts.
-        return trusted(
-            PendingReview,
-            {
-                "action_requests": [
-                    trusted(
-                        ActionRequest,
-                        {"name": a.name, "args": dict(a.args), "description": a.description},
-                    )
-                    for a in waiting
-                ],
-                "review_configs": [
-                    trusted(
-                        ReviewConfig,
-                        {
-                            "action_name": a.name,
-                            "allowed_decisions": list(a.allowed_decisions),
-                            "approvals": a.progress,
-                        },
-                    )
-                    for a in waiting
-                ],
-            },
+        return review_payload(
+            (a.name, a.args, a.description, a.allowed_decisions, a.progress) for a in waiting
         )
+
+
+def review_payload(
+    requests: Iterable[tuple[str, Mapping[str, Any], str, Sequence[str], QuorumProgress | None]],
+) -> PendingReview:
+    """The ``pending_review`` payload, in LangChain's shape: the one builder every path uses.
+
+    ``requests``: for each call waiting, in order, its tool's name, the
+    arguments as the reviewer sees them (secrets replaced), the description,
+    the decisions allowed, and a quorum's progress (``None`` for one
+    approval). Built from values already checked; each payload gets its own
+    lists and dicts.
+    """
+    action_requests: list[ActionRequest] = []
+    review_configs: list[ReviewConfig] = []
+    for name, args, description, allowed, progress in requests:
+        action_requests.append(
+            trusted(ActionRequest, {"name": name, "args": dict(args), "description": description})
+        )
+        review_configs.append(
+            trusted(
+                ReviewConfig,
+                {"action_name": name, "allowed_decisions": list(allowed), "approvals": progress},
+            )
+        )
+    return trusted(
+        PendingReview, {"action_requests": action_requests, "review_configs": review_configs}
+    )

@@ -18,7 +18,6 @@ from toolguard._core.catalog import message
 from toolguard._core.judgement import JUDGEMENT_SEPARATOR, Judgement
 from toolguard._core.limits import Limits
 from toolguard._core.records import (
-    ALLOWED_DECISIONS,
     Action,
     PendingTurn,
     ToolCall,
@@ -27,7 +26,7 @@ from toolguard._core.records import (
     new_id,
     trusted,
 )
-from toolguard._enforce.decide import unknown_tool_text
+from toolguard._enforce.decide import decisions_for, unknown_tool_text
 from toolguard._enforce.step import error_result
 from toolguard._policy.decisions import check_allowed
 from toolguard._policy.redact import REDACTED, SECRET_GONE, redact_args
@@ -113,9 +112,7 @@ def review_action(
             ),
             "reviewer": None,
             # A tool without its own policy (asked by a rule or a judge): the usual decisions.
-            "allowed_decisions": list(
-                tool.approval.allowed_decisions if tool.approval else ALLOWED_DECISIONS
-            ),
+            "allowed_decisions": list(decisions_for(tool)),
             "approvals_required": tool.approvals,
             "approved_by": [],
             "judgement": judgement,

@@ -24,7 +24,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any, Literal
 
-from toolguard._core.records import ResultOutcome, ToolCall
+from toolguard._core.records import ALLOWED_DECISIONS, ResultOutcome, ToolCall
 from toolguard._policy.redact import REDACTED, scrub
 from toolguard._policy.rules import Rule, denied_text, rule_for
 from toolguard._tools.arguments import ToolArgumentsError
@@ -62,9 +62,25 @@ class Verdict:
     approvals: int = 1
 
     @property
+    def allowed_decisions(self) -> tuple[str, ...]:
+        """The decisions a reviewer may take on this call (see :func:`decisions_for`)."""
+        return decisions_for(self.tool)
+
+    @property
     def grantable(self) -> bool:
         """Whether a standing grant may stand in for the review (never when a rule asked)."""
         return self.outcome == "ask" and (self.rule is None or self.rule.effect != "ask")
+
+
+def decisions_for(tool: Tool[Any, Any] | None) -> tuple[str, ...]:
+    """The decisions a reviewer may take on calls of ``tool``: its policy's, or all three.
+
+    The one definition every path shows in its review payload (a tool asked
+    by a rule or a judge, without a policy of its own, allows the usual three).
+    """
+    if tool is None or tool.approval is None:
+        return tuple(ALLOWED_DECISIONS)
+    return tuple(tool.approval.allowed_decisions)
 
 
 def _refused(

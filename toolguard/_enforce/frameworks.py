@@ -30,18 +30,16 @@ from toolguard._core.errors import (
 from toolguard._core.jsonable import to_json_data
 from toolguard._core.limits import Limits, check_limits
 from toolguard._core.records import (
-    ALLOWED_DECISIONS,
-    ActionRequest,
     ApproveDecision,
     EditDecision,
     PendingReview,
     QuorumProgress,
-    ReviewConfig,
     ToolCall,
 )
+from toolguard._core.records import review_payload as payload_of
 from toolguard._enforce.actions import EXPIRED_BEFORE_START, TAMPERED
 from toolguard._enforce.calls import parse_tool_call
-from toolguard._enforce.decide import Verdict, decide
+from toolguard._enforce.decide import Verdict, decide, decisions_for
 from toolguard._enforce.judge import Judge
 from toolguard._enforce.once import Claims
 from toolguard._policy.decisions import AnyDecision, validate_decisions
@@ -113,11 +111,8 @@ def propose(toolset: Toolset, call_id: str, name: str, arguments: Any) -> tuple[
     return call, decide(toolset, call)
 
 
-def allowed_decisions(tool: Tool[Any, Any] | None) -> tuple[str, ...]:
-    """The decisions a reviewer may take on calls of ``tool`` (all three by default)."""
-    if tool is None or tool.approval is None:
-        return tuple(ALLOWED_DECISIONS)
-    return tuple(getattr(tool.approval, "allowed_decisions", ALLOWED_DECISIONS))
+allowed_decisions = decisions_for
+"""The decisions a reviewer may take on calls of a tool (the one definition, in ``decide``)."""
 
 
 def review_item(
@@ -144,25 +139,15 @@ def review_item(
 
 def review_payload(items: Sequence[ReviewItem]) -> PendingReview:
     """The ``pending_review`` payload for these calls, in order (a quorum's progress kept)."""
-    return PendingReview(
-        action_requests=[
-            ActionRequest(
-                name=item.name,
-                args=item.args,
-                description=item.description or message("action_description", name=item.name),
-            )
-            for item in items
-        ],
-        review_configs=[
-            ReviewConfig.model_validate(
-                {
-                    "action_name": item.name,
-                    "allowed_decisions": list(item.allowed_decisions),
-                    "approvals": item.progress,
-                }
-            )
-            for item in items
-        ],
+    return payload_of(
+        (
+            item.name,
+            item.args,
+            item.description or message("action_description", name=item.name),
+            item.allowed_decisions,
+            item.progress,
+        )
+        for item in items
     )
 
 
