@@ -14,6 +14,7 @@ from typing import Any
 import pytest
 
 from toolguard import (
+    Judge,
     MemoryStore,
     ModelResponse,
     ReviewedChat,
@@ -300,3 +301,43 @@ async def test_the_runner_decides_a_renamed_edit_afresh() -> None:
     denied = await runner.resume(step.pending, edit("drop_table", {"name": "users"}))
     assert ran == []
     assert [r.outcome for r in denied.results] == ["denied"]
+
+
+async def test_a_judge_never_approves_an_edited_call_on_its_own() -> None:
+    """A judge that would allow anything: the model's call asks it, the edit's new call does not."""
+    allow = (
+        '{"risk": "low", "user_authorized": true, "outcome": "allow", "rationale": "Asked for."}'
+    )
+    judge = Judge(ScriptedModel([allow], repeat=True), auto_approve=True)
+    ran: Ran = []
+    rename = ToolCall(id="c1", name="wire_funds", args={"to": "acme", "amount": 5})
+
+    def react(messages: Any) -> ModelResponse:
+        if messages[-1]["role"] == "user":
+            return ModelResponse(tool_calls=[rename])
+        return ModelResponse(text=f"Result: {messages[-1]['content']}")
+
+    reviewed = ReviewedChat(
+        ScriptedModel([react], repeat=True),
+        guard(tools(ran), rules=RULES),
+        store=MemoryStore(),
+        judge=judge,
+    )
+    turn = await reviewed.send_message("pay")  # a quorum tool: the judge never runs it
+    assert ran == []
+    turn = await reviewed.submit_review(
+        edit("send_note", {"text": "paid"}),
+        turn.thread_id,
+        review_id=turn.review_id,
+        reviewer="alice",
+    )
+    # The renamed call is a new review for a person, with no verdict of the judge's.
+    assert ran == []
+    assert requests(turn) == [
+        {
+            "name": "send_note",
+            "args": {"text": "paid"},
+            "description": "Tool `send_note` is awaiting approval",
+        }
+    ]
+    assert [len(m.calls) for m in [judge.model]] == [1]  # asked about the model's call only
