@@ -134,8 +134,20 @@ def call_digest(
         {"name": name, "args": args, "thread_id": thread_id, "review_id": review_id}
     ).encode("utf-8", "surrogatepass")
     if key is not None:
-        return hmac.new(key, canonical, hashlib.sha256).hexdigest()
+        keyed = _KEYED.get(key)
+        if keyed is None:
+            if len(_KEYED) >= _KEYED_MAX:
+                _KEYED.clear()
+            keyed = _KEYED[key] = hmac.new(key, digestmod=hashlib.sha256)
+        mac = keyed.copy()  # the key's padding is hashed once per key, not per digest
+        mac.update(canonical)
+        return mac.hexdigest()
     return hashlib.sha256(canonical).hexdigest()
+
+
+_KEYED: dict[bytes, hmac.HMAC] = {}
+"""An HMAC-SHA-256 already keyed, per key (a process uses one or a few keys)."""
+_KEYED_MAX = 64
 
 
 def validated_digest(
