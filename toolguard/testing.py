@@ -153,7 +153,8 @@ def fixed_decisions(decisions: Iterable[Any]) -> StandIn:
         def decide(call: ToolCall) -> AnyDecision:
             if not queue:
                 msg = (
-                    f"fixed_decisions got {len(checked)} decisions, but another call needs"
+                    f"fixed_decisions got {len(checked)} decision{'s' * (len(checked) != 1)},"
+                    " but another call needs"
                     f" approval: {call.name}({call.args})"
                 )
                 raise AssertionError(msg)

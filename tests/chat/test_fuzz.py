@@ -106,7 +106,7 @@ def expected_refusal(decisions: Any) -> str | None:
     if not isinstance(decisions, list):
         return f"'decisions' must be a list of decision objects, got {kind_name(decisions)}"
     if len(decisions) != 1:
-        return f"Expected 1 decisions (one per action), got {len(decisions)}"
+        return f"Expected 1 decision (one per action), got {len(decisions)}"
     (decision,) = decisions
     if not isinstance(decision, dict):
         return f"Unknown decision type None. {CHOICES}"

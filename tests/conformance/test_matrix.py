@@ -168,7 +168,7 @@ DENIED = (
     " It was not executed."
 )
 INVALID_TO = "Invalid arguments for tool `send_email`: 'to': Input should be a valid string"
-WRONG_COUNT = "Expected 1 decisions (one per action), got 2"
+WRONG_COUNT = "Expected 1 decision (one per action), got 2"
 
 
 # ---------------------------------------------------------------------------- (a)

@@ -886,7 +886,7 @@ async def test_router_mounts_into_an_existing_app_with_its_own_prefix() -> None:
     assert first == pending_body(first["thread_id"], first["review_id"], "en", ALICE_MAIL)
     assert (refused.status_code, refused.json()) == (
         400,
-        {"detail": "Expected 1 decisions (one per action), got 2"},
+        {"detail": "Expected 1 decision (one per action), got 2"},
     )
     assert missing.status_code == 404
     assert done.json() == reply_body(first["thread_id"], "Sent.")

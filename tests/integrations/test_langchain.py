@@ -342,7 +342,7 @@ def test_refused_decisions_are_not_recorded_and_can_be_answered_again(
     )
     with pytest.raises(InvalidReviewDecisionError) as count:
         agent.invoke(Command(resume={"decisions": []}), CONFIG)
-    assert str(count.value) == "Expected 1 decisions (one per action), got 0"
+    assert str(count.value) == "Expected 1 decision (one per action), got 0"
     assert world.ran == []
     _, done = resume(world, mode, saver, {"decisions": [{"type": "approve"}]})
     assert tool_messages(done) == [("c1", "sent to a", "success")]

@@ -528,7 +528,7 @@ async def test_edit_needs_a_dict_context(
 @pytest.mark.parametrize(
     ("decisions", "error"),
     [
-        ([], "Expected 1 decisions (one per action), got 0"),
+        ([], "Expected 1 decision (one per action), got 0"),
         (
             [{"type": "postpone"}],
             "Unknown decision type 'postpone'. Choices: ['approve', 'edit', 'reject']",

@@ -402,7 +402,7 @@ async def test_edit_to_another_tool_is_refused() -> None:
 @pytest.mark.parametrize(
     ("decisions", "error"),
     [
-        ([], "Expected 1 decisions (one per action), got 0"),
+        ([], "Expected 1 decision (one per action), got 0"),
         (
             [{"type": "postpone"}],
             "Unknown decision type 'postpone'. Choices: ['approve', 'edit', 'reject']",

@@ -46,7 +46,7 @@ CASES: list[Case] = [
         "empty",
         1,
         [],
-        "Expected 1 decisions (one per action), got 0",
+        "Expected 1 decision (one per action), got 0",
         "Butuh 1 keputusan (satu per aksi), diterima 0",
     ),
     (
@@ -60,7 +60,7 @@ CASES: list[Case] = [
         "too many",
         1,
         [{"type": "approve"}, {"type": "approve"}, {"type": "reject"}],
-        "Expected 1 decisions (one per action), got 3",
+        "Expected 1 decision (one per action), got 3",
         "Butuh 1 keputusan (satu per aksi), diterima 3",
     ),
     (
@@ -479,7 +479,7 @@ def test_payload_as_paused_turn_counts_waiting_actions_only() -> None:
     )
     with pytest.raises(InvalidReviewDecisionError) as info:
         validate_decisions(turn, [{"type": "approve"}, {"type": "approve"}])
-    assert str(info.value) == "Expected 1 decisions (one per action), got 2"
+    assert str(info.value) == "Expected 1 decision (one per action), got 2"
     assert validate_decisions(turn, [{"type": "approve"}]) == [ApproveDecision()]
 
 
@@ -489,7 +489,7 @@ def test_error_classes() -> None:
     assert issubclass(InvalidReviewDecisionError, ToolguardError)
     assert issubclass(NoPendingReviewError, LookupError)
     assert issubclass(NoPendingReviewError, ToolguardError)
-    with pytest.raises(ValueError, match=re.escape("Expected 1 decisions")):
+    with pytest.raises(ValueError, match=re.escape("Expected 1 decision (one per action), got 0")):
         validate_decisions(review(1), [])
     with pytest.raises(LookupError, match="no action awaiting approval"):
         validate_decisions(None, [])

@@ -231,7 +231,7 @@ def test_fixed_decisions_exhausted_raises_assertion_error() -> None:
         with pytest.raises(AssertionError) as info:
             send_email("b@x", body="hi")
     assert str(info.value) == (
-        "fixed_decisions got 1 decisions, but another call needs approval:"
+        "fixed_decisions got 1 decision, but another call needs approval:"
         " send_email({'to': 'b@x', 'body': 'hi'})"
     )
     assert SENT == [("a@x", "")]
@@ -309,7 +309,7 @@ async def test_fixed_decisions_exhausted_in_the_runner() -> None:
             ]
         )
     assert str(info.value) == (
-        "fixed_decisions got 1 decisions, but another call needs approval:"
+        "fixed_decisions got 1 decision, but another call needs approval:"
         " send_email({'to': 'b@x'})"
     )
     assert SENT == []

@@ -22,6 +22,7 @@ _CATALOGS: Final[dict[str, dict[str, str]]] = {
         "no_pending_review": "There is no action awaiting approval in this conversation",
         "review_pending": "Some actions are still awaiting approval. Send their decisions first.",
         "decision_count": "Expected {expected} decisions (one per action), got {received}",
+        "decision_count_one": "Expected {expected} decision (one per action), got {received}",
         "decision_type": "Unknown decision type {type}. Choices: ['approve', 'edit', 'reject']",
         "edit_needs_action": "An 'edit' decision must include 'edited_action'",
         "edited_action_shape": "'edited_action' must contain 'name' (text) and 'args' (object)",
@@ -132,6 +133,7 @@ _CATALOGS: Final[dict[str, dict[str, str]]] = {
         "no_pending_review": "Tidak ada aksi yang menunggu persetujuan di percakapan ini",
         "review_pending": "Masih ada aksi yang menunggu persetujuan. Kirim keputusannya dulu.",
         "decision_count": "Butuh {expected} keputusan (satu per aksi), diterima {received}",
+        "decision_count_one": "Butuh {expected} keputusan (satu per aksi), diterima {received}",
         "decision_type": (
             "Jenis keputusan {type} tidak dikenal. Pilihan: ['approve', 'edit', 'reject']"
         ),
@@ -252,6 +254,9 @@ _CATALOGS: Final[dict[str, dict[str, str]]] = {
     },
 }
 
+_SINGULAR: Final[dict[str, str]] = {"decision_count": "expected"}
+"""Keys whose text counts something: ``KEY_one`` is used when that value is 1."""
+
 _language: Language | None = None
 
 
@@ -289,5 +294,12 @@ def get_language() -> Language:
 
 
 def message(key: str, /, **values: object) -> str:
-    """Format the catalog text ``key`` in the language in force."""
+    """Format the catalog text ``key`` in the language in force.
+
+    A key of :data:`_SINGULAR` whose counted value is 1 takes the text of ``KEY_one``
+    (``Expected 1 decision``, not ``Expected 1 decisions``).
+    """
+    counted = _SINGULAR.get(key)
+    if counted is not None and values.get(counted) == 1:
+        key = f"{key}_one"
     return _CATALOGS[get_language()][key].format(**values)
