@@ -852,16 +852,25 @@ def span_named(exporter: Any, name: str) -> Any:
     return span
 
 
-def tool_call_attributes(name: str, call_id: str, **more: Any) -> dict[str, Any]:
+def tool_call_attributes(
+    name: str, call_id: str, *, description: str | None = None, **more: Any
+) -> dict[str, Any]:
     """An ``execute_tool`` span's whole attributes: the GenAI ones and ``toolguard.*`` from
-    ``more`` (``review__wait_ms`` is ``toolguard.review.wait_ms``)."""
+    ``more`` (``review__wait_ms`` is ``toolguard.review.wait_ms``); a call that did not run
+    has its outcome as ``error.type`` (a failed one gives its own)."""
     toolguard = {f"toolguard.{k.replace('__', '.')}": v for k, v in more.items()}
-    return {
+    attributes = {
         "gen_ai.operation.name": "execute_tool",
         "gen_ai.tool.name": name,
         "gen_ai.tool.call.id": call_id,
+        "gen_ai.tool.type": "function",
         **toolguard,
     }
+    if description is not None:
+        attributes["gen_ai.tool.description"] = description
+    if more.get("outcome") not in {None, "executed", "failed"}:
+        attributes["error.type"] = more["outcome"]
+    return attributes
 
 
 MCP_SERVER_TABLE = """\

@@ -10,6 +10,7 @@ from typing import Any
 
 import pytest
 from opentelemetry import trace
+from opentelemetry.context import Context
 from opentelemetry.sdk.trace import ReadableSpan
 from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
 from opentelemetry.trace import StatusCode
@@ -74,14 +75,25 @@ def shown(exporter: InMemorySpanExporter) -> list[tuple[str, dict[str, Any]]]:
     return [(s.name, dict(s.attributes or {})) for s in exporter.get_finished_spans()]
 
 
+DESCRIPTIONS = {"send_email": "Send an email.", "login": "Log in.", "read_page": "Read a web page."}
+"""The tools' descriptions (their docstrings), as ``gen_ai.tool.description``."""
+
+
 def call_attributes(name: str, call_id: str = "c1", **more: Any) -> dict[str, Any]:
+    """An ``execute_tool`` span's attributes: a refusal's outcome is also its ``error.type``."""
     toolguard = {f"toolguard.{k.replace('__', '.')}": v for k, v in more.items()}
-    return {
+    attributes = {
         "gen_ai.operation.name": "execute_tool",
         "gen_ai.tool.name": name,
         "gen_ai.tool.call.id": call_id,
+        "gen_ai.tool.type": "function",
         **toolguard,
     }
+    if name in DESCRIPTIONS:
+        attributes["gen_ai.tool.description"] = DESCRIPTIONS[name]
+    if more.get("outcome") not in {None, "executed", "failed"}:
+        attributes["error.type"] = more["outcome"]
+    return attributes
 
 
 def by_name(exporter: InMemorySpanExporter, name: str) -> ReadableSpan:
@@ -392,6 +404,166 @@ async def test_reviewed_chat_records_who_approved_and_who_cancelled(
             ),
         ),
     ]
+
+
+# ------------------------------------------------------------------ refusals; the caller's trace
+
+
+def status(span: ReadableSpan) -> tuple[StatusCode, str | None, Any]:
+    return (
+        span.status.status_code,
+        span.status.description,
+        (span.attributes or {}).get("error.type"),
+    )
+
+
+async def test_each_call_that_did_not_run_is_an_error_of_its_kind(
+    spans: InMemorySpanExporter,
+) -> None:
+    log: list[str] = []
+    runner = Runner(guard(tools(log), rules=Rules(deny=["login"])))
+    decisions = {"c1": {"type": "approve"}, "c2": {"type": "reject"}}
+    for call_id, decision in decisions.items():
+        paused = await runner.run([email(call_id)])
+        assert paused.pending is not None
+        await runner.resume(paused.pending, [decision], reviewer="ana")
+    for outcome in ("expired", "cancelled"):
+        paused = await runner.run([email(f"c-{outcome}")])
+        assert paused.pending is not None
+        runner.close(paused.pending, outcome)  # type: ignore[arg-type]
+    await runner.run([{"id": "c4", "name": "login", "args": {"user": "a", "password": "b"}}])
+    await runner.run([{"id": "c5", "name": "read_page", "args": {"url": "https://a.example"}}])
+    calls = [s for s in spans.get_finished_spans() if s.name.startswith("execute_tool")]
+    assert [((s.attributes or {})["toolguard.outcome"], status(s)) for s in calls] == [
+        ("executed", (StatusCode.UNSET, None, None)),
+        ("rejected", (StatusCode.ERROR, None, "rejected")),
+        ("expired", (StatusCode.ERROR, None, "expired")),
+        ("cancelled", (StatusCode.ERROR, None, "cancelled")),
+        ("denied", (StatusCode.ERROR, None, "denied")),
+        ("executed", (StatusCode.UNSET, None, None)),
+    ]
+    assert log == ["send_email bob@example.org", "read https://a.example"]
+
+
+async def test_a_reviewed_call_joins_its_callers_trace_and_links_the_reviewers_request(
+    spans: InMemorySpanExporter,
+) -> None:
+    app = trace.get_tracer("app")
+    runner = Runner(tools([]))
+    with app.start_as_current_span("agent run") as agent:
+        paused = await runner.run([email()])
+    assert paused.pending is not None
+    [action] = paused.pending.actions
+    caller = agent.get_span_context()
+    flags = int(caller.trace_flags)
+    assert action.trace_parent == f"00-{caller.trace_id:032x}-{caller.span_id:016x}-{flags:02x}"
+    # The reviewer decides in a request of another trace (a web request, another process).
+    with app.start_as_current_span("POST /hitl/review", context=Context()) as request:
+        await runner.resume(paused.pending, [{"type": "approve"}], reviewer="ana")
+    call = by_name(spans, "execute_tool send_email")
+    review = by_name(spans, "toolguard.review")
+    assert call.context.trace_id == caller.trace_id != request.get_span_context().trace_id
+    assert call.parent is not None
+    assert (call.parent.span_id, call.parent.is_remote) == (caller.span_id, True)
+    assert [link.context for link in call.links] == [request.get_span_context()]
+    assert review.parent is not None
+    assert review.parent.span_id == call.context.span_id
+
+
+async def test_a_call_decided_in_its_callers_trace_is_a_child_of_the_current_span(
+    spans: InMemorySpanExporter,
+) -> None:
+    app = trace.get_tracer("app")
+    runner = Runner(tools([]))
+    with app.start_as_current_span("agent run"):
+        paused = await runner.run([email()])
+        assert paused.pending is not None
+        with app.start_as_current_span("ask the user") as asking:
+            await runner.resume(paused.pending, [{"type": "reject"}], reviewer="ana")
+    call = by_name(spans, "execute_tool send_email")
+    assert call.parent is not None
+    assert call.parent.span_id == asking.get_span_context().span_id
+    assert call.links == ()
+    assert status(call) == (StatusCode.ERROR, None, "rejected")
+
+
+async def test_without_a_span_at_the_call_nothing_is_kept_and_the_call_nests_as_usual(
+    spans: InMemorySpanExporter,
+) -> None:
+    runner = Runner(tools([]))
+    paused = await runner.run([email()])
+    assert paused.pending is not None
+    assert paused.pending.actions[0].trace_parent is None
+    assert "trace_parent" not in paused.pending.actions[0].model_dump(mode="json")
+    with trace.get_tracer("app").start_as_current_span("review") as request:
+        await runner.resume(paused.pending, [{"type": "approve"}], reviewer="ana")
+    call = by_name(spans, "execute_tool send_email")
+    assert call.parent is not None
+    assert call.parent.span_id == request.get_span_context().span_id
+    assert call.links == ()
+
+
+@pytest.mark.parametrize(
+    "stored",
+    [
+        "00-zz0000000000000000000000000000-0000000000000001-01",  # not hex
+        "00-00000000000000000000000000000000-0000000000000001-01",  # an invalid trace id
+        "01-00000000000000000000000000000001-0000000000000001-01",  # another version
+        "00-00000000000000000000000000000001-0000000000000001-01-extra",
+    ],
+)
+async def test_a_damaged_stored_caller_is_ignored(spans: InMemorySpanExporter, stored: str) -> None:
+    runner = Runner(tools([]))
+    paused = await runner.run([email()])
+    assert paused.pending is not None
+    action = paused.pending.actions[0].model_copy(update={"trace_parent": stored})
+    pending = paused.pending.model_copy(update={"actions": [action]})
+    with trace.get_tracer("app").start_as_current_span("review") as request:
+        await runner.resume(pending, [{"type": "approve"}], reviewer="ana")
+    call = by_name(spans, "execute_tool send_email")
+    assert call.parent is not None
+    assert call.parent.span_id == request.get_span_context().span_id
+    assert call.links == ()
+
+
+async def test_a_chat_keeps_the_caller_in_its_store_for_the_reviewer_of_another_process(
+    spans: InMemorySpanExporter, tmp_path: Any
+) -> None:
+    def turn() -> ModelResponse:
+        return ModelResponse(
+            tool_calls=[ToolCall(id="c1", name="send_email", args={"to": "bob@example.org"})]
+        )
+
+    app = trace.get_tracer("app")
+    db = str(tmp_path / "chat.sqlite3")
+    asking = ReviewedChat(ScriptedModel([turn()]), tools([]), store=SQLiteStore(db))
+    with app.start_as_current_span("POST /hitl/chat") as message:
+        first = await asking.send_message("mail bob")
+    deciding = ReviewedChat(ScriptedModel(["Sent."]), tools([]), store=SQLiteStore(db))
+    with app.start_as_current_span("POST /hitl/review", context=Context()) as request:
+        await deciding.submit_review(
+            [{"type": "approve"}], first.thread_id, review_id=first.review_id, reviewer="ana"
+        )
+    call = by_name(spans, "execute_tool send_email")
+    assert call.context.trace_id == message.get_span_context().trace_id
+    assert call.parent is not None
+    assert call.parent.span_id == message.get_span_context().span_id
+    assert [link.context for link in call.links] == [request.get_span_context()]
+
+
+def test_a_function_marked_as_run_by_a_server_gives_its_tools_the_extension_type() -> None:
+    def lookup(city: str) -> str:
+        """Look a city up."""
+        return city
+
+    telemetry.mark_type(lookup, telemetry.EXTENSION)
+    tool = guard([lookup]).get("lookup")
+    assert tool is not None
+    assert telemetry._tool_facts(tool) == {
+        "gen_ai.tool.type": "extension",
+        "gen_ai.tool.description": "Look a city up.",
+    }
+    assert telemetry._tool_facts(None) == {"gen_ai.tool.type": "function"}
 
 
 # --------------------------------------------------------------------------- secrets; no tracing

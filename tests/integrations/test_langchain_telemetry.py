@@ -224,7 +224,7 @@ def test_a_rejection_runs_nothing_and_names_the_reviewer(
         reviewer="bo",
     )
     assert parent_of(send) == second
-    assert send.status.status_code == StatusCode.UNSET
+    assert send.status.status_code == StatusCode.ERROR  # a refused call: not executed
     assert [s.name for s in ours(spans)] == ["toolguard.review", "execute_tool send_email"]
     assert_no_secret(spans)
 
@@ -328,6 +328,7 @@ def test_a_tool_invoked_with_a_tool_call_outside_a_graph_keeps_its_id(
         {
             "gen_ai.operation.name": "execute_tool",
             "gen_ai.tool.name": "search_mail",
+            "gen_ai.tool.type": "function",
             "toolguard.outcome": "executed",
         },
     ]

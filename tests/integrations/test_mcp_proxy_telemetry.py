@@ -19,6 +19,7 @@ from opentelemetry.sdk.trace.export import SimpleSpanProcessor  # noqa: E402
 from opentelemetry.sdk.trace.export.in_memory_span_exporter import (  # noqa: E402
     InMemorySpanExporter,
 )
+from opentelemetry.trace import SpanKind, StatusCode  # noqa: E402
 
 from tests.helpers import ours  # noqa: E402
 from toolguard import MemoryStore, Rules  # noqa: E402
@@ -66,8 +67,14 @@ async def three_calls(log: Path, store: MemoryStore) -> list[types.CallToolResul
         ]
 
 
+DESCRIPTIONS = {item["name"]: item["description"] for item in TOOLS}
+
+
 def call_attributes(span: ReadableSpan, name: str, **more: Any) -> dict[str, Any]:
-    """The attributes ``span`` must have; its call id is the gateway's own (``mcp-`` and hex)."""
+    """The attributes ``span`` must have; its call id is the gateway's own (``mcp-`` and hex).
+
+    The upstream server runs the tool: its type is ``extension``, with the listed description.
+    """
     call_id = (span.attributes or {})["gen_ai.tool.call.id"]
     assert isinstance(call_id, str)
     assert call_id.startswith("mcp-")
@@ -76,6 +83,8 @@ def call_attributes(span: ReadableSpan, name: str, **more: Any) -> dict[str, Any
         "gen_ai.operation.name": "execute_tool",
         "gen_ai.tool.name": name,
         "gen_ai.tool.call.id": call_id,
+        "gen_ai.tool.type": "extension",
+        "gen_ai.tool.description": DESCRIPTIONS[name],
         **toolguard,
     }
 
@@ -119,27 +128,56 @@ async def test_reviewed_denied_and_allowed_calls_have_exactly_their_spans(
     )
     assert isinstance(attributes["toolguard.review.wait_ms"], int)
     assert attributes["toolguard.review.wait_ms"] >= 0
-    assert dict(archive.attributes or {}) == call_attributes(
-        archive, "archive_file", decided_by="rule", outcome="denied"
-    )
+    assert dict(archive.attributes or {}) == {
+        **call_attributes(archive, "archive_file", decided_by="rule", outcome="denied"),
+        "error.type": "denied",
+    }
     # A call that needed no review has no id: MCP gives a call none.
     assert dict(read.attributes or {}) == {
         "gen_ai.operation.name": "execute_tool",
         "gen_ai.tool.name": "read_file",
+        "gen_ai.tool.type": "extension",
+        "gen_ai.tool.description": "Read a file.",
         "toolguard.outcome": "executed",
     }
-    # The review is a child of its call; each call a child of the MCP SDK's span for the
-    # client's tools/call, and the parent of the SDK's span for the call to the upstream.
+    # A refused call is an error a dashboard can count; the executed ones are not.
+    assert [s.status.status_code for s in exported] == [
+        StatusCode.UNSET,
+        StatusCode.UNSET,
+        StatusCode.ERROR,
+        StatusCode.UNSET,
+    ]
+    # Each call is counted once: the gateway's server span of a tools/call does not say
+    # execute_tool, only toolguard's span does (the upstream server, in this process here,
+    # has its own server spans, under the gateway's requests to it).
+    upstream = {s.context.span_id for s in everything.values() if s.name.startswith("MCP send")}
+    counted = [
+        s.name
+        for s in everything.values()
+        if (s.attributes or {}).get("gen_ai.operation.name") == "execute_tool"
+        and (s.parent is None or s.parent.span_id not in upstream)
+    ]
+    assert sorted(counted) == sorted(s.name for s in exported[1:])
+    # The review is a child of its call; each call a child of the gateway's server span for
+    # the client's tools/call, and the parent of the SDK's span for the call to the upstream.
     assert review.parent is not None
     assert review.parent.span_id == delete.context.span_id
     for call, name in [(delete, "delete_file"), (archive, "archive_file"), (read, "read_file")]:
         assert call.parent is not None
         served = everything[call.parent.span_id]
         assert served.instrumentation_scope is not None
-        assert (served.instrumentation_scope.name, served.name) == (
+        assert (served.instrumentation_scope.name, served.name, served.kind) == (
             "mcp-python-sdk",
             f"tools/call {name}",
+            SpanKind.SERVER,
         )
+        assert dict(served.attributes or {}) == {
+            "mcp.method.name": "tools/call",
+            "mcp.protocol.version": (served.attributes or {})["mcp.protocol.version"],
+            "jsonrpc.request.id": (served.attributes or {})["jsonrpc.request.id"],
+            "gen_ai.tool.name": name,
+            **({"error.type": "tool_error"} if name == "archive_file" else {}),
+        }
         sent = sorted(
             s.name
             for s in everything.values()

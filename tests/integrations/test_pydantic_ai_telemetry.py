@@ -73,6 +73,7 @@ async def test_spans_nest_under_the_agents_tool_span_and_name_the_reviewer(
             {
                 "gen_ai.operation.name": "execute_tool",
                 "gen_ai.tool.name": "search_contacts",
+                "gen_ai.tool.type": "function",
                 "gen_ai.tool.call.id": "c1",
                 "toolguard.outcome": "executed",
             },
@@ -91,6 +92,7 @@ async def test_spans_nest_under_the_agents_tool_span_and_name_the_reviewer(
             {
                 "gen_ai.operation.name": "execute_tool",
                 "gen_ai.tool.name": "send_email",
+                "gen_ai.tool.type": "function",
                 "gen_ai.tool.call.id": "c2",
                 "toolguard.decided_by": "ana",
                 "toolguard.review.wait_ms": found[2][1].get("toolguard.review.wait_ms", -1),
@@ -132,6 +134,7 @@ async def test_a_call_an_allow_rule_lets_run_is_decided_by_the_rule(
             {
                 "gen_ai.operation.name": "execute_tool",
                 "gen_ai.tool.name": "send_email",
+                "gen_ai.tool.type": "function",
                 "gen_ai.tool.call.id": "c9",
                 "toolguard.decided_by": "rule",
                 "toolguard.outcome": "executed",

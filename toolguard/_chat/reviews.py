@@ -252,7 +252,7 @@ class Reviews:
             saved = await self.end_turn(state, step, closed, events)
         except ConcurrentUpdateError:
             raise NoPendingReviewError from None
-        telemetry.actions_ended(state.pending.review_id, closed)
+        telemetry.actions_ended(state.pending.review_id, closed, tools=self.settings.toolset)
         return saved
 
     async def recover(self, state: ThreadState) -> None:
@@ -288,7 +288,7 @@ class Reviews:
             for a in step.actions
         ]
         await self.end_turn(state, step, step.actions, events)
-        telemetry.actions_ended(review_id, step.actions)
+        telemetry.actions_ended(review_id, step.actions, tools=self.settings.toolset)
 
     async def end_turn(
         self, state: ThreadState, step: Step, actions: list[Action], events: list[AuditEvent]

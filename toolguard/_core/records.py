@@ -595,6 +595,10 @@ class Action(_Wire):
     judgement: Judgement | None = Field(None, **omit_when(is_none))
     """What a :class:`~toolguard.Judge` said about the call, if one judged it; left out of
     dumps when ``None``."""
+    trace_parent: str | None = Field(None, **omit_when(is_none))
+    """The W3C ``traceparent`` of the span current when the call was proposed, when the
+    application traces with OpenTelemetry: the call's ``execute_tool`` span joins that trace
+    wherever the decision is applied. Left out of dumps when ``None``."""
 
     if not EXCLUDE_IF:  # pragma: no cover - pydantic < 2.12 has no Field(exclude_if=...)
 
@@ -609,6 +613,8 @@ class Action(_Wire):
                 data.pop("approved_by", None)
             if self.judgement is None:
                 data.pop("judgement", None)
+            if self.trace_parent is None:
+                data.pop("trace_parent", None)
             return data
 
     @property

@@ -9,22 +9,33 @@ cost is one dictionary lookup (plus one call when the module is loaded).
 Spans (see docs/observability.md):
 
 * ``execute_tool {tool name}`` for every call that reaches an outcome, open
-  while the tool runs, with the GenAI semantic conventions' attributes and
+  while the tool runs, with the GenAI semantic conventions' attributes
+  (``gen_ai.tool.type``: ``function`` for a tool the application runs,
+  ``extension`` for one an MCP server runs behind the gateway) and
   ``toolguard.outcome``, ``toolguard.decided_by``, ``toolguard.review_id`` and
-  ``toolguard.review.wait_ms``;
+  ``toolguard.review.wait_ms``; a call that did not run (refused, rejected,
+  expired, cancelled...) or failed has the status ``ERROR`` and its kind as
+  ``error.type``;
 * ``toolguard.review`` from the request to the decision (its start and end
   times are the action's ``requested_at`` and ``decided_at``), a child of the
   call's span.
 
+A reviewed call belongs to its caller's trace: the span current when the call
+was proposed is kept with its request (``Action.trace_parent``, a W3C
+``traceparent``), and the call's span is its child wherever the decision is
+applied; the span current there (a reviewer's HTTP request) is linked to it.
+
 No attribute holds an argument, a result, a reason or an error message: only
-names, ids, outcomes and times, so no secret can reach an exporter.
+names, ids, outcomes, times and the tool's own description, so no secret can
+reach an exporter.
 """
 
 from __future__ import annotations
 
 import os
+import re
 import sys
-from collections.abc import Iterable, Iterator
+from collections.abc import Callable, Iterable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass, replace
 from datetime import datetime, timezone
@@ -34,7 +45,10 @@ from toolguard._core.records import Action, ToolResult
 from toolguard._version import __version__
 
 if TYPE_CHECKING:
-    from opentelemetry.trace import Span, Tracer
+    from opentelemetry.context import Context
+    from opentelemetry.trace import Link, Span, Tracer
+
+    from toolguard._tools.tool import Tool
 
 TRACER_NAME = "toolguard"
 """The instrumentation scope of every span toolguard emits."""
@@ -49,6 +63,16 @@ _OUTCOMES: dict[str, str] = {
     "interrupted": "interrupted",
 }
 """``toolguard.outcome`` for a result's ``outcome`` (any other failure is ``failed``)."""
+
+FUNCTION = "function"
+"""``gen_ai.tool.type`` of a tool the application's own code runs (the conventions' client side)."""
+EXTENSION = "extension"
+"""``gen_ai.tool.type`` of a tool a server runs for the agent (an MCP server behind the gateway)."""
+TOOL_TYPE_ATTRIBUTE = "__toolguard_tool_type__"
+"""Set on a tool's function to give its ``gen_ai.tool.type`` (see :func:`mark_type`)."""
+
+_TRACEPARENT = re.compile(r"00-([0-9a-f]{32})-([0-9a-f]{16})-([0-9a-f]{2})")
+"""A W3C ``traceparent`` of version 00, as :func:`caller` writes it."""
 
 _UNREAD = object()
 _PROVIDER_VARIABLE = "OTEL_PYTHON_TRACER_PROVIDER"
@@ -92,6 +116,73 @@ class Decided:
     decision: str | None = None
     status: str | None = None
     outcome_by: str | None = None
+    trace_parent: str | None = None
+    """The W3C ``traceparent`` of the span current when the call was proposed (its caller):
+    the call's span joins that trace (``None``: the span current where it runs)."""
+
+
+def mark_type(func: Callable[..., Any], tool_type: str) -> None:
+    """Give the tools running ``func`` the ``gen_ai.tool.type`` ``tool_type``."""
+    setattr(func, TOOL_TYPE_ATTRIBUTE, tool_type)
+
+
+def _tool_facts(tool: Tool[Any, Any] | None) -> dict[str, Any]:
+    """``gen_ai.tool.type`` and, when it has one, ``gen_ai.tool.description`` of ``tool``.
+
+    Without the tool (a framework's call whose tool was not handed over, an
+    unknown tool) the type is ``function``: every such path runs the
+    application's own functions.
+    """
+    if tool is None:
+        return {"gen_ai.tool.type": FUNCTION}
+    facts: dict[str, Any] = {
+        "gen_ai.tool.type": getattr(tool.func, TOOL_TYPE_ATTRIBUTE, FUNCTION),
+    }
+    if tool.description:
+        facts["gen_ai.tool.description"] = tool.description
+    return facts
+
+
+def caller() -> str | None:
+    """The W3C ``traceparent`` of the span current now, when the application traces.
+
+    Kept with a review's request (``Action.trace_parent``) so that the call's
+    span joins its caller's trace wherever the decision is applied. ``None``
+    without a tracer provider or a current span (one dictionary lookup).
+    """
+    trace = sys.modules.get("opentelemetry.trace")
+    if trace is None or _tracer(trace) is None:
+        return None
+    context = trace.get_current_span().get_span_context()
+    if not context.is_valid:
+        return None
+    return f"00-{context.trace_id:032x}-{context.span_id:016x}-{int(context.trace_flags):02x}"
+
+
+def _placement(trace_parent: str | None) -> tuple[Context | None, list[Link] | None]:
+    """Where a call's span goes: its parent context and its links.
+
+    A call proposed under another trace than the current one (a review decided
+    by a reviewer's request, a turn resumed elsewhere) becomes a child of its
+    caller's span, with the current span linked to it; otherwise it is a child
+    of the current span, as any span.
+    """
+    found = _TRACEPARENT.fullmatch(trace_parent) if trace_parent else None
+    if found is None:
+        return None, None
+    from opentelemetry import trace  # noqa: PLC0415 - loaded by the application
+
+    trace_id, span_id = int(found[1], 16), int(found[2], 16)
+    if trace_id == 0 or span_id == 0:
+        return None, None
+    current = trace.get_current_span().get_span_context()
+    if current.is_valid and current.trace_id == trace_id:
+        return None, None  # already in the caller's trace: under the current span
+    origin = trace.SpanContext(
+        trace_id, span_id, is_remote=True, trace_flags=trace.TraceFlags(int(found[3], 16))
+    )
+    parent = trace.set_span_in_context(trace.NonRecordingSpan(origin))
+    return parent, [trace.Link(current)] if current.is_valid else None
 
 
 def tracer() -> Tracer | None:
@@ -130,13 +221,16 @@ def outcome_of(result: ToolResult) -> str:
     return _OUTCOMES.get(result.outcome, "failed")
 
 
-def _call_attributes(call_id: str, name: str, decided: Decided | None) -> dict[str, Any]:
+def _call_attributes(
+    call_id: str, name: str, decided: Decided | None, tool: Tool[Any, Any] | None
+) -> dict[str, Any]:
     attributes: dict[str, Any] = {
         "gen_ai.operation.name": "execute_tool",
         "gen_ai.tool.name": name,
     }
     if call_id:  # absent when the framework gave the call no id
         attributes["gen_ai.tool.call.id"] = call_id
+    attributes.update(_tool_facts(tool))
     if decided is None:
         return attributes
     by = decided.outcome_by or decided.by
@@ -179,15 +273,28 @@ def _ns(moment: datetime) -> int:
 
 
 @contextmanager
-def running(otel: Tracer, call_id: str, name: str, decided: Decided | None) -> Iterator[Span]:
+def running(
+    otel: Tracer,
+    call_id: str,
+    name: str,
+    decided: Decided | None,
+    *,
+    tool: Tool[Any, Any] | None = None,
+) -> Iterator[Span]:
     """The ``execute_tool`` span of a call about to run, current while it runs.
 
-    Spans the tool makes nest under it. The caller sets the outcome with
-    :func:`finish` before leaving.
+    Spans the tool makes nest under it. A reviewed call's span is a child of
+    its caller's (``decided.trace_parent``) when that is another trace than
+    the current one, which is then linked to it. ``tool`` gives
+    ``gen_ai.tool.type`` and ``gen_ai.tool.description``. The caller sets the
+    outcome with :func:`finish` before leaving.
     """
+    parent, links = _placement(decided.trace_parent if decided is not None else None)
     with otel.start_as_current_span(
         f"execute_tool {name}",
-        attributes=_call_attributes(call_id, name, decided),
+        context=parent,
+        links=links,
+        attributes=_call_attributes(call_id, name, decided, tool),
         record_exception=False,  # an exception's text may quote a secret
         set_status_on_exception=False,
     ) as span:
@@ -196,30 +303,51 @@ def running(otel: Tracer, call_id: str, name: str, decided: Decided | None) -> I
 
 
 def finish(span: Span, outcome: str, error_type: str | None = None) -> None:
-    """Record ``outcome`` on a call's span (``failed`` marks it an error, with ``error_type``)."""
+    """Record ``outcome`` on a call's span; any outcome but ``executed`` marks it an error.
+
+    ``error.type`` is the outcome (``rejected``, ``denied``, ``expired``,
+    ``cancelled``...), so a dashboard counts executed and refused calls from
+    the standard attributes; a ``failed`` call's is ``error_type`` (the
+    exception's class, or why it could not run).
+    """
     span.set_attribute("toolguard.outcome", outcome)
-    if outcome == "failed":
+    if outcome != "executed":
         from opentelemetry.trace import StatusCode  # noqa: PLC0415 - loaded by the application
 
-        span.set_attribute("error.type", error_type or "failed")
+        span.set_attribute(
+            "error.type", (error_type or "failed") if outcome == "failed" else outcome
+        )
         span.set_status(StatusCode.ERROR)
 
 
 def ended(
-    otel: Tracer, call_id: str, name: str, result: ToolResult, decided: Decided | None
+    otel: Tracer,
+    call_id: str,
+    name: str,
+    result: ToolResult,
+    decided: Decided | None,
+    *,
+    tool: Tool[Any, Any] | None = None,
 ) -> None:
     """The span of a call that reached its outcome without running (refused, rejected...)."""
     outcome = outcome_of(result)
-    with running(otel, call_id, name, decided) as span:
+    with running(otel, call_id, name, decided, tool=tool) as span:
         finish(span, outcome, result.outcome)
 
 
-def actions_ended(review_id: str, actions: Iterable[Action], reviewer: str | None = None) -> None:
+def actions_ended(
+    review_id: str,
+    actions: Iterable[Action],
+    reviewer: str | None = None,
+    tools: Any = None,
+) -> None:
     """Spans for review actions that ended without running (closed, interrupted, refused).
 
     Each action with a result gets its call's span and its review's span;
     one without a result (an edit put up for review again) gets the review's
-    span only. ``reviewer``: who decided, for actions that do not name one.
+    span only. ``reviewer``: who decided, for actions that do not name one;
+    ``tools``: the toolset (anything with ``get(name)``), for each tool's type
+    and description.
     """
     otel = tracer()
     if otel is None:
@@ -231,7 +359,9 @@ def actions_ended(review_id: str, actions: Iterable[Action], reviewer: str | Non
             continue
         if action.result.outcome == "denied":  # a deny rule refused the approved call
             decided = replace(decided, outcome_by=BY_RULE)
-        ended(otel, action.call_id, action.result.name or action.name, action.result, decided)
+        name = action.result.name or action.name
+        tool = tools.get(name) if tools is not None else None
+        ended(otel, action.call_id, name, action.result, decided, tool=tool)
 
 
 def action_decided(review_id: str, action: Action, reviewer: str | None = None) -> Decided:
@@ -247,4 +377,5 @@ def action_decided(review_id: str, action: Action, reviewer: str | None = None) 
         decided_at=action.decided_at or action.finished_at,
         decision=decision.type if decision is not None else None,
         status=status,
+        trace_parent=action.trace_parent,
     )

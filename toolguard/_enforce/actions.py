@@ -14,6 +14,7 @@ from collections.abc import Callable, Sequence
 from datetime import datetime, timedelta
 from typing import Any, Protocol
 
+from toolguard._core import telemetry
 from toolguard._core.catalog import message
 from toolguard._core.judgement import JUDGEMENT_SEPARATOR, Judgement
 from toolguard._core.limits import Limits
@@ -116,6 +117,8 @@ def review_action(
             "approvals_required": tool.approvals,
             "approved_by": [],
             "judgement": judgement,
+            # The caller's span, when the application traces: the call's span joins its trace.
+            "trace_parent": telemetry.caller(),
         },
     )
 

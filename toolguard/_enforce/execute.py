@@ -104,7 +104,7 @@ class Executor:
         otel = telemetry.tracer()
         if otel is None:
             return (await self._run(call, tool, args, in_thread, limits))[0]
-        with telemetry.running(otel, call.id, tool.name, decided) as span:
+        with telemetry.running(otel, call.id, tool.name, decided, tool=tool) as span:
             result, error = await self._run(call, tool, args, in_thread, limits)
             if isinstance(error, DeadlinePassed):
                 telemetry.finish(span, "expired")

@@ -339,17 +339,21 @@ def _moment(seconds: object) -> datetime | None:
 
 @contextmanager
 def call_span(
-    call_id: str, name: str, decided: telemetry.Decided | None = None
+    call_id: str,
+    name: str,
+    decided: telemetry.Decided | None = None,
+    tool: Tool[Any, Any] | None = None,
 ) -> Iterator[Span | None]:
     """The call's ``execute_tool`` span, current while the body runs (``None``: not tracing).
 
-    Set how it ended with :func:`finish` before leaving.
+    ``tool``: the tool, for its type and description. Set how it ended with
+    :func:`finish` before leaving.
     """
     otel = telemetry.tracer()
     if otel is None:
         yield None
         return
-    with telemetry.running(otel, call_id, name, decided) as span:
+    with telemetry.running(otel, call_id, name, decided, tool=tool) as span:
         yield span
 
 
@@ -396,10 +400,15 @@ def trace_ended(
     outcome: str,
     decided: telemetry.Decided | None = None,
     error_type: str | None = None,
+    *,
+    tool: Tool[Any, Any] | None = None,
 ) -> None:
-    """The span of a call that ended without running (rejected, expired, not the approved call)."""
+    """The span of a call that ended without running (rejected, expired, not the approved call).
+
+    ``tool``: the tool, for its type and description.
+    """
     otel = telemetry.tracer()
     if otel is None:
         return
-    with telemetry.running(otel, call_id, name, decided) as span:
+    with telemetry.running(otel, call_id, name, decided, tool=tool) as span:
         telemetry.finish(span, outcome, error_type)

@@ -390,7 +390,7 @@ class _Resumption:
             return
         ran = {slot for slot, *_ in self.jobs}
         ended = [a for i, a in enumerate(step.actions[: len(self.decided)]) if i not in ran]
-        telemetry.actions_ended(self.review_id, ended, self.reviewer)
+        telemetry.actions_ended(self.review_id, ended, self.reviewer, self.runner.toolset)
 
     def step(self) -> Step:
         """The turn's step: complete, or paused on the edits put up for review again."""

@@ -250,7 +250,8 @@ class Runner:
                 if otel is not None:
                     by = telemetry.BY_RULE if verdict.rule is not None else None
                     refused = telemetry.Decided(by=by)
-                    telemetry.ended(otel, call.id, call.name, results[call.id], refused)
+                    known = self.toolset.get(call.name)  # None: an unknown tool
+                    telemetry.ended(otel, call.id, call.name, results[call.id], refused, tool=known)
                 continue
             # A run or ask verdict always carries the tool and the validated arguments.
             tool = cast("Tool[Any, Any]", verdict.tool)
@@ -456,7 +457,7 @@ class Runner:
         """
         step = close_turn(pending, outcome, reason, self.clock())
         FINISHED.finish(pending.review_id, "closed")
-        telemetry.actions_ended(pending.review_id, step.actions)
+        telemetry.actions_ended(pending.review_id, step.actions, tools=self.toolset)
         return step
 
     def interrupted(self, pending: PendingTurn, decisions: Sequence[Any]) -> Step:
@@ -473,7 +474,7 @@ class Runner:
         """
         step = interrupted_turn(pending, decisions, self.clock())
         FINISHED.finish(pending.review_id, "interrupted", after=("resumed",))
-        telemetry.actions_ended(pending.review_id, step.actions)
+        telemetry.actions_ended(pending.review_id, step.actions, tools=self.toolset)
         return step
 
     # ------------------------------------------------------------------ without an event loop

@@ -74,6 +74,7 @@ from toolguard._gateway.relay import (
     report_waiting,
     schema_tools,
 )
+from toolguard._gateway.spans import counted_once
 from toolguard._gateway.upstream import read_only_handlers, wire
 from toolguard._policy.redact import check_redact
 from toolguard._policy.rules import Rule, Rules, denied_text, rule_for
@@ -289,6 +290,7 @@ class MCPProxy:
             return wire(answer)
 
         forward.__name__ = forward.__qualname__ = name
+        telemetry.mark_type(forward, telemetry.EXTENSION)  # the upstream server runs it
         return forward
 
     async def _forward_at_once(self, name: str, args: dict[str, Any], *, by_rule: bool) -> Any:
@@ -300,7 +302,7 @@ class MCPProxy:
         if otel is None:
             return await self.upstream.call_tool(name, args)
         decided = telemetry.Decided(by=telemetry.BY_RULE) if by_rule else None
-        with telemetry.running(otel, "", name, decided) as span:
+        with telemetry.running(otel, "", name, decided, tool=self.toolset.get(name)) as span:
             answer = await self.upstream.call_tool(name, args)
             telemetry.finish(span, "executed")  # the upstream answered, as a reviewed call's span
         return answer
@@ -689,6 +691,7 @@ class MCPProxy:
             on_call_tool=call_tool,
             **read_only_handlers(self.upstream),
         )
+        counted_once(server)  # toolguard's execute_tool span is the call's, not the SDK's
         return server if self.relay is None else self.relay.serve(server)
 
 
