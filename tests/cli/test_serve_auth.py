@@ -6,7 +6,11 @@ from __future__ import annotations
 
 import hashlib
 import re
+import signal
 import socket
+import subprocess
+import sys
+import time
 from pathlib import Path
 from typing import Any
 
@@ -15,6 +19,7 @@ import pytest
 
 pytest.importorskip("fastapi")
 
+from tests.helpers import command_env, run_toolguard
 from toolguard import ReviewedChat
 from toolguard._cli.main import main
 from toolguard._cli.serve import ServeError, build_app
@@ -214,17 +219,43 @@ async def test_the_gateway_app_requires_sign_in_for_its_audit_route(tmp_path: Pa
     assert page.status_code == 200
 
 
-def test_no_auth_prints_a_warning_at_every_start(capsys: pytest.CaptureFixture[str]) -> None:
-    """The port is taken, so uvicorn stops at once: the warning came first."""
+def test_no_auth_prints_a_warning_at_every_start(tmp_path: Path) -> None:
+    """The warning comes first on stderr; a port that is taken is refused before it."""
     with socket.socket() as taken:
         taken.bind(("127.0.0.1", 0))
         taken.listen()
         port = taken.getsockname()[1]
-        code, _out, err = run(
-            ["serve", "--no-auth", "--port", str(port), "--db", ":memory:"], capsys
+        refused = run_toolguard(
+            "serve", "--no-auth", "--port", str(port), "--db", ":memory:", cwd=tmp_path
         )
-    assert code != 0
-    assert err.splitlines()[0] == (
-        f"warning: --no-auth: nobody signs in; anyone who can reach http://127.0.0.1:{port}/ can"
-        " approve every tool call and read every conversation"
+    assert refused == (
+        2,
+        "",
+        (
+            f"error: --port {port}: cannot listen on 127.0.0.1:{port}: the port is in use by"
+            " another program; choose another --port\n"
+        ),
     )
+    out, err = tmp_path / "out.txt", tmp_path / "err.txt"
+    with out.open("wb") as stdout, err.open("wb") as stderr:
+        process = subprocess.Popen(
+            [sys.executable, "-m", "toolguard", "serve", "--no-auth", "--port", "0"],
+            cwd=tmp_path,
+            env=command_env(),
+            stdout=stdout,
+            stderr=stderr,
+        )
+    try:
+        deadline = time.monotonic() + 30
+        while not out.read_text() and process.poll() is None and time.monotonic() < deadline:
+            time.sleep(0.05)
+        first = out.read_text().splitlines()[0]
+    finally:
+        process.send_signal(signal.SIGINT)
+        process.wait(timeout=20)
+    url = first.split(" | ")[0].removeprefix("toolguard serve: ")
+    assert err.read_text().splitlines()[0] == (
+        f"warning: --no-auth: nobody signs in; anyone who can reach {url} can approve every"
+        " tool call and read every conversation"
+    )
+    assert url != "http://127.0.0.1:0/"

@@ -79,8 +79,8 @@ def test_serve_with_a_folder_as_db_or_a_file_that_is_no_database(
     assert capsys.readouterr() == (
         "",
         (
-            f"error: --db {text}: cannot open the database: file is not a database; check the path"
-            " and its permissions, or choose another path\n"
+            f"error: --db {text}: it is not a SQLite database (file is not a database); give"
+            " toolguard's database file or the path of a new one\n"
         ),
     )
     assert text.read_text() == "not a database, " * 100  # left as it was
@@ -333,7 +333,7 @@ def test_a_signal_stops_mcp_proxy_cleanly(tmp_path: Path, sig: signal.Signals, c
         try:
             assert first[0] == (
                 f"toolguard mcp-proxy: approval page http://127.0.0.1:{port}/ | db: {db}"
-                f" | ttl: 300s | upstream: {sys.executable}\n".encode()
+                f" | ttl: 300s | upstream: {sys.executable} | sign-in: link\n".encode()
             )
             page = f"http://127.0.0.1:{port}/"
             link = sign_in_link(first[1].decode(), "mcp-proxy", page)
@@ -382,7 +382,7 @@ def test_serve_help_shows_the_defaults(
             " URL (default: toolguard.sqlite3)"
         ),
         "--host HOST the address to listen on (default: 127.0.0.1)",
-        "--port PORT the port to listen on (default: 8000)",
+        "--port PORT the port to listen on; 0: any free port (default: 8000)",
         "--workers N run N server processes on the one --db (default: 1)",
     ]
     assert [line for line in lines if line in expected] == expected
@@ -395,7 +395,7 @@ def test_mcp_proxy_help_shows_the_defaults(
     expected = [
         "--db PATH the SQLite file of the reviews (default: toolguard-mcp.sqlite3)",
         "--host HOST the approval page's address (default: 127.0.0.1)",
-        "--port PORT the approval page's port (default: 8765)",
+        "--port PORT the approval page's port; 0: any free port (default: 8765)",
         "--ttl SECONDS seconds a call waits for a decision (default: 300)",
     ]
     assert [line for line in lines if line in expected] == expected

@@ -24,6 +24,7 @@ from typing import Any
 
 from toolguard._chat.chat import BlockingChat, ReviewedChat
 from toolguard._chat.turns import ChatTurn
+from toolguard._cli.startup import sqlite_problem
 from toolguard._cli.terminal import (
     InputEndedError,
     QuitError,
@@ -180,7 +181,29 @@ def run_demo(
     return 0
 
 
+def _start_up_problem(args: argparse.Namespace) -> str | None:
+    """Why the demo cannot start with these options (one line with the fix), or ``None``."""
+    if args.script:
+        try:
+            with open(args.script, encoding="utf-8"):
+                pass
+        except OSError as exc:
+            return (
+                f"--script {args.script}: cannot read the file: {exc.strerror or exc};"
+                " check the path"
+            )
+    if args.db:
+        problem = sqlite_problem(args.db, keep=False)  # made again at the first message
+        if problem is not None:
+            return f"--db {args.db}: {problem}"
+    return None
+
+
 def _demo(args: argparse.Namespace) -> int:
+    problem = _start_up_problem(args)
+    if problem is not None:
+        sys.stderr.write(f"error: {problem}\n")
+        return 2
     store: Store | None = None
     store_line = "Store: in memory (use --db PATH to keep the conversation in SQLite)"
     if args.db:
@@ -193,7 +216,7 @@ def _demo(args: argparse.Namespace) -> int:
     color = sys.stdout.isatty() and not os.environ.get("NO_COLOR")
     try:
         if args.script:
-            with open(args.script, encoding="utf-8") as script:
+            with open(args.script, encoding="utf-8", errors="replace") as script:
                 term = Terminal(sys.stdout, answers=script, color=color)
                 return run_demo(chat, term, store_line=store_line, workspace=workspace)
         term = Terminal(

@@ -12,11 +12,10 @@ starts.
 from __future__ import annotations
 
 import argparse
-import errno
 import math
-import socket
 from typing import Any
 
+from toolguard._cli.startup import ListenError, listening_socket
 from toolguard._gateway.listen import parse_listen
 from toolguard._gateway.starting import DEFAULT_START_TIMEOUT
 
@@ -112,18 +111,7 @@ def address_problem(host: str, port: int) -> str | None:
     go at once.
     """
     try:
-        infos = socket.getaddrinfo(host, port, type=socket.SOCK_STREAM, flags=socket.AI_PASSIVE)
-    except socket.gaierror as exc:
-        return f"{host} is not an address of this machine ({exc.strerror})"
-    family, kind, proto, _, address = infos[0]
-    with socket.socket(family, kind, proto) as probe:
-        probe.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
-        try:
-            probe.bind(address)
-        except OSError as exc:
-            if exc.errno == errno.EADDRINUSE:
-                return "the port is in use by another program"
-            if exc.errno == errno.EADDRNOTAVAIL:
-                return f"{host} is not an address of this machine"
-            return exc.strerror or str(exc)
+        listening_socket(host, port).close()
+    except ListenError as exc:
+        return exc.reason
     return None

@@ -11,16 +11,17 @@ extra).
 from __future__ import annotations
 
 import argparse
+import difflib
 import importlib
 import os
 import sys
 from collections.abc import Callable, Sequence
-from typing import Any
+from typing import Any, NoReturn
 
 from toolguard._cli import demo, mcp_proxy
 from toolguard._cli.auth import add_auth_options, add_link_parser, add_token_parser
 from toolguard._cli.judge import add_judge_options
-from toolguard._cli.options import positive_int
+from toolguard._cli.options import port_number, positive_int
 from toolguard._tools.toolset import Toolset, guard
 from toolguard._version import __version__
 
@@ -114,7 +115,10 @@ def _add_serve(commands: Any) -> None:
         "--host", default="127.0.0.1", help="the address to listen on (default: %(default)s)"
     )
     serve.add_argument(
-        "--port", type=int, default=8000, help="the port to listen on (default: %(default)s)"
+        "--port",
+        type=port_number,
+        default=8000,
+        help="the port to listen on; 0: any free port (default: %(default)s)",
     )
     serve.add_argument(
         "--max-body-bytes",
@@ -225,8 +229,15 @@ def _add_tools(commands: Any) -> None:
 # ---------------------------------------------------------------------------- the parser
 
 
+class _Parser(argparse.ArgumentParser):
+    """An argument parser whose mistakes are one line: ``PROG: error: MESSAGE``, exit code 2."""
+
+    def error(self, message: str) -> NoReturn:
+        self.exit(2, f"{self.prog}: error: {message}\n")
+
+
 def _parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(
+    parser = _Parser(
         prog="toolguard",
         description="Human-in-the-loop approval for LLM agent tools.",
     )
@@ -241,8 +252,50 @@ def _parser() -> argparse.ArgumentParser:
     return parser
 
 
+def _commands(parser: argparse.ArgumentParser) -> dict[str, argparse.ArgumentParser]:
+    """The subcommands' parsers by name."""
+    for action in parser._actions:
+        if isinstance(action, argparse._SubParsersAction):
+            return dict(action.choices)
+    return {}
+
+
+def _did_you_mean(word: str, choices: Sequence[str]) -> str:
+    """`` (did you mean CHOICE?)`` for the choice closest to ``word``, or nothing."""
+    close = difflib.get_close_matches(word, choices, n=1, cutoff=0.6)
+    return f" (did you mean {close[0]}?)" if close else ""
+
+
+def _unknown_command(parser: argparse.ArgumentParser, argv: Sequence[str]) -> str | None:
+    """The error of a first argument that is no command (nor an option), or ``None``."""
+    if not argv or argv[0].startswith("-"):
+        return None
+    names = list(_commands(parser))
+    if argv[0] in names:
+        return None
+    return (
+        f"unknown command {argv[0]!r}{_did_you_mean(argv[0], names)};"
+        f" the commands are {', '.join(names)}"
+    )
+
+
+def _unrecognized(command: argparse.ArgumentParser, extras: Sequence[str]) -> str:
+    """The error of the arguments ``command`` does not know, each option with its close match."""
+    options = [o for action in command._actions for o in action.option_strings]
+    flags = [word.partition("=")[0] for word in extras if word.startswith("-")]
+    if flags:  # the words after an unknown option are its values: it names the mistake
+        shown, kind = [flag + _did_you_mean(flag, options) for flag in flags], "option"
+    else:
+        shown, kind = [repr(word) for word in extras], "argument"
+    plural = "s" if len(shown) > 1 else ""
+    return f"unknown {kind}{plural} {', '.join(shown)}; {command.prog} --help lists the options"
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     """Run the command line.
+
+    A mistake in the arguments is one line, ``toolguard COMMAND: error: ...`` (an unknown
+    option or command names the close match), and exit code 2.
 
     Args:
         argv: the arguments after the program name; ``sys.argv[1:]`` by default.
@@ -251,7 +304,14 @@ def main(argv: Sequence[str] | None = None) -> int:
         The exit code: 0 on success, 2 on a usage or setup error.
     """
     parser = _parser()
-    args = parser.parse_args(argv)
+    arguments = list(sys.argv[1:] if argv is None else argv)
+    problem = _unknown_command(parser, arguments)
+    if problem is not None:
+        parser.error(problem)
+    args, extras = parser.parse_known_args(arguments)
+    if extras:
+        command = _commands(parser).get(getattr(args, "command", None) or "", parser)
+        command.error(_unrecognized(command, extras))
     handler: Callable[[argparse.Namespace], int] | None = getattr(args, "handler", None)
     if handler is None:
         parser.print_help()

@@ -26,8 +26,13 @@ from toolguard._cli.auth import (
 )
 from toolguard._cli.gateway_options import add_gateway_options, address_problem, gateway_options
 from toolguard._cli.judge import JudgeOptionError, add_judge_options, build_judge
-from toolguard._cli.options import positive_int
-from toolguard._cli.startup import open_problem, sqlite_path_problem, upstream_command_problem
+from toolguard._cli.options import port_number, positive_int
+from toolguard._cli.startup import (
+    ListenError,
+    listening_socket,
+    sqlite_problem,
+    upstream_command_problem,
+)
 from toolguard._core.errors import RuleSyntaxError
 from toolguard._core.llm import close_client
 from toolguard._enforce.judge import Judge
@@ -37,7 +42,6 @@ from toolguard._gateway.run import DEFAULT_DB, run
 from toolguard._policy.reviewers import Reviewers
 from toolguard._policy.rules import Rules
 from toolguard._stores.outbox import Webhook
-from toolguard._stores.sqlite import SQLiteStore
 
 __all__ = ["add_parser", "judge_of", "run_command"]
 
@@ -66,7 +70,10 @@ def add_parser(commands: Any) -> None:
         "--host", default="127.0.0.1", help="the approval page's address (default: %(default)s)"
     )
     proxy.add_argument(
-        "--port", type=int, default=8765, help="the approval page's port (default: %(default)s)"
+        "--port",
+        type=port_number,
+        default=8765,
+        help="the approval page's port; 0: any free port (default: %(default)s)",
     )
     proxy.add_argument(
         "--ttl",
@@ -213,9 +220,9 @@ def run_command(args: argparse.Namespace) -> int:
         "max_body_bytes": getattr(args, "max_body_bytes", DEFAULT_MAX_BODY_BYTES),
     }
     problem = (
-        _http_problem(args.host, args.port, http_options)
+        _address_problem(args, gateway["listen"])  # first: --port 0 becomes the port picked
+        or _http_problem(args.host, args.port, http_options)
         or _start_up_problem(command, args.db or DEFAULT_DB)
-        or _address_problem(args, gateway["listen"])
     )
     if problem is not None:
         sys.stderr.write(f"error: {problem}\n")
@@ -272,29 +279,28 @@ def _start_up_problem(command: list[str], db: str) -> str | None:
         problem = upstream_command_problem(command[0], command[1:])
         if problem is not None:
             return problem
-    problem = sqlite_path_problem(db)
-    if problem is None:
-        problem = open_problem(SQLiteStore(db))
-        if problem == "file is not a database":
-            problem = (
-                "it is not a SQLite database (file is not a database); give toolguard's database"
-                " file or the path of a new one"
-            )
-        elif problem is not None:
-            problem = (
-                f"cannot open the database: {problem}; check the path and its permissions,"
-                " or choose another path"
-            )
+    problem = sqlite_problem(db, keep=False)  # the gateway makes it when it starts
     return f"--db {db}: {problem}" if problem is not None else None
 
 
 def _address_problem(args: argparse.Namespace, listen: Any) -> str | None:
-    """Why the approval page or the ``--listen`` server cannot listen (one line), or ``None``."""
-    problem = address_problem(args.host, args.port)
-    if problem is not None:
+    """Why the approval page or the ``--listen`` server cannot listen (one line), or ``None``.
+
+    ``--port 0``: ``args.port`` becomes the free port the system picked.
+    """
+    try:
+        with listening_socket(args.host, args.port) as probe:
+            args.port = probe.getsockname()[1]
+    except ListenError as exc:
+        where = f"[{args.host}]:{args.port}" if ":" in args.host else f"{args.host}:{args.port}"
+        if exc.option == "--host":
+            return (
+                f"--host {args.host}: the approval page cannot listen on {where}: {exc.reason};"
+                " give one of its addresses, e.g. 127.0.0.1 (this machine only)"
+            )
         return (
-            f"--port {args.port}: the approval page cannot listen on {args.host}:{args.port}:"
-            f" {problem}; choose another --port (or --host)"
+            f"--port {args.port}: the approval page cannot listen on {where}:"
+            f" {exc.reason}; choose another --port (or --host)"
         )
     problem = address_problem(listen.host, listen.port) if listen is not None else None
     if problem is not None:

@@ -23,6 +23,7 @@ import importlib
 import json
 import os
 import secrets
+import socket
 import sys
 from collections.abc import AsyncIterator, Awaitable, Callable, Iterable, Sequence
 from pathlib import Path
@@ -44,9 +45,11 @@ from toolguard._cli.judge import JudgeOptionError, build_judge, describe_judge
 from toolguard._cli.running import run_uvicorn
 from toolguard._cli.startup import (
     STORE_CHECK_SECONDS,
+    ListenError,
+    listening_socket,
     one_line,
     open_problem,
-    sqlite_path_problem,
+    sqlite_problem,
 )
 from toolguard._core.errors import RuleSyntaxError
 from toolguard._core.hosts import default_hosts
@@ -340,24 +343,22 @@ def check_store(db: str | None, *, timeout: float = STORE_CHECK_SECONDS) -> None
             password masked), why, and what to do.
     """
     shown = shown_db(db)
-    postgres = db is not None and db.startswith(_POSTGRES_SCHEMES)
-    if not postgres:
-        problem = sqlite_path_problem(db or DEFAULT_DB)
+    if db is None or not db.startswith(_POSTGRES_SCHEMES):
+        problem = sqlite_problem(db or DEFAULT_DB, timeout=timeout)
         if problem is not None:
             msg = f"--db {shown}: {problem}"
             raise ServeError(msg)
+        return
     problem = open_problem(open_store(db), timeout=timeout)
     if problem is None:
         return
-    password = _password_of(db) if postgres and db is not None else None
+    password = _password_of(db)
     if password:
         problem = problem.replace(password, "***")
-    fix = (
-        "check that PostgreSQL runs at that address and the URL is right"
-        if postgres
-        else "check the path and its permissions, or choose another path"
+    msg = (
+        f"--db {shown}: cannot open the database: {problem}; check that PostgreSQL runs at that"
+        " address and the URL is right"
     )
-    msg = f"--db {shown}: cannot open the database: {problem}; {fix}"
     raise ServeError(msg)
 
 
@@ -666,108 +667,177 @@ def serve(
 
     Returns:
         The exit code: 130 after Ctrl-C, 2 for a setting that cannot be
-        used, uvicorn's non-zero code when the server could not start (e.g.
-        the port is taken). SIGTERM stops the server gracefully and then the
-        process, as uvicorn does.
+        used (the address and port too: they are bound before the first line
+        is printed; ``port`` 0 binds a free port, which the first line names).
+        SIGTERM stops the server gracefully and then the process, as uvicorn
+        does.
     """
-    options: dict[str, Any] = {
-        "tools": tools,
-        "model": model,
-        "base_url": base_url,
-        "db": db,
-        "max_body_bytes": max_body_bytes,
-        "allowed_origins": list(allow_origins),
-        "allowed_hosts": [*default_hosts(host, port), *allow_hosts],
-    }
-    given = {
-        "rules": rules,
-        "notify_url": notify_url,
-        "notify_secret": notify_secret,
-        "judge_model": judge_model,
-        "judge_auto_approve": judge_auto_approve or None,
-        "judge_scope": judge_scope,
-        "auth_header": auth_header,
-        "trusted_proxies": list(trusted_proxies) if trusted_proxies is not None else None,
-        "tokens": tokens,
-        # The secret of the session cookies, the same in every worker.
-        "session_secret": secrets.token_hex(32) if tokens is not None else None,
-        "link_sign_in": (auth_header is None and tokens is None and not no_auth) or None,
-    }
-    options.update({name: value for name, value in given.items() if value is not None})
     try:
         import uvicorn  # noqa: F401, PLC0415 - the http extra is optional: checked here
-
-        try:
-            check_auth_options(
-                host,
-                auth_header=auth_header,
-                trusted_proxies=trusted_proxies,
-                tokens=tokens,
-                no_auth=no_auth,
-            )
-        except AuthOptionError as exc:
-            raise ServeError(str(exc)) from exc
-
-        if workers < 1:
-            msg = f"--workers must be at least 1, got {workers}"
-            raise ServeError(msg)
-        if workers > 1 and "link_sign_in" in options:
-            msg = (
-                f"--workers {workers} needs --tokens FILE or --auth-header NAME (or --no-auth):"
-                " the sign-in link works with one server process"
-            )
-            raise ServeError(msg)
-        if workers > 1 and db in _PRIVATE_DBS:
-            msg = (
-                f"--workers {workers} needs a database the workers share, but --db {db} gives"
-                " each process a private one: use a SQLite file or a postgresql:// URL"
-            )
-            raise ServeError(msg)
-        app = build_app(**options)
-        try:
-            check_store(db)
-        except ServeError:
-            _close_store(app.state.chat)
-            raise
-    except ServeError as exc:
-        text = str(exc)
-        for name, option in _OPTION_NAMES:
-            text = text.replace(name, option)
-        sys.stderr.write(f"error: {text}\n")
-        return 2
     except ImportError as exc:
         sys.stderr.write(
             f"error: toolguard serve needs the 'http' extra ({exc}):"
             " pip install 'toolguard-hitl[http]'\n"
         )
         return 2
+    listening: socket.socket | None = None
+    refused: ListenError | None = None
+    try:
+        listening = listening_socket(host, port)
+    except ListenError as exc:
+        refused = exc  # said after the mistakes of the other options
+    else:
+        port = listening.getsockname()[1]  # the port bound, also when --port 0 let the system pick
+    try:
+        app = _checked_app(
+            {
+                "tools": tools,
+                "model": model,
+                "base_url": base_url,
+                "db": db,
+                "max_body_bytes": max_body_bytes,
+                "allowed_origins": list(allow_origins),
+                "allowed_hosts": [*default_hosts(host, port), *allow_hosts],
+            },
+            {
+                "rules": rules,
+                "notify_url": notify_url,
+                "notify_secret": notify_secret,
+                "judge_model": judge_model,
+                "judge_auto_approve": judge_auto_approve or None,
+                "judge_scope": judge_scope,
+                "auth_header": auth_header,
+                "trusted_proxies": list(trusted_proxies) if trusted_proxies is not None else None,
+                "tokens": tokens,
+                # The secret of the session cookies, the same in every worker.
+                "session_secret": secrets.token_hex(32) if tokens is not None else None,
+                "link_sign_in": (auth_header is None and tokens is None and not no_auth) or None,
+            },
+            host=host,
+            workers=workers,
+            no_auth=no_auth,
+            refused=_listen_error_line(refused, host, port) if refused is not None else None,
+        )
+    except ServeError as exc:
+        if listening is not None:
+            listening.close()
+        text = str(exc)
+        for name, option in _OPTION_NAMES:
+            text = text.replace(name, option)
+        sys.stderr.write(f"error: {text}\n")
+        return 2
+    assert listening is not None  # refused is raised by _checked_app  # noqa: S101
+    return _run(app, listening, host=host, port=port, workers=workers, no_auth=no_auth)
+
+
+def _listen_error_line(exc: ListenError, host: str, port: int) -> str:
+    """The error line of an address ``toolguard serve`` cannot listen on."""
+    where = f"[{host}]:{port}" if ":" in host else f"{host}:{port}"
+    if exc.option == "--host":
+        return (
+            f"--host {host}: cannot listen on {where}: {exc.reason}; give one of its addresses,"
+            " e.g. 127.0.0.1 (this machine only) or 0.0.0.0 (all of its addresses)"
+        )
+    return f"--port {port}: cannot listen on {where}: {exc.reason}; choose another --port"
+
+
+def _checked_app(
+    options: dict[str, Any],
+    given: dict[str, Any],
+    *,
+    host: str,
+    workers: int,
+    no_auth: bool,
+    refused: str | None,
+) -> FastAPI:
+    """The app of ``options`` (and the ``given`` ones that are not ``None``) once every setting
+    is checked: the options first, then the address (``refused``: why it cannot be listened
+    on), then the store (opened once, its tables made).
+
+    Raises:
+        ServeError: a setting cannot be used.
+    """
+    options.update({name: value for name, value in given.items() if value is not None})
+    db = options["db"]
+    try:
+        check_auth_options(
+            host,
+            auth_header=given["auth_header"],
+            trusted_proxies=given["trusted_proxies"],
+            tokens=given["tokens"],
+            no_auth=no_auth,
+        )
+    except AuthOptionError as exc:
+        raise ServeError(str(exc)) from exc
+    if workers < 1:
+        msg = f"--workers must be at least 1, got {workers}"
+        raise ServeError(msg)
+    if workers > 1 and "link_sign_in" in options:
+        msg = (
+            f"--workers {workers} needs --tokens FILE or --auth-header NAME (or --no-auth):"
+            " the sign-in link works with one server process"
+        )
+        raise ServeError(msg)
+    if workers > 1 and db in _PRIVATE_DBS:
+        msg = (
+            f"--workers {workers} needs a database the workers share, but --db {db} gives"
+            " each process a private one: use a SQLite file or a postgresql:// URL"
+        )
+        raise ServeError(msg)
+    app = build_app(**options)
+    try:
+        if refused is not None:
+            raise ServeError(refused)
+        check_store(db)
+    except ServeError:
+        _close_store(app.state.chat)
+        raise
+    app.state.serve_options = options
+    return app
+
+
+def _run(
+    app: FastAPI, listening: socket.socket, *, host: str, port: int, workers: int, no_auth: bool
+) -> int:
+    """Print the start-up lines and run ``app`` on the ``listening`` socket until stopped."""
     from toolguard._http.auth import with_proxy_headers as served  # noqa: PLC0415
 
     chat: ReviewedChat = app.state.chat
+    db = app.state.serve_options["db"]
     where = f"[{host}]" if ":" in host else host
+    url = f"http://{where}:{port}/"
     if no_auth:
-        sys.stderr.write(no_auth_warning(f"http://{where}:{port}/"))
+        sys.stderr.write(no_auth_warning(url))
         sys.stderr.flush()
     if workers > 1:
-        return _serve_workers(app, options, host=host, port=port, workers=workers)
+        try:
+            return _serve_workers(
+                app, app.state.serve_options, listening=listening, url=url, workers=workers
+            )
+        finally:
+            listening.close()
     sys.stdout.write(
-        f"toolguard serve: http://{where}:{port}/"
-        f" | model: {_describe(chat.model)} | db: {shown_db(db)}{_judge_part(chat)}"
-        f"{auth_part(app.state.auth)}\n"
+        f"toolguard serve: {url} | model: {_describe(chat.model)} | db: {shown_db(db)}"
+        f"{_judge_part(chat)}{auth_part(app.state.auth)}\n"
     )
     try:
-        with sign_in_link(
-            app.state.auth, "serve", f"http://{where}:{port}/", f"db: {shown_db(db)}"
-        ):
-            return run_uvicorn(served(app), host=host, port=port)
+        with sign_in_link(app.state.auth, "serve", url, f"db: {shown_db(db)}"):
+            return run_uvicorn(served(app), host=host, port=port, sock=listening)
     finally:
+        listening.close()
         _close_store(chat)
 
 
 def _serve_workers(
-    chat_app: FastAPI, options: dict[str, Any], *, host: str, port: int, workers: int
+    chat_app: FastAPI,
+    options: dict[str, Any],
+    *,
+    listening: socket.socket,
+    url: str,
+    workers: int,
 ) -> int:
-    """Run ``workers`` uvicorn processes, each with the app of :func:`app_from_env`.
+    """Run ``workers`` uvicorn processes on the ``listening`` socket, each with the app of
+    :func:`app_from_env` (built from ``options``).
 
     ``chat_app`` is the one :func:`serve` built to check the settings (and
     :func:`check_store` opened the database once, so the tables exist before
@@ -776,13 +846,17 @@ def _serve_workers(
     chat: ReviewedChat = chat_app.state.chat
     _close_store(chat)  # each worker opens its own
     os.environ[OPTIONS_ENV] = json.dumps(options)
-    where = f"[{host}]" if ":" in host else host
     sys.stdout.write(
-        f"toolguard serve: http://{where}:{port}/ | model: {_describe(chat.model)}"
+        f"toolguard serve: {url} | model: {_describe(chat.model)}"
         f" | db: {shown_db(options['db'])}{_judge_part(chat)}{auth_part(chat_app.state.auth)}"
         f" | workers: {workers}\n"
     )
     sys.stdout.flush()
+    host, port = listening.getsockname()[:2]
     return run_uvicorn(
-        "toolguard._cli.serve:served_app_from_env", host=host, port=port, workers=workers
+        "toolguard._cli.serve:served_app_from_env",
+        host=host,
+        port=port,
+        workers=workers,
+        sock=listening,
     )

@@ -1,17 +1,21 @@
-"""Start-up checks of ``toolguard serve`` and ``toolguard mcp-proxy``.
+"""Start-up checks of ``toolguard demo``, ``toolguard serve`` and ``toolguard mcp-proxy``.
 
-Both commands open what they will use (the store, the upstream command) before
+The commands open what they will use (the address, the store, the upstream command) before
 they print their first line, so a mistake is one ``error: ...`` line naming the
-thing and the fix, and exit code 2, instead of a server that answers every
+option and the fix, and exit code 2, instead of a traceback or a server that answers every
 request with a 500.
 """
 
 from __future__ import annotations
 
+import contextlib
+import errno
 import os
 import shlex
 import shutil
+import socket
 from collections.abc import Sequence
+from dataclasses import dataclass
 from pathlib import Path
 
 import anyio
@@ -20,9 +24,12 @@ from toolguard._stores.protocol import Store
 
 __all__ = [
     "STORE_CHECK_SECONDS",
+    "ListenError",
+    "listening_socket",
     "one_line",
     "open_problem",
     "sqlite_path_problem",
+    "sqlite_problem",
     "upstream_command_problem",
 ]
 
@@ -56,6 +63,86 @@ def sqlite_path_problem(path: str) -> str | None:
         example = target / "toolguard.sqlite3"
         return f"{path} is a folder; give the path of a file in it, e.g. {example}"
     return None
+
+
+def sqlite_problem(
+    path: str, *, keep: bool = True, timeout: float = STORE_CHECK_SECONDS
+) -> str | None:
+    """Why toolguard cannot keep its SQLite database at ``path`` (one line with the fix), or
+    ``None`` when it can: :func:`sqlite_path_problem`, then the file opened once (its tables
+    created). ``keep=False``: a file the check made is removed again (with its ``-wal``,
+    ``-shm`` and ``-journal`` files), so a command that stops later leaves nothing behind.
+    """
+    from toolguard._stores.sqlite import SQLiteStore  # noqa: PLC0415 - only when a path is given
+
+    problem = sqlite_path_problem(path)
+    if problem is not None:
+        return problem
+    new = path not in _PRIVATE_PATHS and not os.path.lexists(path)
+    problem = open_problem(SQLiteStore(path), timeout=timeout)
+    if new and not keep:
+        for made in (path, f"{path}-wal", f"{path}-shm", f"{path}-journal"):
+            with contextlib.suppress(FileNotFoundError):
+                os.remove(made)
+    if problem is None:
+        return None
+    if problem == "file is not a database":
+        return (
+            "it is not a SQLite database (file is not a database); give toolguard's database"
+            " file or the path of a new one"
+        )
+    return (
+        f"cannot open the database: {problem}; check the path and its permissions,"
+        " or choose another path"
+    )
+
+
+@dataclass(frozen=True)
+class ListenError(Exception):
+    """Nothing can listen on an address: which option is at fault and why (one line)."""
+
+    option: str
+    """``"--host"`` (no such address here) or ``"--port"`` (taken, or not allowed)."""
+    reason: str
+    """Why, e.g. ``the port is in use by another program``."""
+
+    def __str__(self) -> str:
+        return self.reason
+
+
+def listening_socket(host: str, port: int) -> socket.socket:
+    """A socket bound to ``host:port`` (``SO_REUSEADDR``, inheritable, as uvicorn binds), for
+    the server to listen on; ``port`` 0 binds a free port (``getsockname()`` names it).
+
+    Raises:
+        ListenError: the address is not this machine's, the port is taken, or it needs
+            rights this process lacks.
+    """
+    if not 0 <= port <= 65535:
+        too_big = ListenError("--port", "a port is a number from 1 to 65535 (0: any free port)")
+        raise too_big
+    family = socket.AF_INET6 if ":" in host else socket.AF_INET
+    sock = socket.socket(family, socket.SOCK_STREAM)
+    try:
+        sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+        sock.bind((host.strip("[]"), port))
+    except OSError as exc:
+        sock.close()
+        raise _listen_error(host, port, exc) from None
+    sock.set_inheritable(True)
+    return sock
+
+
+def _listen_error(host: str, port: int, exc: OSError) -> ListenError:
+    if isinstance(exc, socket.gaierror) or exc.errno == errno.EADDRNOTAVAIL:
+        return ListenError("--host", f"{host} is not an address of this machine")
+    if exc.errno == errno.EADDRINUSE:
+        return ListenError("--port", "the port is in use by another program")
+    if exc.errno == errno.EACCES:
+        return ListenError(
+            "--port", "permission denied (a port below 1024 needs administrator rights)"
+        )
+    return ListenError("--port", exc.strerror or str(exc))
 
 
 async def _touch(store: Store, seconds: float) -> None:
