@@ -161,7 +161,8 @@ async def run(
                         (
                             f"toolguard mcp-proxy: {f'MCP {listen.url} | ' if listen else ''}"
                             f"approval page {_page_url(host, port)} | db: {db} | ttl: {ttl:g}s"
-                            f" | {upstream_part}{_judge_part(judge)}\n{signing}"
+                            f" | {upstream_part}{_judge_part(judge)}{_auth_part(auth)}"
+                            f"\n{signing}"
                         ),
                         allow_hosts=allow_hosts,
                         allow_origins=allow_origins,
@@ -301,6 +302,18 @@ def _sign_in_link(auth: Any, page: str, about: str) -> Iterator[str]:
         return
     with published(auth, "mcp-proxy", page, about) as (link, problem):
         yield link_lines("mcp-proxy", link, problem)
+
+
+def _auth_part(auth: Any) -> str:
+    """`` | sign-in: link``, ``tokens`` or ``header NAME`` for the status line, as ``toolguard
+    serve`` says it; nothing without sign-in (``--no-auth``)."""
+    from toolguard._http.link import LinkAuth  # noqa: PLC0415
+
+    if auth is None:
+        return ""
+    header = getattr(auth, "header", None)
+    mode = "link" if isinstance(auth, LinkAuth) else f"header {header}" if header else "tokens"
+    return f" | sign-in: {mode}"
 
 
 def _judge_part(judge: Judge | None) -> str:
