@@ -875,13 +875,13 @@ def tool_call_attributes(
 
 MCP_SERVER_TABLE = """\
 tool          approval  rule        reason
-------------  --------  ----------  --------------------------------------------------------------------------------------------------------
+------------  --------  ----------  ---------------------------------------------------------------------------------------------------------------
 read_file     no        annotation  the server marks it readOnlyHint: true and the word 'read' is a read verb
 list_files    required  annotation  the server does not mark it readOnlyHint: true (MCP tools are destructive by default)
 archive_file  required  verb        the word 'archive' is an approval verb (data)
 purge_cache   required  verb        the word 'purge' is an approval verb (data); the server's readOnlyHint: true cannot exempt it
 delete_file   required  verb        the word 'delete' is an approval verb (data); the server's readOnlyHint: true cannot exempt it
-book_room     required  verb        the word 'book' is an approval verb (commerce); the server's readOnlyHint: true cannot exempt it
+book_room     required  verb        the word 'book' is an approval verb (commerce, or scheduling); the server's readOnlyHint: true cannot exempt it
 fail_always   no        annotation  the server marks it readOnlyHint: true and the name holds no known verb
 stats         no        annotation  the server marks it readOnlyHint: true and the word 'stats' names information and the name holds no verb"""  # noqa: E501
 """How the default classifier reads the tools of tests/integrations/mcp_server.py, as a table."""

@@ -30,7 +30,7 @@ from toolguard._tools.classify import (
     Classifier,
     split_words,
 )
-from toolguard._tools.verbs import CREDENTIALS
+from toolguard._tools.verbs import CREDENTIALS, SHARED_DOMAINS
 
 CREDENTIAL_NOUNS = frozenset(CREDENTIALS.nouns)
 
@@ -152,10 +152,49 @@ def test_the_default_classifier_settings() -> None:
     [(group.domain, word) for group in VERB_GROUPS for word in group.verbs],
 )
 def test_every_approval_verb_asks_and_names_its_domain(domain: str, word: str) -> None:
-    """Each default verb leads to approval in snake, camel and namespaced names, with its domain."""
+    """Each default verb leads to approval in snake, camel and namespaced names, with its domain
+    (a verb of several domains, with all of them: 'item' points to none)."""
     classifier = Classifier()
+    shared = SHARED_DOMAINS.get(word)
+    if shared is not None:
+        assert shared[0] == domain
+        domain = ", ".join(shared[:-1]) + ", or " + shared[-1]
     for name in (f"{word}_item", f"{word}Item", f"mcp__svc__{word}_item", f"svc.items.{word}"):
         assert classifier.explain(name) == verb(name, word, domain)
+
+
+@pytest.mark.parametrize(
+    ("name", "word", "domain"),
+    [
+        ("send_money", "send", "money"),
+        ("sendPayment", "send", "money"),
+        ("send_email", "send", "messaging and publishing"),
+        ("send_it", "send", "messaging and publishing, or money"),
+        ("send_invoice_email", "send", "messaging and publishing, or money"),
+        ("transfer_funds", "transfer", "money"),
+        ("transfer_file", "transfer", "files"),
+        ("transfer_ownership", "transfer", "accounts and permissions"),
+        ("transfer_item", "transfer", "money, files, or accounts and permissions"),
+        ("call_function", "call", "code and devops"),
+        ("call_contact", "call", "messaging and publishing"),
+        ("submit_form", "submit", "pages and apps"),
+        ("cancel_order", "cancel", "commerce"),
+        ("cancel_meeting", "cancel", "scheduling"),
+        ("cancel_payment", "cancel", "money"),
+        ("book_flight", "book", "commerce"),
+        ("book_meeting", "book", "scheduling"),
+        ("close_issue", "close", "code and devops"),
+        ("close_account", "close", "accounts and permissions"),
+        ("release_funds", "release", "money"),
+        ("pay_email", "pay", "money"),  # a verb of one domain names it, whatever the nouns
+    ],
+)
+def test_a_verb_of_several_domains_names_the_one_the_name_points_to_or_all(
+    name: str, word: str, domain: str
+) -> None:
+    """``send_money`` is money, not messaging: the reason names a domain only where the name
+    points to one of the verb's domains, else every domain it has."""
+    assert Classifier().explain(name) == verb(name, word, domain)
 
 
 # --- the names people really have -----------------------------------------------------------
@@ -746,7 +785,7 @@ def test_hostile_names_cannot_grow_the_cache_past_its_bound() -> None:
     assert 0 < len(classifier._cache) <= _CACHE_MAX
     assert max(len(name) for name in classifier._cache) <= _CACHED_NAME_MAX
     assert results[0] == unknown(names[0], [f"{0:08d}", "q" * 200], "ask")
-    assert results[-1] == verb(names[-1], "send", "messaging and publishing")
+    assert results[-1] == verb(names[-1], "send", "messaging and publishing, or money")
 
 
 # --- the original rule, name by name -------------------------------------------------------
@@ -956,7 +995,11 @@ def test_the_docs_table_lists_every_group_as_the_code_does() -> None:
 def test_the_docstring_examples_hold() -> None:
     """The examples in the classifier's docstrings print what they show."""
     counts: dict[str, tuple[int, int]] = {}
-    for module in (toolguard._tools.classify, toolguard._tools.words):
+    for module in (toolguard._tools.classify, toolguard._tools.words, toolguard._tools.verbs):
         results = doctest.testmod(module, optionflags=doctest.NORMALIZE_WHITESPACE)
         counts[module.__name__] = (results.failed, results.attempted)
-    assert counts == {"toolguard._tools.classify": (0, 5), "toolguard._tools.words": (0, 2)}
+    assert counts == {
+        "toolguard._tools.classify": (0, 5),
+        "toolguard._tools.words": (0, 2),
+        "toolguard._tools.verbs": (0, 3),
+    }

@@ -64,6 +64,7 @@ from toolguard._tools.verbs import (
     SEED_VERBS,
     VERB_GROUPS,
     VerbGroup,
+    domain_of,
 )
 from toolguard._tools.words import (
     OTHER_READINGS,
@@ -118,10 +119,6 @@ Rule = Literal[
 
 Unknown = Literal["ask", "allow"]
 """What happens to a name with neither an approval verb nor a read verb."""
-
-_DOMAIN: Final[dict[str, str]] = {
-    verb: group.domain for group in VERB_GROUPS for verb in group.verbs
-}
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -510,7 +507,7 @@ class Classifier:
             if word is None:
                 reason = "no approval verb among the words " + _listed(words)
                 return _make(name, "default", None, reason, needs=False)
-            return _make(name, "verb", word, self._verb_reason(word), needs=True)
+            return _make(name, "verb", word, self._verb_reason(word, words), needs=True)
         result = self._decide_words(name, words, find_words)
         if (result.needs_approval and result.rule != "unknown") or name.islower():
             return result
@@ -562,7 +559,7 @@ class Classifier:
                 first = next((word for word in before if word in verbs), None)
                 if first is not None:  # an approval verb before the read verb decides
                     reason = (
-                        f"{self._verb_reason(first)}: "
+                        f"{self._verb_reason(first, words)}: "
                         f"the read verb '{lead}' after it does not exempt it"
                     )
                     return _make(name, "verb", first, reason, needs=True)
@@ -571,11 +568,11 @@ class Classifier:
                     return result
                 return _credentials(name, words, digits=digits) or result
         word = next(word for word in words if word in verbs)
-        return _make(name, "verb", word, self._verb_reason(word), needs=True)
+        return _make(name, "verb", word, self._verb_reason(word, words), needs=True)
 
-    def _verb_reason(self, word: str) -> str:
+    def _verb_reason(self, word: str, words: Sequence[str]) -> str:
         reason = "the word '" + word + "' is an approval verb"
-        domain = None if self._plain else _DOMAIN.get(word)
+        domain = None if self._plain else domain_of(word, words)
         return reason if domain is None else f"{reason} ({domain})"
 
     def _after_read(
@@ -596,7 +593,7 @@ class Classifier:
                     return _make(name, "verb", word, reason, needs=True)
                 if joined is not None:
                     reason = (
-                        f"{self._verb_reason(word)}, joined by '{joined}' "
+                        f"{self._verb_reason(word, words)}, joined by '{joined}' "
                         f"after the read verb '{lead}'"
                     )
                     return _make(name, "verb", word, reason, needs=True)

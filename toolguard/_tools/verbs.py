@@ -2,24 +2,29 @@
 
 One readable place: each domain of :data:`VERB_GROUPS` says in one line why
 its actions need a person. :class:`toolguard.Classifier` reads these lists;
-nothing here decides anything.
+nothing here decides whether a tool needs approval. :func:`domain_of` only
+names the domain a reason shows.
 """
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from typing import NamedTuple
 
 __all__ = [
     "CREDENTIALS",
     "DEFAULT_VERBS",
     "DESTRUCTIVE_VERBS",
+    "DOMAIN_NOUNS",
     "INFO_NOUNS",
     "JOINERS",
     "READ_VERBS",
     "SEED_VERBS",
+    "SHARED_DOMAINS",
     "VERB_GROUPS",
     "NounGroup",
     "VerbGroup",
+    "domain_of",
 ]
 
 
@@ -141,6 +146,58 @@ VERB_GROUPS: tuple[VerbGroup, ...] = (
 )  # fmt: skip
 """The default approval verbs, grouped by domain, each group with why it needs a person."""
 
+SHARED_DOMAINS: dict[str, tuple[str, ...]] = {
+    "send": ("messaging and publishing", "money"),  # send_email, send_money
+    "transfer": ("money", "files", "accounts and permissions"),  # funds, a file, ownership
+    "call": ("messaging and publishing", "code and devops"),  # call_contact, call_function
+    "submit": ("messaging and publishing", "pages and apps"),  # submit_review, submit_form
+    "cancel": ("scheduling", "commerce", "money"),  # a meeting, an order, a payment
+    "book": ("commerce", "scheduling"),  # book_flight, book_meeting
+    "close": ("code and devops", "accounts and permissions"),  # close_issue, close_account
+    "release": ("code and devops", "money"),  # release_version, release_funds
+}
+"""Approval verbs that act in more than one domain, with all of their domains (their group's
+first). A reason names the one a word of the name points to (:data:`DOMAIN_NOUNS`), else all."""
+
+DOMAIN_NOUNS: dict[str, frozenset[str]] = {
+    "money": frozenset({
+        "money", "payment", "payments", "funds", "fund", "cash", "transaction",
+        "transactions", "refund", "invoice", "invoices", "balance", "deposit", "crypto",
+        "bitcoin", "amount", "salary", "payout", "escrow", "wire",
+    }),
+    "messaging and publishing": frozenset({
+        "email", "emails", "mail", "message", "messages", "sms", "text", "notification",
+        "notifications", "dm", "chat", "post", "posts", "tweet", "comment", "reply",
+        "newsletter", "letter", "alert", "alerts", "contact", "review", "feedback", "report",
+        "reports", "note", "notes", "memo",
+    }),
+    "code and devops": frozenset({
+        "function", "functions", "tool", "tools", "api", "method", "endpoint", "webhook",
+        "rpc", "lambda", "job", "jobs", "script", "workflow", "pipeline", "issue", "issues",
+        "pr", "branch", "version", "build", "deployment", "container", "pod", "service",
+        "incident",
+    }),
+    "files": frozenset({
+        "file", "files", "folder", "folders", "directory", "document", "documents", "doc",
+        "attachment", "attachments",
+    }),
+    "accounts and permissions": frozenset({
+        "account", "accounts", "ownership", "owner", "user", "users", "role", "roles",
+        "permission", "permissions", "access", "membership", "license",
+    }),
+    "commerce": frozenset({
+        "order", "orders", "subscription", "subscriptions", "purchase", "cart", "booking",
+        "reservation", "ticket", "tickets", "flight", "hotel", "shipment", "car",
+    }),
+    "scheduling": frozenset({
+        "meeting", "meetings", "event", "events", "appointment", "appointments", "slot",
+        "calendar", "reminder", "call", "interview",
+    }),
+    "pages and apps": frozenset({"form", "forms", "page", "button", "dialog"}),
+}  # fmt: skip
+"""Words that name what a domain acts on: they pick the domain of a verb of :data:`SHARED_DOMAINS`
+(``send_money``: money; ``send_email``: messaging and publishing)."""
+
 DEFAULT_VERBS: tuple[str, ...] = tuple(verb for group in VERB_GROUPS for verb in group.verbs)
 """Verbs that make a tool need approval: every verb of :data:`VERB_GROUPS`, in order."""
 
@@ -215,3 +272,33 @@ Plain ``key``, ``keys`` and ``token`` are not among them: they name cache and
 storage keys (``search_keys``), keyboard keys, page tokens and the tokens a
 model counts (``count_tokens``) at least as often as secrets.
 """
+
+
+_DOMAIN: dict[str, tuple[str, ...]] = {
+    verb: (group.domain,) for group in VERB_GROUPS for verb in group.verbs
+} | SHARED_DOMAINS
+
+
+def domain_of(verb: str, words: Sequence[str]) -> str | None:
+    """The domain a reason names for ``verb`` in a name of ``words``; ``None`` for a verb of no
+    domain (one given to a :class:`toolguard.Classifier` of your own).
+
+    A verb of one domain names it. A verb of several (:data:`SHARED_DOMAINS`) names the one a
+    word of the name points to (:data:`DOMAIN_NOUNS`), else all of them:
+
+    >>> domain_of("send", ["send", "money"]), domain_of("send", ["send", "email"])
+    ('money', 'messaging and publishing')
+    >>> domain_of("send", ["send", "it"])
+    'messaging and publishing, or money'
+    >>> domain_of("pay", ["pay", "invoice"]), domain_of("frobnicate", ["frobnicate"])
+    ('money', None)
+    """
+    domains = _DOMAIN.get(verb)
+    if domains is None:
+        return None
+    if len(domains) == 1:
+        return domains[0]
+    named = [domain for domain in domains if not DOMAIN_NOUNS[domain].isdisjoint(words)]
+    if len(named) == 1:
+        return named[0]
+    return ", ".join(domains[:-1]) + ", or " + domains[-1]
