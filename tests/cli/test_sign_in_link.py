@@ -12,6 +12,7 @@ import contextlib
 import json
 import os
 import re
+import shlex
 import signal
 import stat
 import subprocess
@@ -355,7 +356,7 @@ async def test_the_gateway_page_answers_only_the_link_and_the_model_never_reads_
                 assert (status, err) == (0, "")
                 [line] = listed.splitlines()
                 assert re.fullmatch(
-                    rf"toolguard mcp-proxy \(pid \d+, upstream: {re.escape(sys.executable)}\):"
+                    rf"toolguard mcp-proxy \(pid \d+, upstream: {re.escape(shlex.join(UPSTREAM))}\):"
                     rf" {re.escape(page)}hitl/sign-in\?code=[A-Za-z0-9_-]{{43}}",
                     line,
                 ), line

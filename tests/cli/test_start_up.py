@@ -294,7 +294,7 @@ def test_mcp_proxy_with_an_unreachable_upstream_url(
         2,
         "",
         (
-            f"error: --upstream-url {url}: cannot list its tools (ConnectError: All connection"
+            f"error: --upstream-url {url}: cannot list its tools (All connection"
             " attempts failed); check that an MCP server answers at that URL (streamable HTTP)\n"
         ),
     )
@@ -333,7 +333,7 @@ def test_a_signal_stops_mcp_proxy_cleanly(tmp_path: Path, sig: signal.Signals, c
         try:
             assert first[0] == (
                 f"toolguard mcp-proxy: approval page http://127.0.0.1:{port}/ | db: {db}"
-                f" | ttl: 300s | upstream: {sys.executable} | sign-in: link\n".encode()
+                f" | ttl: 300s | upstream: {shlex.join(UPSTREAM)} | sign-in: link\n".encode()
             )
             page = f"http://127.0.0.1:{port}/"
             link = sign_in_link(first[1].decode(), "mcp-proxy", page)
@@ -343,7 +343,7 @@ def test_a_signal_stops_mcp_proxy_cleanly(tmp_path: Path, sig: signal.Signals, c
                 "command": "mcp-proxy",
                 "pid": process.pid,
                 "url": page,
-                "about": f"upstream: {sys.executable}",
+                "about": f"upstream: {shlex.join(UPSTREAM)}",
                 "link": link,
             }
         finally:

@@ -11,6 +11,7 @@ token). Every wait is bounded; everything listens on 127.0.0.1.
 from __future__ import annotations
 
 import json
+import shlex
 import signal
 import socket
 import subprocess
@@ -111,7 +112,7 @@ def gateway(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Gateway]:
     try:
         assert running.status == (
             f"toolguard mcp-proxy: MCP {running.mcp} | approval page {running.page}/"
-            f" | db: {running.db} | ttl: 300s | upstream: {sys.executable}\n"
+            f" | db: {running.db} | ttl: 300s | upstream: {shlex.join(UPSTREAM)}\n"
         )
         yield running
     finally:

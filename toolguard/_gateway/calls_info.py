@@ -11,7 +11,9 @@ answers the gateway's fields of ``GET /hitl/info`` and of each item of ``GET
 
 Every text here comes from another program (the upstream server, the MCP
 client, the command line): each is cut to :data:`MAX_TEXT` characters, and
-credentials in the upstream's command or URL are never shown.
+credentials in the upstream's command or URL are never shown (:func:`upstream_target`: the
+values of ``NAME=VALUE`` pairs and of options named like secrets, ``Authorization``-like
+headers, well-known token formats, and a URL's user, password and query).
 """
 
 from __future__ import annotations
@@ -26,7 +28,15 @@ from typing import TYPE_CHECKING, Any, Final
 if TYPE_CHECKING:
     from toolguard._stores.protocol import ThreadState
 
-__all__ = ["HIDDEN", "MAX_CALLS", "MAX_TEXT", "CallsInfo", "implementation", "upstream_target"]
+__all__ = [
+    "HIDDEN",
+    "MAX_CALLS",
+    "MAX_TEXT",
+    "CallsInfo",
+    "implementation",
+    "shown_command",
+    "upstream_target",
+]
 
 MAX_TEXT: Final = 200
 """The most characters kept of a name, version, title or command line (the rest becomes ``…``)."""
@@ -36,6 +46,13 @@ HIDDEN: Final = "***"
 """What the page shows instead of a credential in the upstream's command or URL."""
 
 _SECRET_FLAG = re.compile(r"^--?[\w-]*(key|token|secret|password|passwd|auth|credential)", re.I)
+_PAIR = re.compile(r"^([A-Za-z_][A-Za-z0-9_.-]*)=", re.S)  # NAME=VALUE (env, docker -e, ...)
+_HEADER = re.compile(
+    r"^\s*((?:proxy-)?authorization|cookie|x-[\w-]*(?:key|token|secret|auth)[\w-]*)\s*:", re.I
+)
+_TOKEN = re.compile(
+    r"(ghp_|gho_|ghu_|ghs_|ghr_|github_pat_|glpat-|sk-|xox[abprs]-|AKIA|AIza|eyJ)[\w.-]{8,}"
+)  # the shapes of well-known tokens (GitHub, GitLab, OpenAI-like, Slack, AWS, Google, JWT)
 
 
 def _text(value: object) -> str | None:
@@ -84,8 +101,10 @@ def _clean_url(text: str) -> str:
 
 
 def _clean_args(args: Sequence[str]) -> list[str]:
-    """Arguments with credentials replaced: URLs' users, passwords and queries, and the value
-    of an option named like a secret (``--api-key X``, ``--token=X``)."""
+    """Arguments with credentials replaced: the value of a ``NAME=VALUE`` pair (``env
+    GITHUB_TOKEN=X``, ``-e KEY=X``) and of an option named like a secret (``--api-key X``,
+    ``--token=X``), the value of an ``Authorization``-like header, a word shaped like a
+    well-known token (``ghp_...``, ``sk-...``), and URLs' users, passwords and queries."""
     shown: list[str] = []
     hide_next = False
     for arg in args:
@@ -96,20 +115,29 @@ def _clean_args(args: Sequence[str]) -> list[str]:
             flag, equals, _ = arg.partition("=")
             shown.append(f"{flag}={HIDDEN}" if equals else flag)
             hide_next = not equals
+        elif (pair := _PAIR.match(arg)) is not None:
+            shown.append(f"{pair.group(1)}={HIDDEN}")
+        elif (header := _HEADER.match(arg)) is not None:
+            shown.append(f"{header.group(1)}: {HIDDEN}")
         elif "://" in arg:
-            shown.append(_clean_url(arg))
+            shown.append(_TOKEN.sub(HIDDEN, _clean_url(arg)))
         else:
-            shown.append(arg)
+            shown.append(_TOKEN.sub(HIDDEN, arg))
     return shown
 
 
-def upstream_target(command: str | None, args: Sequence[str] = (), url: str | None = None) -> str:
-    """The upstream as the page names it: its command line, or its URL, without credentials."""
+def shown_command(command: str | None, args: Sequence[str] = (), url: str | None = None) -> str:
+    """The upstream's command line (quoted as a shell would read it), or its URL, with every
+    credential replaced by :data:`HIDDEN` (see :func:`_clean_args`); not cut."""
     if command is not None:
-        line = shlex.join([command, *_clean_args(args)])
-    else:
-        line = _clean_url(url or "")
-    return _text(line) or ""
+        return shlex.join(_clean_args([command, *args]))
+    return _TOKEN.sub(HIDDEN, _clean_url(url or ""))
+
+
+def upstream_target(command: str | None, args: Sequence[str] = (), url: str | None = None) -> str:
+    """The upstream as the page and the status line name it: :func:`shown_command` on one line
+    of at most :data:`MAX_TEXT` characters."""
+    return _text(shown_command(command, args, url)) or ""
 
 
 class CallsInfo:

@@ -84,6 +84,8 @@ class Listen:
         path: the one path served, e.g. ``/mcp``.
         token: the token clients send as ``Authorization: Bearer TOKEN``, or
             ``None`` (no token: loopback only).
+        token_env: the environment variable holding ``token`` (``--token-env``), which
+            the upstream command does not get.
     """
 
     url: str
@@ -91,6 +93,7 @@ class Listen:
     port: int
     path: str
     token: str | None = None
+    token_env: str | None = None
 
     def __repr__(self) -> str:  # the token stays out of logs and tracebacks
         token = ", token=<hidden>" if self.token is not None else ""
@@ -158,7 +161,7 @@ def parse_listen(url: str, token_env: str | None, environ: Any = os.environ) -> 
             " --token-env NAME, the environment variable holding it"
         )
         raise ValueError(msg)
-    return Listen(url=url, host=host, port=port, path=path, token=token)
+    return Listen(url=url, host=host, port=port, path=path, token=token, token_env=token_env)
 
 
 # ---------------------------------------------------------------------------- the app

@@ -27,7 +27,12 @@ from toolguard._gateway.overrides import operator_policy
 from toolguard._gateway.proxy import DEFAULT_TTL, EventHook, MCPProxy
 from toolguard._gateway.relay import DEFAULT_PROGRESS_INTERVAL, Relay
 from toolguard._gateway.routes import DEFAULT_MAX_BODY_BYTES, DEFAULT_PORT, build_app
-from toolguard._gateway.starting import DEFAULT_START_TIMEOUT, UpstreamStart, start_up_error
+from toolguard._gateway.starting import (
+    DEFAULT_START_TIMEOUT,
+    UpstreamStart,
+    start_up_error,
+    upstream_environment,
+)
 from toolguard._gateway.upstream import list_upstream
 from toolguard._policy.reviewers import Reviewers
 from toolguard._policy.rules import Rules
@@ -72,8 +77,9 @@ async def run(
     status line) or the approval page cannot listen.
 
     The upstream is ``command`` with ``args`` over stdio (started with this
-    process's whole environment), or the streamable-HTTP server at
-    ``upstream_url`` when ``command`` is ``None``. ``allow_hosts``,
+    process's environment, without the ``--token-env`` variable and toolguard's own
+    settings: :func:`~toolguard._gateway.starting.upstream_environment`), or the
+    streamable-HTTP server at ``upstream_url`` when ``command`` is ``None``. ``allow_hosts``,
     ``allow_origins`` and ``max_body_bytes`` are the HTTP app's (see
     :func:`build_app`). ``judge``: a :class:`~toolguard.Judge` for the calls
     (see :class:`~toolguard._gateway.proxy.MCPProxy`). ``auth``: the sign-in of the HTTP app
@@ -93,7 +99,9 @@ async def run(
 
     from toolguard._http.auth import with_proxy_headers  # noqa: PLC0415
 
-    start = UpstreamStart(command, args, upstream_url, start_timeout=start_timeout, env=os.environ)
+    start = UpstreamStart(
+        command, args, upstream_url, start_timeout=start_timeout, env=_environment(listen)
+    )
     store = SQLiteStore(db)
     listed: list[dict[str, Any]] | None = None
     stopped: int | None = None
@@ -153,7 +161,7 @@ async def run(
                     sys.stderr.write(f"error: the approval page cannot listen on {host}:{port}\n")
                     tasks.cancel_scope.cancel()
                     return 2
-                upstream_part = f"upstream: {command or upstream_url}"
+                upstream_part = f"upstream: {proxy.calls.target}"  # credentials hidden
                 with _sign_in_link(auth, _page_url(host, port), upstream_part) as signing:
                     stopped = await _serve_mcp(
                         proxy,
@@ -230,6 +238,12 @@ async def _serve_until_stopped(server: Any, status: str) -> int | None:
             lines.close()
         serving.cancel_scope.cancel()
     return stopped[0] if stopped else None
+
+
+def _environment(listen: Listen | None) -> dict[str, str]:
+    """The upstream command's environment: this process's, without the ``--token-env``
+    variable and toolguard's own settings."""
+    return upstream_environment(os.environ, listen.token_env if listen is not None else None)
 
 
 def _write_status(line: str) -> None:

@@ -9,13 +9,15 @@ a URL nobody serves.
 
 The command's stderr is passed through to the gateway's own stderr as it comes
 (a server's log stays visible), and its last line is kept for that error line.
+The command gets the gateway's environment without the gateway's own secrets and
+settings (:func:`upstream_environment`), and every line naming it hides its
+credentials (:func:`~toolguard._gateway.calls_info.shown_command`).
 """
 
 from __future__ import annotations
 
 import contextlib
 import math
-import shlex
 import sys
 from collections.abc import AsyncIterator, Mapping, Sequence
 from types import TracebackType
@@ -25,12 +27,16 @@ import anyio
 import anyio.abc
 import anyio.lowlevel
 
+from toolguard._gateway.calls_info import shown_command
+
 __all__ = [
     "DEFAULT_START_TIMEOUT",
+    "OWN_SETTINGS",
     "StartUpError",
     "UpstreamStart",
     "UpstreamTimeoutError",
     "start_up_error",
+    "upstream_environment",
 ]
 
 DEFAULT_START_TIMEOUT: Final = 30.0
@@ -41,6 +47,34 @@ _KILL_GRACE: Final = 2.0  # seconds between SIGTERM and SIGKILL to its process g
 _STDERR_DRAIN: Final = 1.0  # seconds to wait for the last of its stderr once it exited
 _OWN_EXIT: Final = 1.0  # seconds to see the exit code of an upstream whose stdout ended
 _MAX_LINE: Final = 300  # characters of the upstream's last stderr line quoted in the error
+
+
+OWN_SETTINGS: Final = ("TOOLGUARD_LANG", "TOOLGUARD_MODEL", "TOOLGUARD_RUNTIME_DIR")
+"""toolguard's own settings: never passed to the upstream command."""
+_SECRET_WORDS: Final = ("TOKEN", "SECRET", "KEY", "PASSWORD", "PASSWD", "CREDENTIAL", "DSN")
+
+
+def upstream_environment(
+    environ: Mapping[str, str], token_env: str | None = None
+) -> dict[str, str]:
+    """The environment of the upstream command: the gateway's own, without its secrets.
+
+    Left out: ``token_env`` (the variable of ``--token-env``, the MCP clients' bearer
+    token), toolguard's settings (:data:`OWN_SETTINGS`) and every other ``TOOLGUARD_*``
+    variable named like a secret (``..._TOKEN``, ``..._SECRET``, ``..._KEY``,
+    ``..._PASSWORD``, ``..._DSN``, ...). The rest is passed on as it is: an API key
+    set for the upstream server (``GITHUB_PERSONAL_ACCESS_TOKEN``, ...) reaches it,
+    and so does ``OPENAI_API_KEY``, which a ``--judge-model`` also reads.
+    """
+    kept: dict[str, str] = {}
+    for name, value in environ.items():
+        if name == token_env or name in OWN_SETTINGS:
+            continue
+        upper = name.upper()
+        if upper.startswith("TOOLGUARD_") and any(word in upper for word in _SECRET_WORDS):
+            continue
+        kept[name] = value
+    return kept
 
 
 class StartUpError(Exception):
@@ -269,10 +303,11 @@ class UpstreamStart:
             return str(found)
         if self.command is None:
             return (
-                f"--upstream-url {self.url}: cannot list its tools ({_innermost(exc)}); check"
-                " that an MCP server answers at that URL (streamable HTTP)"
+                f"--upstream-url {shown_command(None, url=self.url)}: cannot list its tools"
+                f" ({_innermost(exc)}); check that an MCP server answers at that URL"
+                " (streamable HTTP)"
             )
-        shown = shlex.join([self.command, *self.args])
+        shown = shown_command(self.command, self.args)
         if isinstance(_leaf(exc), UpstreamTimeoutError):
             return (
                 f"the upstream command {shown} did not answer initialize and list its tools"
@@ -325,7 +360,14 @@ def _leaf(exc: BaseException) -> BaseException:
 
 
 def _innermost(exc: BaseException) -> str:
-    """The type and text of :func:`_leaf` of ``exc``, on one line."""
+    """What went wrong, from :func:`_leaf` of ``exc``: its text on one line (never the name
+    of a Python type); a text-less end of the connection is said in words."""
     leaf = _leaf(exc)
     text = " ".join(str(leaf).split())
-    return f"{type(leaf).__name__}: {text}" if text else type(leaf).__name__
+    if text:
+        return text
+    if isinstance(leaf, (anyio.EndOfStream, anyio.ClosedResourceError, anyio.BrokenResourceError)):
+        return "the connection closed"
+    if isinstance(leaf, TimeoutError):
+        return "no answer in time"
+    return "no reason given"
