@@ -143,22 +143,23 @@ async def test_every_answer_of_create_app_carries_the_security_headers() -> None
         assert (name, security_headers(response)) == (name, ONCE)
 
 
-async def test_the_docs_pages_get_a_policy_that_lets_them_load_swagger_ui() -> None:
-    """/docs loads Swagger UI from its CDN, so it alone gets a wider (still frame-proof) policy."""
+async def test_no_docs_page_runs_scripts_from_a_cdn() -> None:
+    """/docs and /redoc (Swagger UI and ReDoc load scripts from a CDN) are never served: the
+    page's origin runs only its own scripts. create_app serves the OpenAPI document as JSON
+    under the same strict policy; with openapi=False it serves none."""
     async with client_for(create_app(make_chat(Outbox()))) as client:
-        docs = await client.get("/docs")
-    policy = docs.headers["content-security-policy"]
-    assert docs.status_code == 200
-    assert "https://cdn.jsdelivr.net" in docs.text
-    assert policy == (
-        "default-src 'none'; script-src 'unsafe-inline' https://cdn.jsdelivr.net;"
-        " style-src 'unsafe-inline' https://cdn.jsdelivr.net; img-src 'self' data: https:;"
-        " font-src https:; worker-src blob:; connect-src 'self'; base-uri 'none';"
-        " form-action 'none'; frame-ancestors 'none'"
-    )
-    assert {k: v for k, v in security_headers(docs).items() if k != "content-security-policy"} == {
-        k: v for k, v in ONCE.items() if k != "content-security-policy"
+        answers = {path: await client.get(path) for path in ("/docs", "/redoc", "/openapi.json")}
+    async with client_for(create_app(make_chat(Outbox()), openapi=False)) as client:
+        without = await client.get("/openapi.json")
+    assert {path: a.status_code for path, a in answers.items()} == {
+        "/docs": 404,
+        "/redoc": 404,
+        "/openapi.json": 200,
     }
+    assert answers["/openapi.json"].json()["info"]["title"] == "toolguard"
+    for answer in [*answers.values(), without]:
+        assert security_headers(answer) == ONCE
+    assert (without.status_code, without.json()) == (404, {"detail": "Not Found"})
 
 
 async def test_an_unexpected_error_is_a_500_with_the_headers() -> None:

@@ -67,7 +67,7 @@ TOOLS = [
     }
 ]
 SERVER_TEXT = "toolguard-results-upstream 3.1.0 (python -m results_server)"
-CLIENT_TEXT = "Probe Client 2.5.0"
+CLIENT_TEXT = "probe-client 2.5.0, titled “Probe Client”"  # the name identifies it
 PNG = "iVBORw0KGgoAAAANSUhEUgAAAAEAAAABCAQAAAC1HAwCAAAAC0lEQVR42mNkYAAAAAYAAjCB0C8AAAAASUVORK5CYII="
 JPEG_START = base64.b64encode(bytes([0xFF, 0xD8, 0xFF, 0xE0, 0, 0x10, 0x4A, 0x46, 0x49])).decode()
 SVG = base64.b64encode(

@@ -225,7 +225,9 @@ def expect_revealed(card: Locator, name: str, args: dict[str, Any]) -> None:
         expect(card).to_have_class(re.compile(r"\bdeceptive\b"))
     else:
         expect(card.get_by_test_id("reveal-warning")).to_have_count(0)
-    escapes = card.locator(".reveal").evaluate_all(
+    parts = ("tool-name", "action-description", "action-args")  # not the "Why it asks" line
+    shown_parts = ", ".join(f"[data-testid={part}] .reveal" for part in parts)
+    escapes = card.locator(shown_parts).evaluate_all(
         "(nodes) => nodes.map((n) => [n.textContent, n.title])"
     )
     expected = [

@@ -17,7 +17,11 @@ tables ``tests/page/test_reveal.py`` compares with :data:`TABLES`):
   other invisible or default-ignorable characters, fillers, tag characters,
   variation selectors (except one U+FE0E/U+FE0F right after a symbol, as in
   an emoji), lone surrogates and U+FFFD (text that could not be stored as
-  sent), and the GREEK QUESTION MARK that looks like ``;``;
+  sent), U+FFFC (drawn blank), and the GREEK QUESTION MARK that looks like ``;``;
+* always: letters, marks and digits of right-to-left scripts (Hebrew, Arabic
+  and the others of :data:`TABLES` ``"rtl"``): one of them reorders the text
+  after it (``DE89\u05f3 3704 0044`` is drawn with its digit groups reversed),
+  so each is escaped; a run of them is one finding;
 * in a word (a maximal run of Latin, Cyrillic and Greek letters) that mixes
   scripts: every letter not of the word's main script;
 * a whole Cyrillic or Greek word made only of letters that look Latin, in
@@ -26,6 +30,10 @@ tables ``tests/page/test_reveal.py`` compares with :data:`TABLES`):
 * in an address or path (a token with ``@``, ``/``, ``\\``, ``://`` or a dot
   between ASCII letters and digits, holding an ASCII letter): every other
   non-ASCII character.
+
+Numbers are written as Python holds them (an ``int`` exactly, a ``float`` as
+its ``repr``, which reads back to the same float); NaN and the infinities,
+which JSON cannot hold, are marked like a flagged character.
 """
 
 from __future__ import annotations
@@ -125,6 +133,7 @@ _ALWAYS: tuple[tuple[int, int, str], ...] = (
     (0xFFA0, 0xFFA0, "HALFWIDTH HANGUL FILLER"),
     (0xFFF0, 0xFFF8, "INVISIBLE FORMAT CHARACTER"),
     (0xFFF9, 0xFFFB, "INTERLINEAR ANNOTATION CHARACTER"),
+    (0xFFFC, 0xFFFC, "OBJECT REPLACEMENT CHARACTER"),
     (0xFFFD, 0xFFFD, "REPLACEMENT CHARACTER"),
     (0x1BCA0, 0x1BCA3, "SHORTHAND FORMAT CONTROL"),
     (0x1D173, 0x1D17A, "MUSICAL SYMBOL FORMAT CHARACTER"),
@@ -190,11 +199,23 @@ _SEPARATORS = (
     "\u2028\u2029\u202f\u205f\u3000"
 )
 
+_RTL: tuple[tuple[int, int], ...] = (
+    (0x0590, 0x08FF),
+    (0xFB1D, 0xFDFF),
+    (0xFE70, 0xFEFE),
+    (0x10800, 0x10FFF),
+    (0x1E800, 0x1EFFF),
+)
+"""Letters, marks and digits of right-to-left scripts (Hebrew, Arabic, Syriac, Thaana, NKo,
+Samaritan, Mandaic, their presentation forms, and the historic scripts of U+10800-U+10FFF and
+U+1E800-U+1EFFF): one of them can reorder the text that follows it."""
+
 TABLES: dict[str, Any] = {
     "always": [[start, end, name] for start, end, name in _ALWAYS],
     "scripts": [[name, [[a, b] for a, b in ranges]] for name, ranges in _SCRIPTS],
     "lookalikes": [ord(ch) for ch in _LOOKALIKES],
     "separators": [ord(ch) for ch in _SEPARATORS],
+    "rtl": [[a, b] for a, b in _RTL],
     "warningHeader": WARNING_HEADER,
     "warningLimit": WARNING_LIMIT,
     "keyLimit": _KEY_LIMIT,
@@ -208,6 +229,7 @@ _SCRIPT_STARTS = [a for a, _, _ in _SCRIPT_RANGES]
 _LOOKALIKE_SET = frozenset(ord(ch) for ch in _LOOKALIKES)
 _SEPARATOR_SET = frozenset(ord(ch) for ch in _SEPARATORS)
 _SCRIPT_ORDER = {name: i for i, (name, _) in enumerate(_SCRIPTS)}
+_RTL_STARTS = [a for a, _ in _RTL]
 _SHORT_ESCAPES = {0x08: "\\b", 0x09: "\\t", 0x0A: "\\n", 0x0C: "\\f", 0x0D: "\\r"}
 _IDENTIFIER = re.compile(r"[A-Za-z_][A-Za-z0-9_]*\Z")
 
@@ -249,6 +271,18 @@ def _script(cp: int) -> str | None:
     if i >= 0 and cp <= _SCRIPT_RANGES[i][1]:
         return _SCRIPT_RANGES[i][2]
     return None
+
+
+def _is_rtl(cp: int) -> bool:
+    i = bisect.bisect_right(_RTL_STARTS, cp) - 1
+    return i >= 0 and cp <= _RTL[i][1]
+
+
+def _rtl_what(first: int, last: int, count: int) -> str:
+    """What a run of right-to-left characters is (each of them gets this text)."""
+    if count == 1:
+        return f"right-to-left character {_u(first)}"
+    return f"right-to-left text of {count} characters ({_u(first)} … {_u(last)})"
 
 
 def _is_ascii_letter(cp: int) -> bool:
@@ -300,6 +334,7 @@ def _scan(cps: list[int], *, single_line: bool, letters: bool) -> dict[int, str]
         ):
             continue  # one emoji or text presentation selector after a symbol: ❤️
         flags[i] = f"{_u(cp)} {name}"
+    _flag_rtl(cps, flags)
     if not letters:
         return flags
     scripts = [_script(cp) for cp in cps]
@@ -351,6 +386,23 @@ def _scan(cps: list[int], *, single_line: bool, letters: bool) -> dict[int, str]
                     flags[k] = f"non-ASCII {shown} in an address or path"
         i = j
     return flags
+
+
+def _flag_rtl(cps: list[int], flags: dict[int, str]) -> None:
+    """Flag each run of right-to-left characters not flagged yet (one text for the run)."""
+    n = len(cps)
+    i = 0
+    while i < n:
+        if i in flags or not _is_rtl(cps[i]):
+            i += 1
+            continue
+        j = i
+        while j < n and j not in flags and _is_rtl(cps[j]):
+            j += 1
+        what = _rtl_what(cps[i], cps[j - 1], j - i)
+        for k in range(i, j):
+            flags[k] = what
+        i = j
 
 
 def _is_address(cps: list[int], start: int, end: int) -> bool:
@@ -508,6 +560,18 @@ def _scalar(value: Any) -> str:
     return ""  # not reached: strings and containers are handled by the caller
 
 
+def _put_scalar(out: list[Segment], findings: list[Finding], item: Any, path: list[str]) -> None:
+    """A null, a boolean or a number; NaN and the infinities (not JSON) marked, with a finding
+    (the page marks a number no float reads as it is shown too)."""
+    text = _scalar(item)
+    if isinstance(item, float) and not math.isfinite(item):
+        what = f"{text} is not a JSON number"
+        findings.append(Finding(what, _where(path)))
+        out.append((text, what))
+    else:
+        _add(out, text)
+
+
 def _json(value: Any, indent: int | None, findings: list[Finding]) -> list[Segment]:
     """Pretty JSON like ``json.dumps(value, indent=indent, ensure_ascii=False)``, escaped."""
     out: list[Segment] = []
@@ -539,7 +603,7 @@ def _json(value: Any, indent: int | None, findings: list[Finding]) -> list[Segme
             _add(out, "[")
             stack.append((iter(enumerate(item)), depth + 1, "]", path, [True]))
         elif item is None or isinstance(item, (bool, int, float)):
-            _add(out, _scalar(item))
+            _put_scalar(out, findings, item, path)
         else:
             string(repr(item), _where(path), key=False)
 

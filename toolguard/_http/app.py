@@ -15,12 +15,19 @@ from fastapi.routing import APIRoute
 from fastapi.staticfiles import StaticFiles
 
 from toolguard._chat.chat import ReviewedChat
+from toolguard._core.errors import InvalidReviewDecisionError
+from toolguard._core.records import ApproveDecision
+from toolguard._enforce.grant_use import check_grant_decisions
 from toolguard._http.auth import Authenticator, check_auth, identity_dependency
 from toolguard._http.guards import Guard, Hosts, Protect, route_class
 from toolguard._http.live import ReviewFields
 from toolguard._http.parsing import DEFAULT_MAX_BODY_BYTES
 from toolguard._http.routes import check_chat, routes
+from toolguard._stores.protocol import ThreadState
 from toolguard._version import __version__
+
+OPENAPI_URL = "/openapi.json"
+"""Where an app serves its OpenAPI document when asked to (``openapi=True``, ``--openapi``)."""
 
 
 def _page_dir() -> Path | None:
@@ -39,6 +46,7 @@ def create_app(
     allowed_origins: Iterable[str] = (),
     allowed_hosts: Iterable[str] | None = None,
     auth: Authenticator | None = None,
+    openapi: bool = True,
 ) -> FastAPI:
     """A FastAPI app serving ``chat`` under ``/hitl`` and, optionally, the approval page.
 
@@ -53,7 +61,7 @@ def create_app(
         page: serve the approval page: ``index.html`` at ``/`` and its files
             under ``/static/``. Without the page files in the package, ``/``
             answers 404.
-        title: the app's title in the OpenAPI docs (``/docs``).
+        title: the app's title in its OpenAPI document.
         reviewer: a dependency returning who asks (see :func:`create_router`).
         max_body_bytes: the largest request body (see :func:`create_router`).
         allowed_origins: other origins whose pages may send ``POST`` requests
@@ -67,6 +75,10 @@ def create_app(
             :class:`~toolguard.http.TokenAuth`: every route under ``/hitl``
             requires a signed-in reviewer, who is the reviewer (see
             :func:`create_router`); the page and its files stay reachable.
+        openapi: serve the API's OpenAPI document at ``/openapi.json``. The
+            ``/docs`` and ``/redoc`` pages are never served: they load
+            Swagger UI and ReDoc from a CDN, scripts the approval page's
+            origin must not run.
 
     Returns:
         An ASGI app, e.g. for ``uvicorn``.
@@ -83,7 +95,44 @@ def create_app(
         allowed_origins=allowed_origins,
         allowed_hosts=allowed_hosts,
         auth=auth,
+        openapi=openapi,
     )
+
+
+def grantable(chat: ReviewedChat, state: ThreadState) -> list[bool]:
+    """Whether an approve of each waiting action of ``state`` may carry a standing grant.
+
+    In the order of the review's ``action_requests``. Asked of the pipeline's own check
+    (:func:`~toolguard._enforce.grant_use.check_grant_decisions`) with a grant of the chat's
+    scope (``"server"`` in the MCP gateway, else ``"thread"``) on one action at a time: false
+    for a tool that needs a quorum and for a call an ``ask`` rule matches.
+    """
+    pending = state.pending
+    if pending is None:
+        return []
+    count = sum(action.status == "requested" for action in pending.actions)
+    scope = "thread" if chat.shared_grants is None else "server"
+    granting = ApproveDecision.model_validate({"grant": {"scope": scope, "match": "tool"}})
+    found: list[bool] = []
+    for index in range(count):
+        decisions = [granting if i == index else ApproveDecision() for i in range(count)]
+        try:
+            check_grant_decisions(chat.toolset, pending, decisions)
+        except InvalidReviewDecisionError:
+            found.append(False)
+        else:
+            found.append(True)
+    return found
+
+
+def _with_grantable(chat: ReviewedChat, fields: ReviewFields | None) -> ReviewFields:
+    """``fields`` of each pending review, plus ``grantable`` (see :func:`grantable`)."""
+
+    def review_fields(state: ThreadState) -> Mapping[str, Any]:
+        more = fields(state) if fields is not None else {}
+        return {**more, "grantable": grantable(chat, state)}
+
+    return review_fields
 
 
 def protected_app(
@@ -100,6 +149,7 @@ def protected_app(
     mode: Literal["chat", "gateway"] = "chat",
     info: Callable[[], Mapping[str, Any]] | None = None,
     review_fields: ReviewFields | None = None,
+    openapi: bool = False,
 ) -> FastAPI:
     """The one factory of toolguard's apps: :func:`create_app`, ``serve`` and ``mcp-proxy``.
 
@@ -113,7 +163,10 @@ def protected_app(
     chat's routes and ``routers`` require a signed-in reviewer (401); the page does not.
     ``mode``, ``info`` and ``review_fields``: what ``GET /hitl/info`` answers, whether
     ``POST /hitl/chat`` takes messages (not in ``"gateway"`` mode: 404), and more fields of
-    each pending review (see :func:`~toolguard._http.routes.routes`).
+    each pending review (see :func:`~toolguard._http.routes.routes`); each also says which of
+    its actions an approve may grant for (``grantable``, see :func:`grantable`). ``openapi``:
+    serve the OpenAPI document at :data:`OPENAPI_URL` (JSON only: never the ``/docs`` or
+    ``/redoc`` pages, whose scripts come from a CDN).
 
     Raises:
         TypeError, ValueError: an option is invalid (the text says which).
@@ -122,7 +175,13 @@ def protected_app(
     auth = check_auth(auth, reviewer)
     hosts = Hosts(allowed_hosts) if allowed_hosts is not None else None
     guard = Guard(max_body_bytes, allowed_origins)
-    app = FastAPI(title=title, version=__version__)
+    app = FastAPI(
+        title=title,
+        version=__version__,
+        openapi_url=OPENAPI_URL if openapi else None,
+        docs_url=None,
+        redoc_url=None,
+    )
     app.state.chat = chat
     app.state.auth = auth
     app.include_router(
@@ -133,16 +192,13 @@ def protected_app(
             auth=auth,
             mode=mode,
             info=info,
-            review_fields=review_fields,
+            review_fields=_with_grantable(chat, review_fields),
         )
     )
     required = [Depends(identity_dependency(auth))] if auth is not None else []
     for make_router in routers:
         app.include_router(make_router(route_class(guard)), dependencies=required)
-    docs = frozenset(
-        url for url in (app.docs_url, app.redoc_url, app.swagger_ui_oauth2_redirect_url) if url
-    )
-    app.add_middleware(Protect, hosts=hosts, guard=guard, docs=docs)
+    app.add_middleware(Protect, hosts=hosts, guard=guard, docs=frozenset())
     folder = _page_dir() if page else None
     if folder is not None:
         index = folder / "index.html"

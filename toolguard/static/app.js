@@ -144,25 +144,42 @@
   // Builds an element: el("p", { className: "note", text: "..." }, child, ...); text as text.
   const el = gateway.el;
 
+  // JSON as the page shows it: numbers exact, keys in their order (reveal.js).
   function pretty(value) {
-    return JSON.stringify(value, null, 2);
+    return reveal.revealJson(value);
   }
 
-  // DOM nodes for revealed text: plain text as text nodes, each escaped character
-  // as a <span class="reveal"> titled with what it is. Never markup.
-  function revealNodes(segments) {
-    return segments.map(([text, what]) =>
-      what === null ? document.createTextNode(text) : el("span", { className: "reveal", title: what, text }),
-    );
+  // Untrusted text is drawn by reveal.js only, as DOM text nodes (never markup): each
+  // escaped character in a <span class="reveal"> titled with what it is.
+  const revealNodes = (segments) => reveal.nodes(segments);
+
+  // Untrusted prose (model replies, tool results): invisible characters escaped,
+  // right-to-left text in boxes of its own.
+  const proseNodes = (text, options) => reveal.proseNodes(text, options);
+
+  // A name (tool, reviewer, model): one line, every suspicious character escaped.
+  const nameNodes = (text) => reveal.nameNodes(text);
+
+  // A name inside a sentence: in a left-to-right box of its own.
+  const nameBox = (text, attrs) => reveal.nameBox(text, attrs);
+
+  // A developer's description in which pairs of `backticks` become <code> elements (built
+  // with the DOM, text as text nodes); an unpaired backtick stays as it is. The tool's
+  // name, when the description quotes it as `name` (toolguard's own "Tool `name` is
+  // awaiting approval"), is found as that exact text and drawn as one <code> element:
+  // backticks inside an untrusted name are never read as markup.
+  function descriptionNodes(description, name) {
+    const quoted = `\`${name}\``;
+    const at = typeof name === "string" ? description.indexOf(quoted) : -1;
+    const segments = (text) => reveal.textSegments(text, { singleLine: true });
+    if (at === -1) return codeNodes(segments(description));
+    return [
+      ...codeNodes(segments(description.slice(0, at))),
+      el("code", { className: "inline" }, ...nameNodes(name)),
+      ...codeNodes(segments(description.slice(at + quoted.length))),
+    ];
   }
 
-  // Untrusted prose (model replies, tool results): invisible characters escaped.
-  function proseNodes(text) {
-    return revealNodes(reveal.textSegments(text, { letters: false }));
-  }
-
-  // Revealed text in which pairs of `backticks` become <code> elements (built
-  // with the DOM, text as text nodes); an unpaired backtick stays as it is.
   function codeNodes(segments) {
     let ticks = 0;
     for (const [text, what] of segments) {
@@ -196,7 +213,7 @@
     return out;
   }
 
-  const nameText = (name) => reveal.joined(reveal.textSegments(name, { singleLine: true }));
+  const nameText = (name) => reveal.nameText(name);
 
   class ApiError extends Error {
     constructor(status, message) {
@@ -228,7 +245,7 @@
     const init = { method, headers: { Accept: "application/json" } };
     if (body !== undefined) {
       init.headers["Content-Type"] = "application/json";
-      init.body = JSON.stringify(body);
+      init.body = reveal.stringifyJson(body); // exact numbers (an edit's arguments)
     }
     let response;
     try {
@@ -240,7 +257,7 @@
     let data = null;
     if (text) {
       try {
-        data = JSON.parse(text);
+        data = reveal.parseJson(text); // numbers exact: 9007199254740993 stays itself
       } catch {
         data = null;
       }
@@ -333,7 +350,7 @@
     const raw = call && call.function ? call.function.arguments : undefined;
     if (typeof raw !== "string") return revealNodes(reveal.revealAction("", raw ?? {}, "").args);
     try {
-      return revealNodes(reveal.revealAction("", JSON.parse(raw), "").args);
+      return revealNodes(reveal.revealAction("", reveal.parseJson(raw), "").args);
     } catch {
       return proseNodes(raw); // the model sent arguments that are not JSON: show them as they are
     }
@@ -389,7 +406,7 @@
               "summary",
               {},
               "Requested ",
-              el("code", {}, ...revealNodes(reveal.textSegments(toolCallName(call), { singleLine: true }))),
+              el("code", {}, ...nameNodes(toolCallName(call))),
             ),
             el("pre", { className: "json" }, ...toolCallArgs(call)),
           ),
@@ -408,7 +425,7 @@
       const [label, kind] = outcome ?? [status === "error" ? "error" : "ok", status];
       const head = [
         el("span", { className: "who", text: "Tool" }),
-        el("code", { className: "tool-name" }, ...revealNodes(reveal.textSegments(name, { singleLine: true }))),
+        el("code", { className: "tool-name" }, ...nameNodes(name)),
         el("span", { className: `badge ${kind}`, "data-testid": "tool-status", text: label }),
       ];
       const item = el("li", {
@@ -457,9 +474,10 @@
     if (action.status !== "expired") {
       line.append(" by ");
       if (typeof action.reviewer === "string") {
-        line.append(
-          el("span", { className: "reviewer" }, ...revealNodes(reveal.textSegments(action.reviewer, { singleLine: true }))),
-        );
+        line.append(nameBox(action.reviewer, { className: "name reviewer" }));
+      } else if (action.status === "cancelled" && inGateway()) {
+        // Nobody decided: the MCP client gave up on the call, or the gateway ended it.
+        line.append(el("span", { "data-testid": "cancelled-by", text: gateway.cancelledBy(action) }));
       } else {
         // Nobody signed in: say how reviewers get their names.
         line.append(
@@ -498,7 +516,7 @@
   }
 
   function singleLineNodes(text) {
-    return revealNodes(reveal.textSegments(String(text ?? ""), { singleLine: true, letters: false }));
+    return proseNodes(String(text ?? ""), { singleLine: true });
   }
 
   // The verdict on a waiting action's card: the risk as a badge, whether the user
@@ -510,7 +528,7 @@
     head.append(
       el("span", { className: "judge-title", id: `${id}-judge`, text: "Judge" }),
       " ",
-      el("code", { className: "judge-model", "data-testid": "judge-model" }, ...singleLineNodes(judgement.model)),
+      el("code", { className: "judge-model", "data-testid": "judge-model" }, ...nameNodes(judgement.model)),
       " ",
       el("span", {
         className: `badge ${decided ? `risk-${judgement.risk}` : "muted"}`,
@@ -545,7 +563,7 @@
   // without a review because the judge approved it.
   function judgeApprovedLines({ judgement, at }) {
     const line = el("p", { className: "decided", "data-testid": "decided-by" });
-    line.append("Approved by the judge (", el("span", { className: "reviewer" }, ...singleLineNodes(judgement.model)), ")");
+    line.append("Approved by the judge (", nameBox(judgement.model, { className: "name reviewer" }), ")");
     if (at) line.append(" at ", el("time", { datetime: String(at), text: formatTime(at) }));
     const why = el("p", { className: "decided judge-rationale", "data-testid": "judge-rationale" }, ...singleLineNodes(judgement.rationale));
     return [line, why];
@@ -572,7 +590,7 @@
     for (const line of text.split("\n")) {
       let event;
       try {
-        event = line ? JSON.parse(line) : null;
+        event = line ? reveal.parseJson(line) : null;
       } catch {
         event = null;
       }
@@ -628,26 +646,41 @@
 
   // ------------------------------------------------------------------ approval cards
 
+  // The edited arguments, read with their numbers exact (what is typed is what is sent).
   function parseArgs(text) {
     let value;
     try {
-      value = JSON.parse(text);
+      value = reveal.parseJson(text);
     } catch (err) {
       return { error: `The arguments are not valid JSON: ${err.message}` };
     }
-    if (value === null || typeof value !== "object" || Array.isArray(value)) {
+    if (value === null || typeof value !== "object" || Array.isArray(value) || reveal.isNumber(value)) {
       const kind =
-        value === null ? "null" : Array.isArray(value) ? "an array" : `a ${typeof value}`;
+        value === null ? "null" : Array.isArray(value) ? "an array" : reveal.isNumber(value) ? "a number" : `a ${typeof value}`;
       return { error: `The arguments must be a JSON object, not ${kind}.` };
     }
+    // A number beyond a 64-bit float (1e400) is refused by the server: say so here.
+    const beyond = reveal
+      .revealAction("", value, "")
+      .findings.find(({ what }) => what.includes(" is beyond a 64-bit float "));
+    if (beyond) return { error: `The server cannot read a number: ${beyond.what} in ${beyond.where}.` };
     return { args: value };
   }
 
   function setEditError(card, message) {
     card.editError.textContent = message || "";
     card.editError.hidden = !message;
+    card.editError.dataset.kind = "error";
     if (message) card.editArgs.setAttribute("aria-invalid", "true");
     else card.editArgs.removeAttribute("aria-invalid");
+  }
+
+  // Not an error: what the page could not do (check the arguments), shown in the same place.
+  function setEditNote(card, message) {
+    setEditError(card, "");
+    card.editError.textContent = message;
+    card.editError.hidden = false;
+    card.editError.dataset.kind = "note";
   }
 
   // ------------------------------------------------------------------ checking an edit
@@ -658,6 +691,10 @@
   // (e.g. nullable), allOf, $ref to #/$defs, minimum, maximum, exclusiveMinimum,
   // exclusiveMaximum, minLength, maxLength, minItems, maxItems. Every other
   // keyword (format, pattern, ...) is ignored: the server validates again.
+  // Numbers are compared exactly (9007199254740993 is above 9007199254740992).
+  // The check has a work budget: past MAX_DEPTH nested schemas, MAX_STEPS schemas looked
+  // at or MAX_CHECK_MS milliseconds (a hostile schema of nested anyOf grows exponentially),
+  // the page says it cannot check the arguments and the server's own validation decides.
 
   const TYPE_NAMES = {
     string: "a string",
@@ -669,37 +706,81 @@
     null: "null",
   };
   const MAX_PROBLEMS = 20;
+  const MAX_DEPTH = 64;
+  const MAX_STEPS = 100000;
+  const MAX_CHECK_MS = 250;
+  const UNCHECKED =
+    "The page cannot check these arguments against the tool's parameters (their schema is too" +
+    " deep or too complex to check here): the server checks them when they are sent.";
   const own = (object, key) => Object.prototype.hasOwnProperty.call(object, key);
-  const isObject = (value) => value !== null && typeof value === "object" && !Array.isArray(value);
-  const typeOf = (value) => (value === null ? "null" : Array.isArray(value) ? "array" : typeof value);
-  const same = (a, b) => JSON.stringify(a) === JSON.stringify(b);
+  const isObject = (value) =>
+    value !== null && typeof value === "object" && !Array.isArray(value) && !reveal.isNumber(value);
+  const typeOf = (value) =>
+    value === null ? "null" : Array.isArray(value) ? "array" : reveal.isNumber(value) ? "number" : typeof value;
   const where = (path) => path || "the arguments";
   const member = (path, key) => (path ? `${path}.${nameText(key)}` : nameText(key));
   const plural = (n, word) => `${n} ${word}${n === 1 ? "" : "s"}`;
+  const shownJson = (value) => reveal.revealJson(value, null);
+
+  // The same JSON value? Numbers by their exact value (1 and 1.0 alike), object keys in any order.
+  function same(a, b) {
+    if (reveal.isNumber(a) || reveal.isNumber(b)) {
+      return reveal.isNumber(a) && reveal.isNumber(b) && compare(a, b) === 0;
+    }
+    if (Array.isArray(a) || Array.isArray(b)) {
+      return Array.isArray(a) && Array.isArray(b) && a.length === b.length && a.every((x, i) => same(x, b[i]));
+    }
+    if (isObject(a) || isObject(b)) {
+      if (!isObject(a) || !isObject(b)) return false;
+      const keys = Object.keys(a);
+      return keys.length === Object.keys(b).length && keys.every((key) => own(b, key) && same(a[key], b[key]));
+    }
+    return a === b;
+  }
+
+  // -1, 0, 1 for two numbers, exactly; null when one of them is no finite number.
+  function compare(a, b) {
+    const x = reveal.decimal(a);
+    const y = reveal.decimal(b);
+    return x && y ? reveal.compareDecimals(x, y) : null;
+  }
 
   function hasType(value, type) {
-    if (type === "integer") return typeof value === "number" && Number.isInteger(value);
+    if (type === "integer") return reveal.isNumber(value) && reveal.isInteger(value);
     return typeOf(value) === type;
   }
 
-  function checkSchema(schema, value, path, root, out, depth) {
-    if (!isObject(schema) || depth > 64 || out.length >= MAX_PROBLEMS) return;
+  class TooComplex extends Error {}
+
+  // One schema looked at: counts against the budget, which throws TooComplex once spent.
+  function spend(budget, depth) {
+    budget.steps += 1;
+    if (depth > MAX_DEPTH || budget.steps > MAX_STEPS) throw new TooComplex();
+    if (budget.steps % 256 === 0 && performance.now() > budget.deadline) throw new TooComplex();
+  }
+
+  function checkSchema(schema, value, path, root, out, depth, budget) {
+    if (!isObject(schema) || out.length >= MAX_PROBLEMS) return;
+    spend(budget, depth);
     const at = where(path);
+    const check = (part, item, itemPath, into = out) => checkSchema(part, item, itemPath, root, into, depth + 1, budget);
     if (typeof schema.$ref === "string") {
       const found = /^#\/(\$defs|definitions)\/([^/]+)$/.exec(schema.$ref);
       const defs = found && isObject(root[found[1]]) ? root[found[1]] : null;
-      if (defs && own(defs, found[2])) checkSchema(defs[found[2]], value, path, root, out, depth + 1);
+      if (defs && own(defs, found[2])) check(defs[found[2]], value, path);
     }
     if (Array.isArray(schema.allOf)) {
-      for (const part of schema.allOf) checkSchema(part, value, path, root, out, depth + 1);
+      for (const part of schema.allOf) check(part, value, path);
     }
     const branches = Array.isArray(schema.anyOf) ? schema.anyOf : Array.isArray(schema.oneOf) ? schema.oneOf : null;
     if (branches && branches.length > 0) {
-      const results = branches.map((branch) => {
+      const results = [];
+      for (const branch of branches) {
         const found = [];
-        checkSchema(branch, value, path, root, found, depth + 1);
-        return found;
-      });
+        check(branch, value, path, found);
+        results.push(found);
+        if (found.length === 0) break; // one branch fits: the others need not be checked
+      }
       if (!results.some((found) => found.length === 0)) {
         const notNull = branches.filter((branch) => !(isObject(branch) && branch.type === "null"));
         if (notNull.length === 1) out.push(...results[branches.indexOf(notNull[0])]);
@@ -715,20 +796,21 @@
       }
     }
     if (own(schema, "const") && !same(value, schema.const)) {
-      out.push(`${at}: must be ${JSON.stringify(schema.const)}`);
+      out.push(`${at}: must be ${shownJson(schema.const)}`);
     }
     if (Array.isArray(schema.enum) && !schema.enum.some((choice) => same(value, choice))) {
-      out.push(`${at}: must be one of ${schema.enum.map((choice) => JSON.stringify(choice)).join(", ")}`);
+      out.push(`${at}: must be one of ${schema.enum.map(shownJson).join(", ")}`);
     }
-    if (typeof value === "number") {
-      if (typeof schema.minimum === "number" && value < schema.minimum) out.push(`${at}: must be at least ${schema.minimum}`);
-      if (typeof schema.maximum === "number" && value > schema.maximum) out.push(`${at}: must be at most ${schema.maximum}`);
-      if (typeof schema.exclusiveMinimum === "number" && value <= schema.exclusiveMinimum) {
-        out.push(`${at}: must be greater than ${schema.exclusiveMinimum}`);
-      }
-      if (typeof schema.exclusiveMaximum === "number" && value >= schema.exclusiveMaximum) {
-        out.push(`${at}: must be less than ${schema.exclusiveMaximum}`);
-      }
+    if (reveal.isNumber(value)) {
+      const bound = (key, fails, text) => {
+        if (reveal.isNumber(schema[key]) && fails(compare(value, schema[key]))) {
+          out.push(`${at}: ${text} ${shownJson(schema[key])}`);
+        }
+      };
+      bound("minimum", (c) => c === -1, "must be at least");
+      bound("maximum", (c) => c === 1, "must be at most");
+      bound("exclusiveMinimum", (c) => c !== null && c <= 0, "must be greater than");
+      bound("exclusiveMaximum", (c) => c !== null && c >= 0, "must be less than");
     }
     if (typeof value === "string") {
       const length = Array.from(value).length; // code points, as Python counts
@@ -747,7 +829,7 @@
         out.push(`${at}: must have at most ${plural(schema.maxItems, "item")}`);
       }
       if (isObject(schema.items)) {
-        value.forEach((item, i) => checkSchema(schema.items, item, `${path}[${i}]`, root, out, depth + 1));
+        value.forEach((item, i) => check(schema.items, item, `${path}[${i}]`));
       }
     }
     if (isObject(value)) {
@@ -755,31 +837,39 @@
       for (const name of Array.isArray(schema.required) ? schema.required : []) {
         if (typeof name === "string" && !own(value, name)) out.push(`${member(path, name)}: missing (required)`);
       }
-      for (const [key, item] of Object.entries(value)) {
-        if (own(properties, key)) checkSchema(properties[key], item, member(path, key), root, out, depth + 1);
+      for (const key of reveal.keysOf(value)) {
+        const item = value[key];
+        if (own(properties, key)) check(properties[key], item, member(path, key));
         else if (schema.additionalProperties === false) out.push(`${member(path, key)}: unknown field`);
-        else if (isObject(schema.additionalProperties)) {
-          checkSchema(schema.additionalProperties, item, member(path, key), root, out, depth + 1);
-        }
+        else if (isObject(schema.additionalProperties)) check(schema.additionalProperties, item, member(path, key));
       }
     }
   }
 
-  // What the tool's schema refuses in these arguments (none when the schema is unknown).
-  function schemaProblems(name, args) {
-    const schema = state.tools ? state.tools.get(name) : undefined;
-    if (!schema) return [];
+  // What ``schema`` refuses in ``value`` (at most MAX_PROBLEMS texts), or null when the
+  // page cannot check it within its budget.
+  function problemsOf(schema, value) {
     const out = [];
-    checkSchema(schema, args, "", schema, out, 0);
+    const budget = { steps: 0, deadline: performance.now() + MAX_CHECK_MS };
+    try {
+      checkSchema(schema, value, "", schema, out, 0, budget);
+    } catch (err) {
+      if (err instanceof TooComplex || err instanceof RangeError) return null; // RangeError: the stack
+      throw err;
+    }
     return [...new Set(out)].slice(0, MAX_PROBLEMS);
   }
 
-  // For tests and embedding pages: what a schema refuses in a value (the texts above).
-  globalThis.toolguardSchemaProblems = (schema, value) => {
-    const out = [];
-    checkSchema(schema, value, "", schema, out, 0);
-    return [...new Set(out)].slice(0, MAX_PROBLEMS);
-  };
+  // What the tool's schema refuses in these arguments (none when the schema is unknown;
+  // null when the page cannot check them).
+  function schemaProblems(name, args) {
+    const schema = state.tools ? state.tools.get(name) : undefined;
+    return schema ? problemsOf(schema, args) : [];
+  }
+
+  // For tests and embedding pages: what a schema refuses in a value (the texts above), or
+  // null when the page cannot check it (past its work budget).
+  globalThis.toolguardSchemaProblems = problemsOf;
 
   // The tools' schemas, fetched once; without them (an older server) the
   // server's own check is the only one.
@@ -822,7 +912,13 @@
       return null;
     }
     const problems = schemaProblems(card.request.name, parsed.args);
-    if (problems.length > 0) {
+    if (problems === null && card.unchecked !== card.editArgs.value) {
+      // Said once; pressed again with the same text, the edit goes to the server's check.
+      card.unchecked = card.editArgs.value;
+      setEditNote(card, `${UNCHECKED} Press the button again to send them.`);
+      return null;
+    }
+    if (problems !== null && problems.length > 0) {
       setEditError(card, ["The arguments do not fit the tool's parameters:", ...problems].join("\n"));
       return null;
     }
@@ -879,12 +975,13 @@
     if (!quorum || !Number.isInteger(quorum.required) || quorum.required < 2) return null;
     const given = Number.isInteger(quorum.given) ? quorum.given : 0;
     const by = Array.isArray(quorum.by) ? quorum.by.filter((b) => typeof b === "string") : [];
-    const who = by.length > 0 ? ` (approved by ${by.join(", ")})` : "";
-    return el("p", {
-      className: "quorum",
-      "data-testid": "approvals",
-      text: `${given} of ${quorum.required} approvals${who}`,
-    });
+    const line = el("p", { className: "quorum", "data-testid": "approvals" }, `${given} of ${quorum.required} approvals`);
+    if (by.length > 0) {
+      line.append(" (approved by ");
+      by.forEach((name, i) => line.append(...(i > 0 ? [", "] : []), nameBox(name)));
+      line.append(")");
+    }
+    return line;
   }
 
   function buildCard(request, config, index, total, action) {
@@ -918,7 +1015,7 @@
       el(
         "p",
         { className: "description", "data-testid": "action-description" },
-        ...codeNodes(shown.description),
+        ...descriptionNodes(String(description ?? ""), request.name),
       ),
     );
     if (inGateway()) {
@@ -934,12 +1031,13 @@
     const showWhy = () => {
       const reason = state.reasons.get(request.name);
       if (reason) {
-        why.textContent = `Why it asks: ${reason}`;
+        // The reason quotes the tool's name, from the server that lists the tool: a name.
+        why.replaceChildren("Why it asks: ", nameBox(reason, { className: "name reason" }));
         why.hidden = false;
       }
     };
     showWhy();
-    if (!why.textContent) loadTools().then(showWhy);
+    if (why.hidden) loadTools().then(showWhy);
     const quorum = quorumNode(config);
     if (quorum) root.append(quorum);
     if (judgement) root.append(judgeNode(judgement, id));
@@ -1097,11 +1195,15 @@
       confirmReject.addEventListener("click", () => submitReview([decisionOf(card, "reject")]));
       card.buttons.approve?.addEventListener("click", () => submitReview([{ type: "approve" }]));
       if (card.buttons.approve && inGateway()) {
-        const { row, controls } = gateway.grantRow(id, nameText(request.name), (decision) => submitReview([decision]));
+        const { row, controls } = gateway.grantRow(id, request.name, (decision) => submitReview([decision]));
         card.grantControls = controls;
-        root.append(row);
+        card.grantRow = row;
       } else if (card.buttons.approve) {
-        root.append(grantRow(card, id, request));
+        card.grantRow = grantRow(card, id, request);
+      }
+      if (card.grantRow) {
+        card.grantRow.hidden = true; // until the server says a grant may be made (showGrantRows)
+        root.append(card.grantRow);
       }
       card.buttons.edit?.addEventListener("click", () =>
         openPanel(card, card.editPanel.hidden ? "edit" : null),
@@ -1153,13 +1255,25 @@
       { className: "row grant-row", "data-testid": "grant-row" },
       allow,
       duration,
-      el("p", {
-        id: `${id}-grant-hint`,
-        className: "hint",
-        "data-testid": "grant-hint",
-        text: `Later calls of ${nameText(request.name)} in this conversation run without asking.`,
-      }),
+      el(
+        "p",
+        { id: `${id}-grant-hint`, className: "hint", "data-testid": "grant-hint" },
+        "Later calls of ",
+        nameBox(request.name),
+        " in this conversation run without asking.",
+      ),
     );
+  }
+
+  // Grant choices only where an approve may grant: each pending review of the live list
+  // says so per action (``grantable``: false for a tool that needs a quorum or a call an
+  // ask rule covers). Until the list says, none is offered.
+  function showGrantRows() {
+    const review = live.reviews.find((r) => r.thread_id === state.threadId && r.review_id === state.reviewId);
+    const allowed = review && Array.isArray(review.grantable) ? review.grantable : [];
+    state.cards.forEach((card, index) => {
+      if (card.grantRow) card.grantRow.hidden = allowed[index] !== true;
+    });
   }
 
   function formatTime(iso) {
@@ -1221,6 +1335,7 @@
       ? "Choose a decision for each action, then submit them — or approve or reject them all."
       : "Check the arguments, then approve, edit or reject the action.";
     dom.review.hidden = false;
+    showGrantRows();
     updateControls();
     dom.reviewTitle.focus();
     loadTools(); // ready before the reviewer edits anything
@@ -1379,9 +1494,12 @@
       review.pending_review && Array.isArray(review.pending_review.action_requests)
         ? review.pending_review.action_requests
         : [];
-    const names = requests.map((request) =>
-      nameText(request && typeof request.name === "string" ? request.name : "?"),
-    );
+    // The tools' names, each drawn as a name, separated by commas.
+    const names = [];
+    requests.forEach((request, i) => {
+      if (i > 0) names.push(", ");
+      names.push(nameBox(request && typeof request.name === "string" ? request.name : "?"));
+    });
     const id = review.thread_id;
     if (inGateway()) return gatewayQueueItem(review, names);
     const short = nameText(id.length > 12 ? `${id.slice(0, 8)}…` : id);
@@ -1394,7 +1512,7 @@
         "data-thread": id,
         "aria-current": id === state.threadId ? "true" : null,
       },
-      el("span", { className: "queue-tools", "data-testid": "queue-tools", text: names.join(", ") }),
+      el("span", { className: "queue-tools", "data-testid": "queue-tools" }, ...names),
       el("span", { className: "queue-thread", "data-testid": "queue-thread", text: `thread ${short}` }),
       el("span", { className: "queue-age", "data-testid": "queue-age", text: waitingText(review.requested_at) }),
     );
@@ -1416,9 +1534,9 @@
         "data-thread": id,
         "aria-current": id === state.threadId ? "true" : null,
       },
-      el("code", { className: "queue-tools", "data-testid": "queue-tools", text: names.join(", ") }),
-      el("span", { className: "queue-thread", "data-testid": "queue-server", text: `on ${nameText(gateway.serverText(call.server))}` }),
-      el("span", { className: "queue-thread", "data-testid": "queue-client", text: `from ${nameText(gateway.clientText(call.client))}` }),
+      el("code", { className: "queue-tools", "data-testid": "queue-tools" }, ...names),
+      el("span", { className: "queue-thread", "data-testid": "queue-server" }, "on ", ...gateway.serverNodes(call.server)),
+      el("span", { className: "queue-thread", "data-testid": "queue-client" }, "from ", ...gateway.clientNodes(call.client)),
       age ? el("span", { className: "queue-age", "data-testid": "queue-age", text: age }) : null,
     );
     button.addEventListener("click", () => openThread(id));
@@ -1481,6 +1599,7 @@
       if (review.call && typeof review.call === "object") state.calls.set(review.thread_id, review.call);
     }
     renderQueue();
+    showGrantRows();
     if (inGateway()) {
       refreshCallInfo();
       const key = live.reviews.map((review) => `${review.thread_id} ${review.review_id}`).join("\n");
@@ -1500,7 +1619,7 @@
 
   function parseEvent(event) {
     try {
-      return JSON.parse(event.data);
+      return reveal.parseJson(event.data);
     } catch {
       return null;
     }
@@ -1682,10 +1801,7 @@
       dom.signOut.hidden = true;
       return;
     }
-    dom.signedIn.replaceChildren(
-      "Signed in as ",
-      el("span", { "data-testid": "reviewer-name" }, ...revealNodes(reveal.textSegments(reviewer, { singleLine: true }))),
-    );
+    dom.signedIn.replaceChildren("Signed in as ", nameBox(reviewer, { testid: "reviewer-name" }));
     dom.signOut.hidden = !signOut;
     dom.account.hidden = false;
   }
@@ -1734,8 +1850,11 @@
   function showGateway(info) {
     state.mode = "gateway";
     document.title = "toolguard gateway — MCP tool calls waiting for approval";
-    const server = gateway.serverText(info.server);
-    dom.subtitle.textContent = `MCP gateway for ${nameText(server)}: tool calls from its clients wait here for your approval.`;
+    dom.subtitle.replaceChildren(
+      "MCP gateway for ",
+      ...gateway.serverNodes(info.server),
+      ": tool calls from its clients wait here for your approval.",
+    );
     dom.queueTitle.firstChild.textContent = "Waiting calls ";
     dom.queueEmpty.textContent = "No call is waiting.";
     dom.conversation.hidden = true;

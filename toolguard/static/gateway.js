@@ -3,8 +3,9 @@
 // app.js, which uses it when GET /hitl/info answers {"mode": "gateway"}.
 //
 // Everything shown here comes from other programs (the upstream server, the MCP client, the
-// tool): text is only ever set as text (DOM text nodes, revealed like the rest of the page),
-// never parsed as HTML; an image is shown only when it is PNG, JPEG, GIF or WebP data whose
+// tool): text is only ever set as text, drawn by reveal.js like the rest of the page (names
+// with every suspicious character escaped, prose with its right-to-left text in boxes of
+// its own, JSON with its numbers exact), never parsed as HTML; an image is shown only when it is PNG, JPEG, GIF or WebP data whose
 // first bytes say so, within a size cap (never SVG, which can carry script).
 "use strict";
 
@@ -56,33 +57,62 @@
   const isObject = (value) => value !== null && typeof value === "object" && !Array.isArray(value);
   const textOr = (value, fallback = "") => (typeof value === "string" ? value : fallback);
 
-  // Untrusted text as DOM nodes: invisible and look-alike characters shown escaped.
-  function textNodes(text, singleLine = false) {
-    return reveal.textSegments(String(text), { singleLine, letters: false }).map(([part, what]) =>
-      what === null ? document.createTextNode(part) : el("span", { className: "reveal", title: what, text: part }),
-    );
-  }
+  // Untrusted text as DOM nodes (reveal.js): prose, or a name (one line, look-alikes found).
+  const textNodes = (text, singleLine = false) => reveal.proseNodes(String(text), { singleLine });
+  const nameNodes = (text) => reveal.nameNodes(String(text));
+  const jsonNodes = (value) => reveal.jsonNodes(value ?? null);
 
   // ------------------------------------------------------------------ server and client
+  // An MCP Implementation (clientInfo / serverInfo) is identified by its name and version
+  // (and the upstream by its command or URL); a title is only what it calls itself, shown
+  // beside them, never instead.
 
-  // "Probe Client 2.5.0": an MCP Implementation (clientInfo / serverInfo) as one line.
-  function implementationText(found) {
+  // "probe-client 2.5.0": the name and version, or "" when it has no name.
+  function implementationName(found) {
     if (!isObject(found) || typeof found.name !== "string") return "";
-    const name = textOr(found.title) || found.name;
-    return found.version ? `${name} ${found.version}` : name;
+    return typeof found.version === "string" && found.version ? `${found.name} ${found.version}` : found.name;
   }
 
-  // "toolguard-proxy-upstream (python -m upstream)": the upstream's name and command or URL.
-  function serverText(server) {
+  const titleOf = (found) => (isObject(found) ? textOr(found.title) : "");
+
+  // "toolguard-proxy-upstream 1.0 (python -m upstream)": the upstream's name and command or URL.
+  function serverName(server) {
     if (!isObject(server)) return "unknown";
-    const name = implementationText(server);
+    const name = implementationName(server);
     const target = textOr(server.target);
     if (name && target) return `${name} (${target})`;
     return name || target || "unknown";
   }
 
-  function clientText(client) {
-    return implementationText(client) || "unknown (the MCP client did not name itself)";
+  const CLIENT_UNKNOWN = "unknown (the MCP client did not name itself)";
+  const clientName = (client) => implementationName(client) || CLIENT_UNKNOWN;
+
+  // The whole line as text (a title after the name: ', titled “Title”').
+  const titled = (name, title) => (title ? `${name}, titled “${title}”` : name);
+  const serverText = (server) => titled(serverName(server), titleOf(server));
+  const clientText = (client) => titled(clientName(client), implementationName(client) ? titleOf(client) : "");
+
+  // The same as nodes: the name and the title each in a left-to-right box of its own.
+  function titledNodes(name, title, known = true) {
+    const parts = [known ? reveal.nameBox(name) : document.createTextNode(name)];
+    if (title) parts.push(", titled “", reveal.nameBox(title, { className: "name title" }), "”");
+    return parts;
+  }
+
+  const serverNodes = (server) => titledNodes(serverName(server), titleOf(server));
+
+  function clientNodes(client) {
+    const name = implementationName(client);
+    return name ? titledNodes(name, titleOf(client)) : titledNodes(CLIENT_UNKNOWN, "", false);
+  }
+
+  // Who cancelled a call nobody named: the MCP client (it gave up on the call: cancelled it,
+  // timed out or disconnected) or the gateway (it stopped, or a rule denied the call).
+  function cancelledBy(action) {
+    const result = isObject(action.result) ? textOr(action.result.content) : "";
+    return result.startsWith("The review of this action was cancelled: the MCP client gave up")
+      ? "the MCP client"
+      : "the gateway";
   }
 
   // "3 min ago": how long ago an ISO 8601 time was.
@@ -128,9 +158,9 @@
       el("dd", { "data-testid": testid }, ...value),
     ];
     list.replaceChildren(
-      ...row("Server", "call-server", ...textNodes(serverText(info.server), true)),
-      ...row("Tool", "call-tool", el("code", {}, ...textNodes(tool, true))),
-      ...row("Client", "call-client", ...textNodes(clientText(info.client), true)),
+      ...row("Server", "call-server", ...serverNodes(info.server)),
+      ...row("Tool", "call-tool", el("code", {}, ...nameNodes(tool))),
+      ...row("Client", "call-client", ...clientNodes(info.client)),
       ...row("Waiting since", "call-since", sinceNode(requestedAt)),
     );
   }
@@ -149,13 +179,18 @@
   }
 
   function grantHint(tool, match, limit) {
-    const what = match === "args" ? `${tool} with these exact arguments` : tool;
     const how = (GRANT_LIMITS.find(([value]) => value === limit) ?? GRANT_LIMITS[1])[2];
-    return `Later calls of ${what} from every client of this gateway run without asking, ${how}.`;
+    return [
+      "Later calls of ",
+      reveal.nameBox(tool),
+      match === "args" ? " with these exact arguments" : "",
+      ` from every client of this gateway run without asking, ${how}.`,
+    ];
   }
 
   // The row under a gateway card's buttons: what to allow, for how long, and the button.
   // ``submit(decision)`` sends the decision; returns the row and its form controls.
+  // ``tool`` is the tool's name as it is (drawn by reveal.js).
   function grantRow(id, tool, submit) {
     const match = el(
       "select",
@@ -177,7 +212,7 @@
       text: "Approve and allow for every client",
     });
     const update = () => {
-      hint.textContent = grantHint(tool, match.value, limit.value);
+      hint.replaceChildren(...grantHint(tool, match.value, limit.value));
     };
     match.addEventListener("change", update);
     limit.addEventListener("change", update);
@@ -194,13 +229,13 @@
   const RERENDER_MS = 30000; // an unchanged list is drawn again after this ("in 59 min")
 
   function reviewerNodes(name) {
-    return typeof name === "string" && name ? textNodes(name, true) : [document.createTextNode("an unnamed reviewer")];
+    return typeof name === "string" && name ? [reveal.nameBox(name)] : [document.createTextNode("an unnamed reviewer")];
   }
 
   // "revoked by maria, 2 min ago (1/2/2030, 12:02:00 PM)": how a grant ended.
   function endedNodes(grant) {
     const parts = [ENDED[grant.status] ?? textOr(grant.status, "ended")];
-    if (typeof grant.ended_by === "string" && grant.ended_by) parts.push(" by ", ...textNodes(grant.ended_by, true));
+    if (typeof grant.ended_by === "string" && grant.ended_by) parts.push(" by ", reveal.nameBox(grant.ended_by));
     const at = textOr(grant.ended_at) || (grant.status === "expired" ? textOr(grant.expires_at) : "");
     if (at) parts.push(", ", sinceNode(at));
     return parts;
@@ -220,12 +255,12 @@
         ...row(
           "Arguments",
           "grant-args",
-          el("pre", { className: "json grant-args", tabindex: "0" }, ...textNodes(JSON.stringify(grant.args ?? null, null, 2))),
+          el("pre", { className: "json grant-args", tabindex: "0" }, ...jsonNodes(grant.args)),
         ),
       );
     }
     if (active) {
-      const uses = grant.uses_left === null || grant.uses_left === undefined ? "no limit" : `${grant.uses_left} of ${grant.uses}`;
+      const uses = grant.uses_left === null || grant.uses_left === undefined ? "no limit" : `${String(grant.uses_left)} of ${String(grant.uses)}`;
       rows.push(...row("Uses left", "grant-uses", uses));
       const expires = typeof grant.expires_at === "string" ? sinceNode(grant.expires_at, untilText) : "never (until revoked)";
       rows.push(...row("Expires", "grant-expires", expires));
@@ -238,7 +273,7 @@
       el(
         "h3",
         { id: titleId, className: "grant-title", "data-testid": "grant-title" },
-        el("code", { "data-testid": "grant-tool" }, ...textNodes(tool, true)),
+        el("code", { "data-testid": "grant-tool" }, ...nameNodes(tool)),
         grant.match === "args" ? ", these exact arguments" : ", any arguments",
       ),
       el("dl", { className: "call-info" }, ...rows),
@@ -336,7 +371,7 @@
       parts.status.textContent = "";
       try {
         await api("DELETE", `/hitl/grants/${encodeURIComponent(textOr(grant.id))}`);
-        parts.status.replaceChildren(...textNodes(`Revoked the grant for ${tool}: its next calls wait for a review again.`, true));
+        parts.status.replaceChildren("Revoked the grant for ", reveal.nameBox(tool), ": its next calls wait for a review again.");
       } catch (err) {
         parts.error.replaceChildren(...textNodes(err instanceof Error ? err.message : String(err)));
       } finally {
@@ -423,6 +458,11 @@
     return box;
   }
 
+  // JSON as the page shows arguments: numbers exact, suspicious characters escaped.
+  function jsonBlock(value, testid) {
+    return el("div", { className: "mcp-block" }, el("pre", { className: "mcp-text json", "data-testid": testid, tabindex: "0" }, ...jsonNodes(value)));
+  }
+
   function noteBlock(testid, ...parts) {
     return el("p", { className: "mcp-note", "data-testid": testid }, ...parts);
   }
@@ -447,14 +487,14 @@
   }
 
   function resourceNodes(resource) {
-    const parts = [el("code", { className: "mcp-uri", "data-testid": "mcp-uri" }, ...textNodes(textOr(resource.uri, "(no uri)"), true))];
+    const parts = [el("code", { className: "mcp-uri", "data-testid": "mcp-uri" }, ...nameNodes(textOr(resource.uri, "(no uri)")))];
     const mime = textOr(resource.mimeType);
     if (mime) parts.push(` (${mime})`);
     return parts;
   }
 
   function contentBlock(block, index) {
-    if (!isObject(block)) return textBlock(JSON.stringify(block, null, 2), "mcp-other");
+    if (!isObject(block)) return jsonBlock(block, "mcp-other");
     switch (block.type) {
       case "text":
         return textBlock(textOr(block.text));
@@ -480,13 +520,13 @@
         return box;
       }
       default:
-        return textBlock(JSON.stringify(block, null, 2), "mcp-other");
+        return jsonBlock(block, "mcp-other");
     }
   }
 
   // A tool's CallToolResult as MCP content: its blocks, its structured content, its error mark.
   function resultNode(value) {
-    const result = isObject(value) ? value : { content: [{ type: "text", text: JSON.stringify(value) }] };
+    const result = isObject(value) ? value : { content: [{ type: "text", text: reveal.revealJson(value ?? null, null) }] };
     const failed = result.isError === true;
     const box = el("div", {
       className: `mcp-result${failed ? " error" : ""}`,
@@ -501,7 +541,7 @@
     if (result.structuredContent !== undefined && result.structuredContent !== null) {
       box.append(
         el("p", { className: "label", text: "Structured content" }),
-        el("pre", { className: "json", "data-testid": "mcp-structured", tabindex: "0" }, ...textNodes(JSON.stringify(result.structuredContent, null, 2))),
+        el("pre", { className: "json", "data-testid": "mcp-structured", tabindex: "0" }, ...jsonNodes(result.structuredContent)),
       );
     }
     if (blocks.length === 0 && result.structuredContent == null) {
@@ -513,6 +553,8 @@
   globalThis.toolguardGateway = {
     agoText,
     callDetails,
+    cancelledBy,
+    clientNodes,
     clientText,
     el,
     fillCallDetails,
@@ -521,6 +563,7 @@
     grantsPanel,
     imageProblem,
     resultNode,
+    serverNodes,
     serverText,
     untilText,
   };
