@@ -159,6 +159,37 @@ def caller() -> str | None:
     return f"00-{context.trace_id:032x}-{context.span_id:016x}-{int(context.trace_flags):02x}"
 
 
+@contextmanager
+def current(trace_parent: str | None) -> Iterator[None]:
+    """Make the span ``trace_parent`` names (another process's) the current one while inside.
+
+    A decision taken on another process's page is applied where the call
+    waits: its request's span, handed over, is then linked to the call's span
+    as if it were applied there. Nothing changes without a valid one, or when
+    the application does not trace.
+    """
+    found = _TRACEPARENT.fullmatch(trace_parent) if trace_parent else None
+    if found is None or tracer() is None:
+        yield
+        return
+    from opentelemetry import context, trace  # noqa: PLC0415 - loaded by the application
+
+    origin = trace.SpanContext(
+        int(found[1], 16),
+        int(found[2], 16),
+        is_remote=True,
+        trace_flags=trace.TraceFlags(int(found[3], 16)),
+    )
+    if not origin.is_valid:
+        yield
+        return
+    token = context.attach(trace.set_span_in_context(trace.NonRecordingSpan(origin)))
+    try:
+        yield
+    finally:
+        context.detach(token)
+
+
 def _placement(trace_parent: str | None) -> tuple[Context | None, list[Link] | None]:
     """Where a call's span goes: its parent context and its links.
 

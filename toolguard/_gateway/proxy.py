@@ -58,7 +58,6 @@ import anyio
 import anyio.lowlevel
 import anyio.to_thread
 
-from toolguard._chat.chat import ReviewedChat
 from toolguard._chat.turns import StoredApprovals
 from toolguard._core import telemetry
 from toolguard._core.errors import ToolguardError
@@ -74,6 +73,7 @@ from toolguard._gateway.relay import (
     report_waiting,
     schema_tools,
 )
+from toolguard._gateway.shared import GatewayChat
 from toolguard._gateway.spans import counted_once
 from toolguard._gateway.upstream import read_only_handlers, wire
 from toolguard._policy.redact import check_redact
@@ -160,9 +160,11 @@ class CallModel:
 
     def __init__(self) -> None:
         self.calls: dict[str, tuple[str, dict[str, Any]]] = {}
+        # A new call's id; several processes on one store name theirs in it (see shared.py).
+        self.new_id: Callable[[], str] = lambda: f"mcp-{secrets.token_hex(12)}"
 
     def open(self, name: str, args: dict[str, Any]) -> str:
-        call_id = f"mcp-{secrets.token_hex(12)}"
+        call_id = self.new_id()
         self.calls[call_id] = (name, args)
         return call_id
 
@@ -263,7 +265,7 @@ class MCPProxy:
             judge = judge.counted_in(
                 StoredApprovals(store, JUDGE_THREAD, lambda: self.chat.clock())  # noqa: PLW0108
             )
-        self.chat = ReviewedChat(self.model, self.toolset, store=store, review_ttl=ttl, judge=judge)
+        self.chat = GatewayChat(self.model, self.toolset, store=store, review_ttl=ttl, judge=judge)
         # The threads' user messages are the proxy's own, not a person's words.
         self.chat.judge_reads_messages = False
         # Approves grant scope "server": later calls through the gateway (see grants.py);
@@ -345,6 +347,8 @@ class MCPProxy:
             state = await self.chat.store.load(thread_id)
             if state is None:
                 continue
+            if await self.chat.held_elsewhere(state):
+                continue  # another live gateway process on this store waits for it
             with contextlib.suppress(ToolguardError):
                 if state.status == "awaiting_review":
                     await self.chat.cancel_review(thread_id, reviewer=None, reason=RESTARTED)
@@ -645,6 +649,8 @@ class MCPProxy:
                 # (after an edit with edit_policy="recheck" this is a new review: still ours)
                 if await self.chat.expire_overdue(thread_id):
                     continue
+                if await self.chat.take_handed_over(state):
+                    continue  # decided on another gateway process's page: it runs here
             elif state.status == "idle":
                 break
             await anyio.sleep(_POLL_SECONDS)
