@@ -110,6 +110,7 @@ def test_decisions_are_submitted_and_applied_through_the_pipeline() -> None:
     assert calls_of_function("validate_decisions") - {"toolguard/_enforce/pipeline.py"} == {
         "toolguard/_enforce/frameworks.py",  # the frameworks' payload (checked_decisions)
         "toolguard/integrations/langchain.py",
+        "toolguard/integrations/langchain_review.py",  # the drop-in HumanInTheLoopMiddleware
     }
     plans = {name for name, receivers in calls_of("plan").items() if "quorum" in receivers}
     assert plans == {"toolguard/_enforce/pipeline.py", "toolguard/_enforce/resume.py"}
@@ -134,6 +135,8 @@ def test_the_integrations_import_the_pipeline_and_public_names_only() -> None:
     assert {name: found for name, found in private.items() if found} == {}
     assert sorted(imported) == [
         "toolguard/integrations/langchain.py",
+        "toolguard/integrations/langchain_hitl.py",
+        "toolguard/integrations/langchain_review.py",
         "toolguard/integrations/mcp.py",
         "toolguard/integrations/openai_agents.py",
         "toolguard/integrations/pydantic_ai.py",

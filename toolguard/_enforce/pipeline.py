@@ -103,7 +103,9 @@ from toolguard._policy.decisions import (
     validate_decisions,
 )
 from toolguard._policy.redact import keep_redacted, redact_args, scrub_notes
+from toolguard._policy.reviewers import Reviewers
 from toolguard._policy.stand_in import get_stand_in
+from toolguard._tools.approval import ApprovalPolicy
 from toolguard._tools.schema_tool import SchemaTool
 from toolguard._tools.tool import Tool, as_tool
 from toolguard._tools.toolset import Tools, Toolset
@@ -120,6 +122,7 @@ __all__ = [
     "PendingReview",
     "QuorumProgress",
     "ReviewItem",
+    "Reviewers",
     "SchemaTool",
     "Submission",
     "Tool",
@@ -145,6 +148,7 @@ __all__ = [
     "edited_args",
     "failure_text",
     "finish",
+    "framework_tool",
     "has_deadline",
     "keep_redacted",
     "new_id",
@@ -175,6 +179,42 @@ __all__ = [
 
 MayDecide = Callable[[str | None, list[Action]], Awaitable[bool]]
 """Whether a reviewer may decide these requests (a chat's ``authorize`` hook, on its thread)."""
+
+
+class _AnyObject:
+    """Accepts every JSON object of arguments: the framework's own tool checks them."""
+
+    @staticmethod
+    def iter_errors(data: Any) -> list[Any]:
+        return []
+
+
+def _runs_in_its_framework(**args: Any) -> Any:
+    msg = "This tool runs in its framework; toolguard only decides about its calls"
+    raise RuntimeError(msg)
+
+
+def framework_tool(
+    name: str, approval: ApprovalPolicy | None, redact: Sequence[str] = ()
+) -> Tool[..., Any]:
+    """A tool its framework runs, known to the policy by name only (LangChain's middleware).
+
+    It takes any JSON object of arguments (the framework's tool validates
+    them when it runs) and is never run by toolguard; ``propose`` decides
+    about its calls with the rules and ``approval`` (``None``: unguarded).
+    ``redact`` (and ``approval.redact``) name its secret parameters.
+    """
+    secret = (*redact, *(approval.redact if approval is not None else ()))
+    parameters = {"type": "object", "properties": {key: {} for key in secret}}
+    return SchemaTool(
+        name,
+        "",
+        parameters,
+        _runs_in_its_framework,
+        approval=approval,
+        redact=redact,
+        _validator=_AnyObject(),
+    )
 
 
 @dataclass(frozen=True, slots=True)

@@ -1,6 +1,11 @@
 """Guard LangChain / LangGraph agents with toolguard: one line each.
 
-::
+Using LangChain's ``HumanInTheLoopMiddleware``? Change its import; nothing else
+(:class:`HumanInTheLoopMiddleware`, see :mod:`toolguard.integrations.langchain_hitl`)::
+
+    from toolguard.integrations.langchain import HumanInTheLoopMiddleware
+
+Starting from toolguard's tools::
 
     from langchain.agents import create_agent
     from toolguard.integrations import langchain as tg
@@ -50,19 +55,18 @@ from __future__ import annotations
 import asyncio
 import copy
 import json
-import uuid
 from collections.abc import Awaitable, Callable, Mapping
 from contextvars import ContextVar
 from dataclasses import dataclass, field
 from typing import Annotated, Any, cast
 
 try:
-    from langchain.agents.middleware import HumanInTheLoopMiddleware, InterruptOnConfig
+    from langchain.agents.middleware import HumanInTheLoopMiddleware as LangChainHITL
+    from langchain.agents.middleware import InterruptOnConfig as LangChainConfig
     from langchain.agents.middleware.types import AgentState, PrivateStateAttr, ToolCallRequest
     from langchain_core.messages import AIMessage, ToolMessage
     from langchain_core.messages import ToolCall as LCToolCall
     from langchain_core.tools import BaseTool, ToolException
-    from langgraph.config import get_config
     from langgraph.errors import GraphBubbleUp
     from langgraph.types import Command, interrupt
     from pydantic import AfterValidator, PrivateAttr
@@ -121,15 +125,31 @@ from toolguard._enforce.pipeline import (
     trace_refusal,
     vote_count,
 )
+from toolguard.integrations.langchain_hitl import (
+    EDIT_NOTICE,
+    NOT_REVIEWED,
+    HumanInTheLoopMiddleware,
+    InterruptOnConfig,
+)
+from toolguard.integrations.langchain_review import asked_at as _asked_at
+from toolguard.integrations.langchain_review import in_graph as _in_graph
+from toolguard.integrations.langchain_review import task_id as _task_id
 
-__all__ = ["APPROVED_KEY", "GuardedTool", "ToolguardMiddleware", "middleware", "tools"]
+__all__ = [
+    "APPROVED_KEY",
+    "EDIT_NOTICE",
+    "NOT_REVIEWED",
+    "GuardedTool",
+    "HumanInTheLoopMiddleware",
+    "InterruptOnConfig",
+    "ToolguardMiddleware",
+    "middleware",
+    "tools",
+]
 
 APPROVED_KEY = "toolguard_approved_calls"
 """Agent-state key (private, checkpointed) holding the calls a reviewer approved, by call id."""
 
-_SCRATCHPAD = "__pregel_scratchpad"  # what LangGraph's interrupt() needs in the run's config
-_TASK_ID = "__pregel_task_id"  # the paused task's id: the same in every process resuming it
-_UUID_EPOCH = 0x01B21DD213814000  # 100-ns intervals from 1582-10-15 (UUID time) to 1970-01-01
 
 _CALL_ID: ContextVar[str | None] = ContextVar("toolguard_langchain_call_id", default=None)
 """The id of the call a :class:`GuardedTool` runs (a LangChain ``ToolCall``'s), for its span."""
@@ -249,50 +269,6 @@ def _apply(pending: PendingReview, open_: list[_Waiting], answer: Any, *, dry_ru
     targets = [copy.copy(w) for w in open_] if dry_run else open_
     for entry, decision in zip(targets, decisions, strict=True):
         entry.vote(decision, reviewer)
-
-
-def _in_graph() -> bool:
-    try:
-        configurable = get_config().get("configurable") or {}
-    except RuntimeError:
-        return False
-    return _SCRATCHPAD in configurable
-
-
-def _task_id() -> str:
-    """The running LangGraph task's id (the same in every process resuming the same pause)."""
-    try:
-        configurable = get_config().get("configurable") or {}
-    except RuntimeError:
-        return ""
-    return str(configurable.get(_TASK_ID) or "")
-
-
-def _asked_at() -> float | None:
-    """When the running task's call asked for its review (epoch seconds), or ``None``.
-
-    A paused LangGraph task belongs to the checkpoint its step started from,
-    and every process resuming it runs it from that same checkpoint. LangGraph
-    names checkpoints with time-ordered UUIDs (version 6), made when the step
-    before ended, right before the task asked: that time is when the call
-    asked, the same in every resume.
-    """
-    try:
-        configurable = get_config().get("configurable") or {}
-    except RuntimeError:
-        return None
-    namespace = str(configurable.get("checkpoint_ns") or "")
-    parent = namespace.rpartition("|")[0]  # the graph running this task (a subgraph's too)
-    checkpoints = configurable.get("checkpoint_map")
-    checkpoint_id = checkpoints.get(parent) if isinstance(checkpoints, Mapping) else None
-    try:
-        stamp = uuid.UUID(str(checkpoint_id))
-    except ValueError:
-        return None
-    if stamp.version != 6:  # only version 6 carries the time in this order
-        return None
-    ticks = (stamp.time_low << 28) | (stamp.time_mid << 12) | (stamp.time_hi_version & 0x0FFF)
-    return (ticks - _UUID_EPOCH) / 1e7
 
 
 def _content(value: Any) -> str:
@@ -567,7 +543,7 @@ class _ToolguardState(AgentState[Any]):
     toolguard_approved_calls: NotRequired[Annotated[dict[str, Any], PrivateStateAttr]]
 
 
-class ToolguardMiddleware(HumanInTheLoopMiddleware[Any, Any, Any]):
+class ToolguardMiddleware(LangChainHITL[Any, Any, Any]):
     """LangChain's human-in-the-loop middleware, deciding with toolguard.
 
     Build it with :func:`middleware`. Only the calls toolguard says need
@@ -584,10 +560,10 @@ class ToolguardMiddleware(HumanInTheLoopMiddleware[Any, Any, Any]):
 
     def __init__(self, tools: Tools, *, claims: Claims | None = None) -> None:
         toolset = as_toolset(tools)
-        interrupt_on: dict[str, bool | InterruptOnConfig] = {}
+        interrupt_on: dict[str, bool | LangChainConfig] = {}
         for name, tool in toolset.items():
             config = {"allowed_decisions": list(allowed_decisions(tool))}
-            interrupt_on[name] = cast("InterruptOnConfig", config)
+            interrupt_on[name] = cast("LangChainConfig", config)
         super().__init__(interrupt_on, edit_notice=None)
         self.toolset = toolset
         self.claims = check_claims(claims)
