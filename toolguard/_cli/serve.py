@@ -43,14 +43,8 @@ from toolguard._cli.auth import (
 )
 from toolguard._cli.judge import JudgeOptionError, build_judge, describe_judge
 from toolguard._cli.running import run_uvicorn
-from toolguard._cli.startup import (
-    STORE_CHECK_SECONDS,
-    ListenError,
-    listening_socket,
-    one_line,
-    open_problem,
-    sqlite_problem,
-)
+from toolguard._cli.serve_db import DEFAULT_DB, ServeError, check_store, open_store, shown_db
+from toolguard._cli.startup import ListenError, listening_socket, one_line
 from toolguard._core.errors import RuleSyntaxError
 from toolguard._core.hosts import default_hosts
 from toolguard._core.llm import ChatModel, close_client
@@ -58,8 +52,6 @@ from toolguard._enforce.judge import Judge
 from toolguard._policy.reviewers import Reviewers
 from toolguard._policy.rules import Rules
 from toolguard._stores.outbox import Webhook
-from toolguard._stores.protocol import Store
-from toolguard._stores.sqlite import SQLiteStore
 from toolguard._tools.toolset import Tools, Toolset, guard
 from toolguard.demo import DemoModel, build_demo_chat
 
@@ -85,9 +77,6 @@ __all__ = [
     "shown_db",
 ]
 
-DEFAULT_DB = "toolguard.sqlite3"
-"""The SQLite file used when no ``--db`` is given (in the current directory)."""
-
 DEFAULT_MAX_BODY_BYTES = 1024 * 1024
 """``--max-body-bytes`` when not given: 1 MiB (as :data:`toolguard.http.DEFAULT_MAX_BODY_BYTES`)."""
 
@@ -106,14 +95,9 @@ WORKER_HEADER_ENV = "TOOLGUARD_SERVE_WORKER_HEADER"
 WORKER_HEADER = "x-toolguard-worker"
 """The response header carrying the answering process's id when :data:`WORKER_HEADER_ENV` is set."""
 
-_POSTGRES_SCHEMES = ("postgresql://", "postgres://")
 _PRIVATE_DBS = frozenset({":memory:"})  # a database each process would have to itself
 
 _LOCAL_API_KEY = "not-needed"  # local OpenAI-compatible servers want some key, not a real one
-
-
-class ServeError(Exception):
-    """A setting of ``toolguard serve`` cannot be used; the text says which and why."""
 
 
 def load_tools(spec: str) -> Any:
@@ -300,91 +284,6 @@ def _build_chat(  # noqa: PLR0917 - the settings of one chat
     except (TypeError, ValueError) as exc:
         msg = f"--tools {tools}: {exc}"
         raise ServeError(msg) from exc
-
-
-def open_store(db: str | None) -> Store:
-    """The store for ``--db``: PostgreSQL for a ``postgresql://`` URL, else a SQLite file.
-
-    Args:
-        db: ``postgresql://...`` or ``postgres://...`` (a libpq URL; needs the
-            ``postgres`` extra), a SQLite file's path, or ``None`` for
-            :data:`DEFAULT_DB`.
-
-    Raises:
-        ServeError: the ``postgres`` extra is missing, or the URL is not a
-            valid connection string.
-    """
-    if db is None or not db.startswith(_POSTGRES_SCHEMES):
-        return SQLiteStore(db or DEFAULT_DB)
-    try:
-        from toolguard.postgres import PostgresStore  # noqa: PLC0415 - the extra is optional
-    except ImportError as exc:
-        msg = (
-            f"--db {shown_db(db)} needs the 'postgres' extra:"
-            " pip install 'toolguard-hitl[postgres]'"
-        )
-        raise ServeError(msg) from exc
-    try:
-        return PostgresStore(db)
-    except Exception as exc:  # psycopg.ProgrammingError: a malformed connection string
-        msg = f"--db {shown_db(db)} is not a valid PostgreSQL connection string: {exc}"
-        raise ServeError(msg) from exc
-
-
-def check_store(db: str | None, *, timeout: float = STORE_CHECK_SECONDS) -> None:
-    """Open the store of ``--db`` once (creating its tables) and close it.
-
-    A SQLite path is checked first (its folder must exist); the database must
-    answer within ``timeout`` seconds. The store checked is one of its own,
-    so the chat's store is left as it is.
-
-    Raises:
-        ServeError: the store cannot be opened; one line naming ``--db`` (its
-            password masked), why, and what to do.
-    """
-    shown = shown_db(db)
-    if db is None or not db.startswith(_POSTGRES_SCHEMES):
-        problem = sqlite_problem(db or DEFAULT_DB, timeout=timeout)
-        if problem is not None:
-            msg = f"--db {shown}: {problem}"
-            raise ServeError(msg)
-        return
-    problem = open_problem(open_store(db), timeout=timeout)
-    if problem is None:
-        return
-    password = _password_of(db)
-    if password:
-        problem = problem.replace(password, "***")
-    msg = (
-        f"--db {shown}: cannot open the database: {problem}; check that PostgreSQL runs at that"
-        " address and the URL is right"
-    )
-    raise ServeError(msg)
-
-
-def _password_of(db: str) -> str | None:
-    """The password in a ``postgresql://user:password@host/...`` URL, or ``None``."""
-    userinfo, at, _ = db.partition("://")[2].rpartition("@")
-    if not at or ":" not in userinfo:
-        return None
-    return userinfo.partition(":")[2] or None
-
-
-def shown_db(db: str | None) -> str:
-    """``--db`` as ``toolguard serve`` prints it: a PostgreSQL URL's password is masked.
-
-    ``shown_db("postgresql://app:secret@db/app")`` is
-    ``"postgresql://app:***@db/app"``; ``shown_db(None)`` is :data:`DEFAULT_DB`.
-    """
-    if db is None:
-        return DEFAULT_DB
-    if not db.startswith(_POSTGRES_SCHEMES):
-        return db
-    scheme, _, rest = db.partition("://")
-    userinfo, at, where = rest.rpartition("@")
-    if not at or ":" not in userinfo:
-        return db
-    return f"{scheme}://{userinfo.partition(':')[0]}:***@{where}"
 
 
 def build_app(
