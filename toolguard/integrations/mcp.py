@@ -71,7 +71,7 @@ from toolguard._enforce.pipeline import (
     UnsupportedPolicyError,
 )
 
-__all__ = ["ACCEPTED", "MAX_PAGES", "MCPToolError", "toolset"]
+__all__ = ["ACCEPTED", "MAX_PAGES", "MCPToolError", "StructuredResult", "toolset"]
 
 MAX_PAGES = 1_000
 """Most ``tools/list`` pages read from one server before giving up (a paginator that never ends)."""
@@ -234,21 +234,45 @@ def _described(block: Mapping[str, Any]) -> str:
     return f"[{kind} content]"
 
 
-def _result_value(result: Mapping[str, Any]) -> Any:
+class StructuredResult(dict[str, Any]):
+    """The value of a result with ``structuredContent`` (a ``dict``), and what a client that
+    reads the content blocks shows instead, for the integrations whose framework's own MCP
+    path gives that (the OpenAI Agents SDK's).
+
+    ``content_text``: every content block as text, joined with newlines.
+    ``structured_content``: the result's ``structuredContent`` as the server sent it.
+    ``structured_first``: the server is an Agents SDK server built with
+    ``use_structured_content=True``, whose own path gives the structured content.
+    """
+
+    __slots__ = ("content_text", "structured_content", "structured_first")
+
+    content_text: str
+    structured_content: Any
+    structured_first: bool
+
+
+def _result_value(result: Mapping[str, Any], *, structured_first: bool = False) -> Any:
     """What the model reads of a ``CallToolResult`` (see the module docstring's rule).
 
     With ``structuredContent``: that object, once (its text blocks mirror it),
     or ``{"structuredContent": ..., "content": [descriptions]}`` when it also
-    has non-text blocks. Without: every block as text, joined with newlines.
+    has non-text blocks, as a :class:`StructuredResult`. Without: every block
+    as text, joined with newlines.
     """
     blocks = [b for b in result.get("content") or [] if isinstance(b, Mapping)]
+    text = "\n".join(_described(b) for b in blocks)
     structured = result.get("structuredContent")
     if structured is None:
-        return "\n".join(_described(b) for b in blocks)
+        return text
     others = [_described(b) for b in blocks if b.get("type") != "text"]
-    if not others:
-        return structured
-    return {"structuredContent": structured, "content": others}
+    value = StructuredResult(
+        structured if not others else {"structuredContent": structured, "content": others}
+    )
+    value.content_text = text
+    value.structured_content = structured
+    value.structured_first = structured_first
+    return value
 
 
 def _error_text(result: Mapping[str, Any]) -> str:
@@ -262,11 +286,15 @@ def _error_text(result: Mapping[str, Any]) -> str:
 
 
 def _caller(upstream: _Upstream, name: str) -> Any:
+    structured_first = upstream.kind == "agents" and bool(
+        getattr(upstream.held, "use_structured_content", False)
+    )
+
     async def call(**args: Any) -> Any:
         result = await upstream.call(name, args)
         if result.get("isError"):
             raise MCPToolError(_error_text(result))
-        return _result_value(result)
+        return _result_value(result, structured_first=structured_first)
 
     call.__name__ = call.__qualname__ = name
     return call

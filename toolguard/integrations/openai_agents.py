@@ -301,6 +301,20 @@ def _parse_object(text: str | None) -> dict[str, Any] | None:
         return None
 
 
+def _as_the_sdk_gives_it(value: Any) -> Any:
+    """An MCP tool's result as the Agents SDK's own MCP path gives it to the model: the text of
+    its content blocks (not ``{"result": ...}``, the structured content an MCP server adds), or
+    the structured content as JSON from a server built with ``use_structured_content=True``.
+    Any other value is left as it is."""
+    text = getattr(value, "content_text", None)
+    if not isinstance(value, dict) or not isinstance(text, str):
+        return value
+    structured = getattr(value, "structured_content", None)
+    if getattr(value, "structured_first", False) and structured:
+        return json.dumps(structured)
+    return text
+
+
 def _result_text(value: Any) -> str:
     try:
         data = to_json_data(value)
@@ -382,7 +396,8 @@ async def _invoke(
             text = failure_text(tool, exc, validated, call.args)
         else:
             finish(span, "executed")
-            text = _result_text(shown_result(tool, value, validated, call.args))
+            shown = shown_result(tool, _as_the_sdk_gives_it(value), validated, call.args)
+            text = _result_text(shown)
     if edit is not None and not edit.get("in_history"):
         ran = json.dumps(tool.shown_args(call.args), ensure_ascii=False, sort_keys=True)
         return EDITED_RESULT.format(args=ran, result=text)
