@@ -7,11 +7,17 @@ field by field, each prefilled with its current value (shown escaped; Enter
 keeps it), checks the result against the tool's schema
 (``Tool.validate_args``) and asks again for the fields that fail, with the
 error, before anything is sent.
+
+Numbers are shown and read exactly: an integer keeps every digit (``json``
+reads it as a Python ``int``), NaN and the infinities are marked on the card,
+and an edit that types a number JSON cannot hold (``1e400``, ``NaN``) is asked
+again.
 """
 
 from __future__ import annotations
 
 import json
+import math
 from collections.abc import Callable, Mapping, Sequence
 from typing import Any, Literal, TextIO
 
@@ -242,6 +248,28 @@ def _reject(reason: str) -> dict[str, Any]:
     return {"type": "reject", "message": reason} if reason else {"type": "reject"}
 
 
+def _read_json(text: str) -> Any:
+    """JSON text as Python values, every integer exact; a number JSON cannot hold refused.
+
+    Raises:
+        ValueError: not JSON (a ``json.JSONDecodeError``), a number beyond a 64-bit float
+            (``1e400``: Python would read Infinity), or ``NaN`` / ``Infinity``.
+    """
+
+    def finite(number: str) -> float:
+        value = float(number)
+        if not math.isfinite(value):
+            msg = f"the number {number} is beyond a 64-bit float"
+            raise ValueError(msg)
+        return value
+
+    def constant(name: str) -> Any:
+        msg = f"{name} is not a JSON number"
+        raise ValueError(msg)
+
+    return json.loads(text, parse_float=finite, parse_constant=constant)
+
+
 def _ask_args(term: Terminal, request: ActionRequest) -> dict[str, Any] | None:
     """New arguments for an edit, as a JSON object; ``None`` when the user gives up (empty line)."""
     term.say(
@@ -253,8 +281,8 @@ def _ask_args(term: Terminal, request: ActionRequest) -> dict[str, Any] | None:
         if not answer.strip():
             return None
         try:
-            value = json.loads(answer)
-        except json.JSONDecodeError as exc:
+            value = _read_json(answer)
+        except ValueError as exc:  # not JSON, or a number JSON cannot hold
             term.say(f"Invalid JSON: {exc}. Try again.")
             continue
         if not isinstance(value, dict):
@@ -287,8 +315,8 @@ def _field_value(answer: str, schema: Mapping[str, Any]) -> Any:
             return value if isinstance(value, str) else answer
         return answer
     try:
-        return json.loads(answer)
-    except json.JSONDecodeError:
+        return _read_json(answer)
+    except ValueError:  # not JSON, or a number JSON cannot hold (1e400)
         return answer  # the schema check names the field and says what it needs
 
 
