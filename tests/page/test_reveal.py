@@ -259,16 +259,20 @@ def test_page_uses_the_same_tables_as_python(page: Page) -> None:
 
 
 hostile_text = st.one_of(st.text(max_size=20), surrogate_text, deceptive_text)
-# JavaScript orders integer-like keys first; keep Python's order comparable.
-keys = hostile_text.filter(lambda k: not k.isdigit())
+# Integer-like keys too: the page keeps the keys in their order (JavaScript objects put them
+# first). Integers of any size and floats: the page shows each number as Python writes it.
+keys = hostile_text | st.integers(0, 99).map(str)
+numbers = (
+    st.integers() | st.integers(-(2**70), 2**70) | st.floats(allow_nan=False, allow_infinity=False)
+)
 hostile_args: st.SearchStrategy[Any] = st.recursive(
-    hostile_text | st.integers(-(10**6), 10**6) | st.booleans() | st.none(),
+    hostile_text | numbers | st.booleans() | st.none(),
     lambda children: st.lists(children, max_size=3) | st.dictionaries(keys, children, max_size=3),
     max_leaves=10,
 )
 
 COMPARE = """(text) => {
-    const [name, args, description] = JSON.parse(text);
+    const [name, args, description] = toolguardReveal.parseJson(text);
     const r = toolguardReveal.revealAction(name, args, description);
     return JSON.stringify([r.name, r.description, r.args,
         r.findings.map((f) => [f.what, f.where]), toolguardReveal.warningLines(r.findings),
