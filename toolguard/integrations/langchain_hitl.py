@@ -324,7 +324,7 @@ class HumanInTheLoopMiddleware(AgentMiddleware[Any, Any, Any]):
 
     # ------------------------------------------------------------------ answers
 
-    def _settle(self, entries: list[Entry], state: Any, runtime: Any, thread: str) -> None:
+    def _settle(self, entries: list[Entry], state: Any, runtime: Any, pause: Pause) -> None:
         """Pause once per round (a quorum's votes, a new review) until every call is settled."""
         while open_ := [e for e in entries if not e.kind]:
             shown = [e.request() for e in open_]
@@ -332,15 +332,16 @@ class HumanInTheLoopMiddleware(AgentMiddleware[Any, Any, Any]):
                 "action_requests": [r for r, _ in shown],
                 "review_configs": [c for _, c in shown],
             }
-            check = answer_check(open_, thread, self.reviewers, single=False)
+            check = answer_check(open_, pause.thread, self.reviewers, single=False)
             schema = Annotated[Any, WrapValidator(check), WithJsonSchema(HITL_RESPONSE_SCHEMA)]
             token = _CHECK.set(schema)
             try:
                 answer = interrupt(request)
             finally:
                 _CHECK.reset(token)
-            check_answer(open_, answer, thread, self.reviewers, dry_run=False)
+            check_answer(open_, answer, pause.thread, self.reviewers, dry_run=False)
             for entry in open_:
+                self.journal.votes(pause, entry)
                 self._reconsider(entry, state, runtime)
 
     def _reconsider(self, entry: Entry, state: Any, runtime: Any) -> None:
@@ -396,7 +397,7 @@ class HumanInTheLoopMiddleware(AgentMiddleware[Any, Any, Any]):
             return cleared or None
         for entry in entries:
             self.journal.requested(pause, entry)
-        self._settle(entries, state, runtime, pause.thread)
+        self._settle(entries, state, runtime, pause)
         replies: list[ToolMessage] = []
         edited: dict[str, Any] = {}
         decided: dict[str, Any] = {}
@@ -561,6 +562,7 @@ class HumanInTheLoopMiddleware(AgentMiddleware[Any, Any, Any]):
             answer = interrupt(value, response_schema=schema)
             as_round = {"decisions": [answer], "reviewer": named(answer)}
             check_answer([entry], as_round, pause.thread, self.reviewers, dry_run=False)
+            self.journal.votes(pause, entry)
         self._reconsider(entry, request.state, None)  # the schema kept the tool: deny rules
         at = now()
         self.journal.settled(pause, entry, at)

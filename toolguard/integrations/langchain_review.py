@@ -689,16 +689,21 @@ class Journal:
             at=moment(pause.asked),
         )
 
+    def votes(self, pause: Pause, entry: Entry) -> None:
+        """The ``vote`` events of a quorum call, each written once (the first time it counts)."""
+        review = pause.review(entry.call)
+        call_id = str(entry.call.get("id") or "")
+        for number, (who, kind, progress) in enumerate(entry.votes):
+            self.note(
+                pause, f"{review}:vote:{entry.name}:{number}", "vote", review_id=review,
+                action_id=call_id, tool=entry.name, actor=who, decision=kind, detail=progress,
+            )  # fmt: skip
+
     def settled(self, pause: Pause, entry: Entry, at: float) -> None:
-        """The ``vote`` and ``decided`` events of a settled call, and its end if it ran nothing."""
+        """The ``decided`` event of a settled call, and its end if it runs nothing."""
         review, key = pause.review(entry.call), pause.key
         call_id = str(entry.call.get("id") or "")
         common = {"review_id": review, "action_id": call_id, "at": moment(at)}
-        for number, (who, kind, progress) in enumerate(entry.votes):
-            self.note(
-                pause, f"{review}:vote:{number}", "vote", tool=entry.name, actor=who,
-                decision=kind, detail=progress, **common,
-            )  # fmt: skip
         run = entry.run
         digest = None
         if key is not None and run is not None:
