@@ -68,6 +68,7 @@ def _serve(args: argparse.Namespace) -> int:
         **({"trusted_proxies": args.trusted_proxy} if args.trusted_proxy is not None else {}),
         **({"tokens": args.tokens} if args.tokens is not None else {}),
         **({"no_auth": True} if args.no_auth else {}),
+        **({"openapi": True} if args.openapi else {}),
     )
     return result if isinstance(result, int) else 0
 
@@ -133,6 +134,14 @@ def _add_serve(commands: Any) -> None:
         default=[],
         metavar="ORIGIN",
         help="let pages of ORIGIN (scheme://host[:port]) send requests (repeatable; default: none)",
+    )
+    serve.add_argument(
+        "--openapi",
+        action="store_true",
+        help=(
+            "serve the API's OpenAPI document as JSON at /openapi.json (default: off; no /docs"
+            " page is ever served: its Swagger UI would load scripts from a CDN)"
+        ),
     )
     serve.add_argument(
         "--allow-host",

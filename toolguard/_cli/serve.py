@@ -306,6 +306,7 @@ def build_app(
     tokens: str | None = None,
     session_secret: str | None = None,
     link_sign_in: bool = False,
+    openapi: bool = False,
 ) -> FastAPI:
     """The app ``toolguard serve`` runs: the chat API under ``/hitl`` and the page at ``/``.
 
@@ -318,6 +319,7 @@ def build_app(
     of the session cookies, shared by the workers); without them ``link_sign_in``
     signs the person at the machine in with the sign-in link. A ``[reviewers]`` table in
     ``rules`` is the chat's ``authorize`` hook and needs ``auth_header`` or ``tokens``.
+    ``openapi`` (``--openapi``) serves the OpenAPI document at ``/openapi.json``.
     The chat is ``app.state.chat``; close its store
     (``app.state.chat.store.close()``) when done.
 
@@ -354,6 +356,7 @@ def build_app(
     try:
         app = protected_app(
             chat,
+            openapi=openapi,
             max_body_bytes=max_body_bytes,
             allowed_origins=allowed_origins,
             allowed_hosts=allowed_hosts,
@@ -526,6 +529,7 @@ def serve(
     trusted_proxies: Sequence[str] | None = None,
     tokens: str | None = None,
     no_auth: bool = False,
+    openapi: bool = False,
 ) -> int:
     """Serve the chat API and the approval page until interrupted.
 
@@ -563,6 +567,7 @@ def serve(
         workers: how many server processes uvicorn runs; more than 1 needs a
             database the processes share (a SQLite file or PostgreSQL, not
             ``":memory:"``). Each worker builds its app with :func:`app_from_env`.
+        openapi: serve the OpenAPI document at ``/openapi.json`` (``--openapi``).
 
     Returns:
         The exit code: 130 after Ctrl-C, 2 for a setting that cannot be
@@ -611,6 +616,7 @@ def serve(
                 # The secret of the session cookies, the same in every worker.
                 "session_secret": secrets.token_hex(32) if tokens is not None else None,
                 "link_sign_in": (auth_header is None and tokens is None and not no_auth) or None,
+                "openapi": openapi or None,
             },
             host=host,
             workers=workers,
