@@ -1,6 +1,6 @@
-"""``toolguard serve`` serves no API docs by default: ``--openapi`` serves the OpenAPI document as
-JSON (under the page's strict policy); the ``/docs`` and ``/redoc`` pages, whose Swagger UI and
-ReDoc load scripts from a CDN, are never served.
+"""``toolguard serve`` and ``toolguard mcp-proxy`` serve no API docs by default: ``--openapi``
+serves the OpenAPI document as JSON (under the page's strict policy); the ``/docs`` and
+``/redoc`` pages, whose Swagger UI and ReDoc load scripts from a CDN, are never served.
 """
 
 from __future__ import annotations
@@ -15,12 +15,15 @@ httpx = pytest.importorskip("httpx", reason="the http extra is not installed")
 pytest.importorskip("fastapi", reason="the http extra (fastapi) is not installed")
 
 from tests.helpers import (  # noqa: E402
+    client_for,
     command_env,
     free_port,
+    make_mail_chat,
     security_headers,
     security_headers_once,
     wait_for_page,
 )
+from toolguard._gateway.routes import build_app  # noqa: E402
 
 NOT_FOUND = {"detail": "Not Found"}
 
@@ -62,3 +65,24 @@ def test_serve_serves_the_openapi_document_only_when_asked(tmp_path: Path, opena
         assert "/hitl/review" in document.json()["paths"]
     else:
         assert (document.status_code, document.json()) == (404, NOT_FOUND)
+
+
+@pytest.mark.parametrize("openapi", [False, True], ids=["default", "openapi"])
+async def test_the_gateway_app_serves_the_openapi_document_only_when_asked(openapi: bool) -> None:
+    """mcp-proxy's app (``--openapi``): the same as serve's, never a docs page."""
+    app = build_app(make_mail_chat([], []), openapi=openapi)
+    async with client_for(app) as client:
+        answers = {
+            path: await client.get(path, headers={"Host": "127.0.0.1:8765"})
+            for path in ("/openapi.json", "/docs", "/redoc")
+        }
+    assert {path: answer.status_code for path, answer in answers.items()} == {
+        "/openapi.json": 200 if openapi else 404,
+        "/docs": 404,
+        "/redoc": 404,
+    }
+    if openapi:
+        assert answers["/openapi.json"].json()["info"]["title"] == "toolguard mcp-proxy"
+        assert "/hitl/audit" in answers["/openapi.json"].json()["paths"]
+    for answer in answers.values():
+        assert security_headers(answer) == security_headers_once()

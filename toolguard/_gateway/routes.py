@@ -78,6 +78,7 @@ def build_app(
     max_body_bytes: int = DEFAULT_MAX_BODY_BYTES,
     auth: Any = None,
     calls: CallsInfo | None = None,
+    openapi: bool = False,
 ) -> FastAPI:
     """Toolguard's HTTP API (``GET /hitl/reviews`` included), ``GET /hitl/audit`` and the page.
 
@@ -98,7 +99,8 @@ def build_app(
     conversations), and each item of ``GET /hitl/reviews`` and ``GET /hitl/events`` has a
     ``call`` field: ``{"server": {...}, "client": {...} | null}``, from ``calls`` (the
     proxy's :attr:`~toolguard._gateway.proxy.MCPProxy.calls`; without it, nothing is known
-    about the server or the clients).
+    about the server or the clients). ``openapi`` (``--openapi``) serves the OpenAPI document at
+    ``/openapi.json``; no docs page is served.
 
     Raises:
         TypeError, ValueError: an option is invalid (the text says which).
@@ -117,4 +119,5 @@ def build_app(
         mode="gateway",
         info=known.info,
         review_fields=known.review_fields,
+        openapi=openapi,
     )
