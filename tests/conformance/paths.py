@@ -1158,6 +1158,96 @@ ADAPTERS[LangChainToolsPath.name] = LangChainToolsPath
 ADAPTERS[LangChainMiddlewarePath.name] = LangChainMiddlewarePath
 
 
+def langchain_tools(effects: Effects) -> list[Any]:
+    """The four tools as plain LangChain tools (no toolguard policy of their own)."""
+    from langchain_core.tools import tool
+
+    @tool
+    def delete_file(path: str) -> str:
+        """Delete a file."""
+        effects.append(("delete_file", {"path": path}))
+        return f"deleted {path}"
+
+    @tool
+    def send_email(to: str, body: str) -> str:
+        """Send an email."""
+        effects.append(("send_email", {"to": to, "body": body}))
+        return f"sent to {to}"
+
+    @tool
+    def wire_transfer(amount: int, to: str) -> str:
+        """Send money."""
+        effects.append(("wire_transfer", {"amount": amount, "to": to}))
+        return f"sent {amount} to {to}"
+
+    @tool
+    def login(user: str, password: str, port: int) -> str:
+        """Log in to the mail server."""
+        effects.append(("login", {"user": user, "password": password, "port": port}))
+        return f"logged in as {user} with {password} on {port}"
+
+    @tool
+    def search_contacts(query: str) -> str:
+        """Search the contact list."""
+        effects.append(("search_contacts", {"query": query}))
+        return f"contacts for {query}"
+
+    return [delete_file, send_email, wire_transfer, login, search_contacts]
+
+
+class LangChainDropInPath(LangChainToolsPath):
+    """LangChain's own tools under toolguard's drop-in ``HumanInTheLoopMiddleware``.
+
+    Its ``interrupt_on`` gives the four tools the policies the other paths give them (the
+    description toolguard shows, three decisions, the deadline, the quorum, the secret);
+    ``search_contacts`` has no policy of its own (``when`` never asks): only an ask rule asks.
+    """
+
+    name = "langchain_hitl"
+    title = "LangChain drop-in (`HumanInTheLoopMiddleware`)"
+    takes_reviewers = True
+
+    def _agent(self, *turns: Any) -> Any:
+        from langchain.agents import create_agent
+        from langchain_core.language_models.fake_chat_models import GenericFakeChatModel
+        from langchain_core.messages import AIMessage
+
+        from toolguard.integrations.langchain import HumanInTheLoopMiddleware
+
+        class FakeModel(GenericFakeChatModel):
+            def bind_tools(self, tools: Any, **kwargs: Any) -> Any:
+                return self
+
+        def entry(name: str, **policy: Any) -> dict[str, Any]:
+            description = f"Tool `{name}` is awaiting approval"
+            allowed = ["approve", "edit", "reject"]
+            return {"allowed_decisions": allowed, "description": description, **policy}
+
+        interrupt_on = {
+            "delete_file": entry("delete_file", **({"ttl": self.ttl} if self.ttl else {})),
+            "send_email": entry("send_email"),
+            "wire_transfer": entry("wire_transfer", approvals=2),
+            "login": entry("login", redact=["password"]),
+            "search_contacts": entry("search_contacts", when=lambda request: False),
+        }
+        middleware = HumanInTheLoopMiddleware(
+            interrupt_on,
+            rules=self.rules,
+            store=self.claims,
+            reviewers=self.reviewers.table if self.reviewers is not None else None,
+        )
+        model = FakeModel(messages=iter([*turns, *[AIMessage(content="Done.")] * 3]))
+        return create_agent(
+            model,
+            tools=langchain_tools(self.effects),
+            middleware=[middleware],
+            checkpointer=self.saver,
+        )
+
+
+ADAPTERS[LangChainDropInPath.name] = LangChainDropInPath
+
+
 # ---------------------------------------------------------------------------- (10) the MCP toolset
 
 

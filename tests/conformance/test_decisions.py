@@ -38,7 +38,7 @@ KINDS: dict[str, str] = {
 FRAMEWORKS = ["pydantic_ai", "openai_agents", "langchain_tools", "langchain_middleware"]
 FRAMEWORKS_MCP = [*FRAMEWORKS, "pydantic_ai_mcp"]
 GATEWAY = ["mcp_proxy", "mcp_proxy_http"]
-WITH_REVIEWERS = ["chat", "http", *GATEWAY]
+WITH_REVIEWERS = ["chat", "http", *GATEWAY, "langchain_hitl"]
 
 NA: dict[tuple[str, str], str] = {}
 for _path in ADAPTERS:
@@ -52,6 +52,10 @@ for _path in FRAMEWORKS_MCP:
         "not applicable: the framework runs the turn and the integration takes no judge (it"
         " refuses a Judge, Runner or ReviewedChat with UnsupportedPolicyError)"
     )
+NA[("judge", "langchain_hitl")] = (
+    "not applicable: LangChain runs the turn, so the drop-in middleware has no judge (given"
+    " judge= it raises UnsupportedPolicyError)"
+)
 NA[("judge", "decorator")] = (
     "not applicable: a directly called function has no judge option (guard() refuses one)"
 )
@@ -132,6 +136,21 @@ def renamed(name: str, other: str, framework: str) -> Refused:
     )
 
 
+def ran(path: str, text: str, edited: tuple[str, dict[str, Any]] | None = None) -> Ran:
+    """What the model reads from a call that ran; the reviewer's edit of it on LangChain's
+    drop-in puts LangChain's edit notice first (the model's own call stays in the history)."""
+    if path != "langchain_hitl" or edited is None:
+        return Ran(False, text)
+    from toolguard.integrations.langchain import EDIT_NOTICE
+
+    name, args = edited
+    return Ran(
+        False,
+        f"{EDIT_NOTICE} Executed instead: {name} with arguments {json.dumps(args)}.\n\n"
+        f"Tool response:\n{text}",
+    )
+
+
 def by_framework(other: str, name: str = "send_email") -> dict[str, Outcome]:
     """How the frameworks answer a rename: refused, or (LangChain's tools) an error result;
     LangChain's middleware runs the new call through its own tool, which asks again."""
@@ -178,6 +197,7 @@ EDIT_RAN: dict[str, Outcome] = {
     **{path: Ran(False, "sent to carol@example.com") for path in ADAPTERS},
     # a direct call's edit is another call, which allow_once of the first does not cover
     "decorator": review("send_email", CAROL),
+    "langchain_hitl": ran("langchain_hitl", "sent to carol@example.com", ("send_email", CAROL)),
     # LangChain's tool tells the model what ran instead (the model's call stays in the history)
     "langchain_tools": Ran(
         False,
@@ -195,7 +215,8 @@ async def edit_ask_case(path: str, tmp_path: Path) -> None:
         assert p.effects == []
         expect(EDIT_ASK, path, outcome)
         if isinstance(outcome, Paused):  # the new review: a person approves, it runs once
-            assert await p.decide([APPROVE], reviewer="admin") == Ran(False, "contacts for *")
+            expected = ran(path, "contacts for *", ("search_contacts", STAR))
+            assert await p.decide([APPROVE], reviewer="admin") == expected
             assert p.effects == [("search_contacts", STAR)]
 
 
@@ -215,7 +236,8 @@ async def edit_others_case(path: str, tmp_path: Path) -> None:
         assert p.effects == []
         expect(NOT_EVES, path, await p.decide([APPROVE], reviewer="eve"))
         assert p.effects == []
-        assert await p.decide([APPROVE], reviewer="alice") == Ran(False, "contacts for *")
+        expected = ran(path, "contacts for *", ("search_contacts", STAR))
+        assert await p.decide([APPROVE], reviewer="alice") == expected
         assert p.effects == [("search_contacts", STAR)]
 
 
@@ -226,6 +248,9 @@ NOT_EVES: dict[str, Outcome] = {
     ),
     "http": Refused("HTTP 403", "Reviewer 'eve' may not review conversation '<id>'"),
     "mcp_proxy": Refused("HTTP 403", "Reviewer 'eve' may not review conversation '<id>'"),
+    "langchain_hitl": Refused(  # the LangGraph thread the resume names
+        "ReviewerNotAllowedError", "Reviewer 'eve' may not review conversation 't1'"
+    ),
 }
 
 
@@ -245,7 +270,7 @@ async def edit_quorum_case(path: str, tmp_path: Path) -> None:
         if isinstance(after, Paused):
             assert p.effects == []  # one approval of two: nothing runs on alice's word alone
             after = await p.decide([APPROVE], reviewer="bob")
-        assert after == Ran(False, "sent 9999 to eve-acct")
+        assert after == ran(path, "sent 9999 to eve-acct", ("wire_transfer", PAY))
         assert p.effects == [("wire_transfer", PAY)]
 
 
@@ -287,8 +312,16 @@ async def reject_case(path: str, tmp_path: Path) -> None:
     async with adapter("reject", path, tmp_path).session(rules=RULES) as p:
         assert await p.propose("send_email", MAIL) == review("send_email", MAIL)
         outcome = await p.decide([{"type": "reject", "message": "not this one"}], reviewer="eve")
-        expect(REJECTED, path, outcome)
+        expect(REJECTED_MAIL, path, outcome)
         assert p.effects == []
+
+
+REJECTED_MAIL: dict[str, Outcome] = {
+    **REJECTED,
+    "langchain_hitl": Ran(
+        True, "User rejected the tool call for `send_email` with reason: not this one"
+    ),
+}
 
 
 async def grant_case(path: str, tmp_path: Path) -> None:
@@ -320,6 +353,7 @@ GRANTED: dict[str, Outcome] = {
             ("mcp_toolset", "a Runner"),
             ("langchain_tools", "LangChain"),
             ("langchain_middleware", "LangChain"),
+            ("langchain_hitl", "LangChain's middleware"),
             ("pydantic_ai", "Pydantic AI"),
             ("pydantic_ai_mcp", "Pydantic AI"),
             ("openai_agents", "the OpenAI Agents SDK"),

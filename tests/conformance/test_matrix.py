@@ -68,7 +68,7 @@ NA[("h", "openai_agents")] = (
     "not applicable: decisions are applied to one RunState, which holds its own calls; a"
     " decision list carries no thread or review id that could name another run"
 )
-for _langchain in ["langchain_tools", "langchain_middleware"]:
+for _langchain in ["langchain_tools", "langchain_middleware", "langchain_hitl"]:
     NA[("h", _langchain)] = (
         "not applicable: a resume value carries no review id; LangGraph routes it to the"
         " interrupt pending in the thread its config names"
@@ -90,6 +90,11 @@ for _framework in [
         " UnsupportedPolicyError (a ToolguardError and a TypeError) naming the judge, so a judge is"
         " never silently dropped"
     )
+NA[("j", "langchain_hitl")] = (
+    "not applicable: LangChain runs the turn, so the drop-in HumanInTheLoopMiddleware has no"
+    " judge; given judge= it raises an UnsupportedPolicyError (a ToolguardError and a"
+    " TypeError) naming the judge, so a judge is never silently dropped"
+)
 NA[("d", "mcp_proxy")] = NA[("d", "mcp_proxy_http")] = (
     "not applicable: the gateway has no option giving an upstream tool a quorum (guarantee 28)"
 )
@@ -169,6 +174,8 @@ DENIED = (
 )
 INVALID_TO = "Invalid arguments for tool `send_email`: 'to': Input should be a valid string"
 WRONG_COUNT = "Expected 1 decision (one per action), got 2"
+WRONG_COUNTS: dict[str, str] = {}
+"""A path's own text for a wrong number of decisions (default :data:`WRONG_COUNT`)."""
 
 
 # ---------------------------------------------------------------------------- (a)
@@ -180,7 +187,7 @@ async def test_a_guarded_body_never_runs_unapproved(path: str, tmp_path: Path) -
     async with adapter("a", path, tmp_path).session() as p:
         assert await p.propose("delete_file", A) == review("delete_file", A)
         assert p.effects == []
-        assert refusal(await p.decide([APPROVE, APPROVE])) == WRONG_COUNT
+        assert refusal(await p.decide([APPROVE, APPROVE])) == WRONG_COUNTS.get(path, WRONG_COUNT)
         assert p.effects == []
         outcome = await p.decide([{"type": "reject", "message": "not this one"}])
         expect(REJECTED, path, outcome)
@@ -565,6 +572,44 @@ SECRET_INVALID["mcp_toolset"] = (
     Ran(error=True, text="Invalid arguments for tool `login`: 'port': Field required"),
 )
 EDIT_INVALID["pydantic_ai_mcp"] = EDIT_INVALID["mcp_toolset"]
+# LangChain's drop-in: LangChain's texts for what LangChain decides (a wrong count, an unknown
+# type, a reject), toolguard's for what toolguard adds (rules, quorum, deadlines, once only);
+# arguments are the tool's to check when it runs, as with LangChain's own class.
+LANGCHAIN_COUNT = "Number of human decisions (2) does not match number of hanging tool calls (1)."
+WRONG_COUNTS["langchain_hitl"] = LANGCHAIN_COUNT
+REJECTED["langchain_hitl"] = Ran(
+    error=True, text="User rejected the tool call for `delete_file` with reason: not this one"
+)
+for _table in [DENIED_AT, DENIED_LATER, EDIT_DENIED, EXPIRED]:
+    _table["langchain_hitl"] = _table["runner"]
+TWICE["langchain_hitl"] = TWICE["runner"]
+EDIT_INVALID["langchain_hitl"] = Ran(  # the edit is checked by LangChain's tool, as it runs
+    error=True,
+    text=(
+        "Note: a human reviewer replaced this tool call before it ran. The call recorded in your"
+        " message is the one you produced, not the one that executed. This was intentional and"
+        " authorized. Do not re-issue your original call. Executed instead: send_email with"
+        ' arguments {"to": 7, "body": "hi"}.\n\nTool response:\nError invoking tool'
+        " 'send_email' with kwargs {'to': 7, 'body': 'hi'} with error:\n to: Input should be a"
+        " valid string\n Please fix the error and try again."
+    ),
+)
+SECRET_INVALID["langchain_hitl"] = (
+    review("login", {"user": "ann", "password": REDACTED, "port": "x"}),
+    review("login", {"user": "ann", "password": REDACTED}),
+)
+INVALID_BY_PATH["langchain_hitl"] = [
+    (INVALID[0][0], LANGCHAIN_COUNT),
+    (
+        INVALID[1][0],
+        (
+            "Unexpected human decision: {'type': 'postpone'}. Decision type 'postpone' is not"
+            " allowed for tool 'delete_file'. Expected one of ['approve', 'edit', 'reject']"
+            " based on the tool's configuration."
+        ),
+    ),
+    INVALID[2],
+]
 SECRET_INVALID["pydantic_ai_mcp"] = SECRET_INVALID["mcp_toolset"]
 
 REJECTED["mcp_proxy"] = REJECTED["runner"]

@@ -292,12 +292,12 @@ def test_when_fails_closed_only_false_lets_a_call_run_unasked() -> None:
 def test_a_refused_answer_is_not_recorded_and_the_pause_can_be_answered_again() -> None:
     world = World(HumanInTheLoopMiddleware({"send_email": {"allowed_decisions": ["approve"]}}))
     world.start(("c1", "send_email", MAIL))
-    with pytest.raises(ValueError, match="Number of human decisions") as count:
+    with pytest.raises(InvalidReviewDecisionError, match="Number of human decisions") as count:
         world.resume({"decisions": []})
     assert str(count.value) == (
         "Number of human decisions (0) does not match number of hanging tool calls (1)."
     )
-    with pytest.raises(ValueError, match="Unexpected human decision") as kind:
+    with pytest.raises(InvalidReviewDecisionError, match="Unexpected human decision") as kind:
         world.resume({"decisions": [{"type": "reject"}]})
     assert str(kind.value) == (
         "Unexpected human decision: {'type': 'reject'}. Decision type 'reject' is not allowed"

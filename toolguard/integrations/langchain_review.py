@@ -51,6 +51,7 @@ import anyio
 from toolguard import (
     ApprovalPolicy,
     ConcurrentUpdateError,
+    InvalidReviewDecisionError,
     ReviewerNotAllowedError,
     ThreadState,
     ToolguardError,
@@ -268,20 +269,27 @@ def named(answer: Any) -> Any:
 def check_answer(
     open_: list[Entry], answer: Any, thread: str, reviewers: Reviewers | None, *, dry_run: bool
 ) -> None:
-    """Check one answer (a decision per open call, in order) and count its votes."""
+    """Check one answer (a decision per open call, in order) and count its votes.
+
+    Raises:
+        InvalidReviewDecisionError: LangChain's texts for a wrong count or a decision
+            type the tool does not allow; toolguard's for the rest (a malformed
+            decision, a grant, a quorum's repeated or anonymous reviewer).
+        ReviewerNotAllowedError: ``reviewers`` does not list the reviewer for a tool.
+    """
     decisions = answer.get("decisions") if isinstance(answer, Mapping) else answer
     if not isinstance(decisions, list):
         msg = (
             'Answer with {"decisions": [...]}: one decision per call under review, in order;'
             f" got {type(answer).__name__}"
         )
-        raise ToolguardError(msg)
+        raise InvalidReviewDecisionError(msg)
     if len(decisions) != len(open_):
         msg = (
             f"Number of human decisions ({len(decisions)}) does not match "
             f"number of hanging tool calls ({len(open_)})."
         )
-        raise ValueError(msg)
+        raise InvalidReviewDecisionError(msg)
     for entry, decision in zip(open_, decisions, strict=True):
         kind = decision.get("type") if isinstance(decision, Mapping) else None
         if kind not in entry.allowed:
@@ -290,7 +298,8 @@ def check_answer(
                 f" allowed for tool '{entry.name}'. Expected one of {entry.allowed} based on"
                 " the tool's configuration."
             )
-            raise ValueError(msg)
+            # A secret the reviewer quotes is not repeated in the error.
+            raise InvalidReviewDecisionError(str(shown_result(entry.tool, msg, entry.args)))
     review = review_payload(
         [review_item(e.tool, e.name, e.args, required=e.required, by=e.by) for e in open_]
     )
@@ -299,7 +308,7 @@ def check_answer(
     try:
         who = reviewer_text(answer.get("reviewer") if isinstance(answer, Mapping) else None)
     except TypeError as exc:
-        raise ToolguardError(str(exc)) from None
+        raise InvalidReviewDecisionError(str(exc)) from None
     for entry, decision, model in zip(open_, decisions, parsed, strict=True):
         if reviewers is not None and not reviewers.allows(who, entry.name):
             raise ReviewerNotAllowedError(who, thread)
