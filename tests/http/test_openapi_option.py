@@ -15,6 +15,7 @@ httpx = pytest.importorskip("httpx", reason="the http extra is not installed")
 pytest.importorskip("fastapi", reason="the http extra (fastapi) is not installed")
 
 from tests.helpers import (  # noqa: E402
+    ROOT,
     client_for,
     command_env,
     free_port,
@@ -83,6 +84,52 @@ async def test_the_gateway_app_serves_the_openapi_document_only_when_asked(opena
     }
     if openapi:
         assert answers["/openapi.json"].json()["info"]["title"] == "toolguard mcp-proxy"
+        assert "/hitl/audit" in answers["/openapi.json"].json()["paths"]
+    for answer in answers.values():
+        assert security_headers(answer) == security_headers_once()
+
+
+@pytest.mark.parametrize("openapi", [False, True], ids=["default", "--openapi"])
+def test_mcp_proxy_serves_the_openapi_document_only_when_asked(
+    tmp_path: Path, openapi: bool
+) -> None:
+    pytest.importorskip("mcp", reason="the mcp extra is not installed")
+    port = free_port()
+    base_url = f"http://127.0.0.1:{port}"
+    command = [sys.executable, "-m", "toolguard", "mcp-proxy", "--port", str(port), "--no-auth"]
+    command += ["--db", str(tmp_path / "proxy.sqlite3"), *(["--openapi"] if openapi else [])]
+    command += ["--", sys.executable, "-m", "tests.integrations.mcp_proxy_upstream"]
+    err = tmp_path / "stderr.txt"
+    with err.open("w") as stderr:
+        process = subprocess.Popen(  # stdin stays open: the gateway serves until it closes
+            command,
+            cwd=ROOT,
+            env={**command_env(), "TOOLGUARD_MCP_LOG": str(tmp_path / "ran.jsonl")},
+            stdin=subprocess.PIPE,
+            stdout=subprocess.DEVNULL,
+            stderr=stderr,
+        )
+    try:
+        page = wait_for_page(process, f"{base_url}/")
+        assert page is not None, f"the gateway did not answer; stderr:\n{err.read_text()}"
+        answers = {
+            path: httpx.get(f"{base_url}{path}", timeout=10)
+            for path in ("/openapi.json", "/docs", "/redoc")
+        }
+    finally:
+        assert process.stdin is not None
+        process.stdin.close()
+        try:
+            process.wait(timeout=15)
+        except subprocess.TimeoutExpired:
+            process.kill()
+            process.wait(timeout=5)
+    assert {path: answer.status_code for path, answer in answers.items()} == {
+        "/openapi.json": 200 if openapi else 404,
+        "/docs": 404,
+        "/redoc": 404,
+    }
+    if openapi:
         assert "/hitl/audit" in answers["/openapi.json"].json()["paths"]
     for answer in answers.values():
         assert security_headers(answer) == security_headers_once()

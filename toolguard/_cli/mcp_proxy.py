@@ -100,6 +100,14 @@ def add_parser(commands: Any) -> None:
         help="refuse request bodies larger than N bytes with a 413 (default: 1048576)",
     )
     proxy.add_argument(
+        "--openapi",
+        action="store_true",
+        help=(
+            "serve the API's OpenAPI document as JSON at /openapi.json (default: off; no /docs"
+            " page is ever served: its Swagger UI would load scripts from a CDN)"
+        ),
+    )
+    proxy.add_argument(
         "--allow-origin",
         action="append",
         default=[],
@@ -218,6 +226,7 @@ def run_command(args: argparse.Namespace) -> int:
         "allow_hosts": list(getattr(args, "allow_host", None) or []),
         "allow_origins": list(getattr(args, "allow_origin", None) or []),
         "max_body_bytes": getattr(args, "max_body_bytes", DEFAULT_MAX_BODY_BYTES),
+        "openapi": bool(getattr(args, "openapi", False)),
     }
     problem = (
         _address_problem(args, gateway["listen"])  # first: --port 0 becomes the port picked

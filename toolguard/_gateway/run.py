@@ -68,6 +68,7 @@ async def run(
     allow: Sequence[str] = (),
     listen: Listen | None = None,
     progress_interval: float = DEFAULT_PROGRESS_INTERVAL,
+    openapi: bool = False,
 ) -> int:
     """Run the gateway until the client closes stdin; return the exit code.
 
@@ -93,7 +94,8 @@ async def run(
     streamable HTTP there (until SIGINT or SIGTERM) instead of on stdin/stdout.
     ``progress_interval``: seconds between two progress notifications of a call waiting
     for a person (see :mod:`toolguard._gateway.relay`, which also passes the upstream's
-    requests and notifications to the client).
+    requests and notifications to the client). ``openapi``: the HTTP app serves its OpenAPI
+    document at ``/openapi.json`` (``--openapi``).
     """
     from mcp import Client  # noqa: PLC0415
 
@@ -137,6 +139,7 @@ async def run(
                 max_body_bytes=max_body_bytes,
                 auth=auth,
                 calls=proxy.calls,
+                openapi=openapi,
             )
             http = quiet_server(  # proxy headers: with_proxy_headers keeps the peer
                 with_proxy_headers(app), host=host, port=port, proxy_headers=False
