@@ -67,12 +67,12 @@ NA[("grant", "decorator")] = (
     " grants belong to ReviewedChat"
 )
 NA[("edit-quorum", "decorator")] = (
-    "not applicable: `allow_once` is one person's grant, so a quorum tool refuses it (see (d))"
+    "not applicable: `allow_once` is one person's grant, so a quorum tool refuses it (guarantee 28)"
 )
 for _path in GATEWAY:
     NA[("edit-quorum", _path)] = (
-        "not applicable: the gateway has no option giving an upstream tool a quorum (see (d)); a"
-        " rename into another reviewer's tool is the edit-others cell"
+        "not applicable: the gateway has no option giving an upstream tool a quorum"
+        " (guarantee 28); a rename into another reviewer's tool is the edit-others cell"
     )
 
 

@@ -11,6 +11,7 @@ keeps the two equal.
 from __future__ import annotations
 
 import json
+import re
 from pathlib import Path
 from typing import Any
 
@@ -50,6 +51,20 @@ GUARANTEES: dict[str, str] = {
     ),
 }
 
+NUMBERS: dict[str, int] = {
+    "a": 1,
+    "b": 24,
+    "c": 11,
+    "d": 28,
+    "e": 26,
+    "f": 10,
+    "g": 5,
+    "h": 3,
+    "i": 12,
+    "j": 29,
+}
+"""Each guarantee's number in docs/security.md, the one numbering the docs use."""
+
 NA: dict[tuple[str, str], str] = {}
 """(guarantee, path) -> why the path cannot express it ("not applicable: ...")."""
 
@@ -62,7 +77,7 @@ NA[("d", "decorator")] = (
 )
 NA[("h", "decorator")] = (
     "not applicable: a direct call has no thread or review: `allow_once(exc.call)` covers"
-    " exactly the call that raised, which guarantee (a) and (f) check"
+    " exactly the call that raised, which guarantees 1 and 10 check"
 )
 NA[("h", "openai_agents")] = (
     "not applicable: decisions are applied to one RunState, which holds its own calls; a"
@@ -96,7 +111,7 @@ NA[("j", "langchain_hitl")] = (
     " TypeError) naming the judge, so a judge is never silently dropped"
 )
 NA[("d", "mcp_proxy")] = NA[("d", "mcp_proxy_http")] = (
-    "not applicable: the gateway has no option giving an upstream tool a quorum (guarantee 28)"
+    "not applicable: the gateway has no option giving an upstream tool a quorum"
 )
 
 
@@ -724,21 +739,33 @@ def matrix_markdown() -> str:
     """The table of docs/security.md's "The conformance matrix", rendered from :data:`NA` and
     :data:`XFAIL`: one row per path, one column per guarantee, numbered notes below."""
     notes: list[str] = []
-    header = "| path | " + " | ".join(f"({g})" for g in GUARANTEES) + " |"
-    lines = [header, "| --- |" + " --- |" * len(GUARANTEES)]
+    columns = sorted(GUARANTEES, key=NUMBERS.__getitem__)
+    header = "| path | " + " | ".join(str(NUMBERS[g]) for g in columns) + " |"
+    lines = [header, "| --- |" + " --- |" * len(columns)]
     for name, path in ADAPTERS.items():
         row = []
-        for guarantee in GUARANTEES:
+        for guarantee in columns:
             state = cell(guarantee, name)
             if state == "holds":
                 row.append("holds")
                 continue
             kind, _, reason = state.partition(": ")
-            notes.append(f"{len(notes) + 1}. ({guarantee}) on {path.title}: {reason}.")
+            notes.append(
+                f"{len(notes) + 1}. Guarantee {NUMBERS[guarantee]} on {path.title}: {reason}."
+            )
             row.append(f"{kind} [{len(notes)}]")
         lines.append(f"| {path.title} | " + " | ".join(row) + " |")
-    legend = [f"- ({g}) {text}" for g, text in GUARANTEES.items()]
+    legend = [f"- {NUMBERS[g]}: {GUARANTEES[g]}" for g in columns]
     return "\n".join([*legend, "", *lines, "", *notes]) + "\n"
+
+
+def test_each_guarantee_has_its_number_on_the_security_page() -> None:
+    """The matrix names the guarantees by their numbers on docs/security.md, the only ones."""
+    headings = re.findall(r"^### (\d+)\. (.+)$", DOC.read_text(encoding="utf-8"), re.MULTILINE)
+    numbered = {int(number) for number, _ in headings}
+    assert sorted(NUMBERS.values()) == sorted(set(NUMBERS.values()))
+    assert set(NUMBERS.values()) <= numbered
+    assert set(NUMBERS) == set(GUARANTEES)
 
 
 def test_the_documented_matrix_is_this_one() -> None:

@@ -138,7 +138,7 @@ class Classification:
             looks; ``"unknown"`` when the name holds no known verb (the
             classifier's ``unknown`` setting decided); ``"default"`` when a
             classifier without read verbs that lets unknown names run found
-            no approval verb (the original rule, see :data:`SEED_VERBS`);
+            no approval verb (the plain rule, see :data:`SEED_VERBS`);
             ``"decorator"`` when the tool was guarded explicitly with
             ``@requires_approval`` (set by :func:`~toolguard.guard`, never by
             the classifier itself); ``"annotation"`` when a tool's MCP
@@ -167,7 +167,7 @@ class Classification:
             ASCII: its words cannot be read, so it needs approval"``,
             ``"the word 'send' is an approval verb"`` and
             ``"no approval verb among the words ['sender', 'stats']"`` (the
-            original rule), or, for a tool with MCP annotations,
+            plain rule), or, for a tool with MCP annotations,
             ``"the server marks it destructiveHint: true"``,
             ``"the server does not mark it readOnlyHint: true (MCP tools are
             destructive by default)"``, ``"the server marks it readOnlyHint:
@@ -294,7 +294,7 @@ class Classifier:
 
     Digits right after an approval verb are set aside (``delete2`` is
     ``delete``). A classifier without read verbs that lets unknown names run
-    (such as ``verbs=SEED_VERBS``) is the original rule exactly: it skips
+    (such as ``verbs=SEED_VERBS``) is the plain 13-verb rule: it skips
     rules 3 and 6, reads a name one way only and matches whole words only.
 
     List entries are exact, case-sensitive tool names. Verbs are
@@ -307,7 +307,7 @@ class Classifier:
     Args:
         verbs: Approval verbs (default :data:`DEFAULT_VERBS`). Each must be a
             single word per :func:`split_words`, such as ``"send"``.
-            ``verbs=SEED_VERBS`` gives the original design's rule exactly:
+            ``verbs=SEED_VERBS`` gives the plain 13-verb rule:
             with it, ``reads`` defaults to none and ``unknown`` to
             ``"allow"``.
         reads: Read verbs (default :data:`READ_VERBS`, without any word that

@@ -216,9 +216,9 @@ SEED_VERBS: tuple[str, ...] = (
     "write",
     "send",
 )
-"""The original design's 13 approval verbs.
+"""A plain list of 13 approval verbs.
 
-``Classifier(verbs=SEED_VERBS)`` is the original rule exactly: a name needs
+``Classifier(verbs=SEED_VERBS)`` is the plain 13-verb rule: a name needs
 approval when one of its words is one of these verbs, and any other name runs
 (no read verbs, ``unknown="allow"``).
 """
