@@ -85,7 +85,6 @@ from toolguard.integrations.langchain_review import (
     Refused,
     answer_check,
     answer_message,
-    apply_edit,
     blocking,
     check_answer,
     decision_schema,
@@ -287,6 +286,17 @@ class HumanInTheLoopMiddleware(AgentMiddleware[Any, Any, Any]):
 
     # ------------------------------------------------------------------ the policy
 
+    def _key(self) -> bytes | None:
+        """The digest key, read from the store once (from a synchronous hook)."""
+        known = self.journal.known_key
+        return known if known is not None or not self.journal.keyed else blocking(self.journal.key)
+
+    def _shown_args(self, name: str, args: Any, reviewed: Tool[Any, Any] | None) -> Any:
+        """``args`` of a call of ``name`` as a person sees them (its own tool's secrets hidden)."""
+        own = reviewed is not None and reviewed.name == name
+        tool = reviewed if own else self._asking.get(name)
+        return tool.shown_args(args) if tool is not None else dict(args)
+
     def _toolset(self, name: str, *, asks: bool) -> Toolset | None:
         """Who decides a call of ``name`` (``None``: nothing, it runs as LangChain's would)."""
         if name in self.interrupt_on:
@@ -406,7 +416,7 @@ class HumanInTheLoopMiddleware(AgentMiddleware[Any, Any, Any]):
             call_id = str(entry.call.get("id") or "")
             decided[call_id] = self.journal.record(pause, entry, at)
             if entry.kind == "edit" and entry.run is not None:
-                shown = entry.tool.shown_args(entry.run["args"])
+                shown = self._shown_args(entry.run["name"], entry.run["args"], entry.tool)
                 edited[call_id] = {"name": entry.run["name"], "args": shown}
             elif entry.kind in ("reject", "respond"):
                 replies.append(answer_message(entry.call, entry.kind, entry.text))
@@ -425,7 +435,7 @@ class HumanInTheLoopMiddleware(AgentMiddleware[Any, Any, Any]):
         """
         if self.interrupt_mode == "per_call":
             return None
-        pause = Pause.here(blocking(self.journal.key) if self.journal.keyed else None)
+        pause = Pause.here(self._key())
         try:
             return self._turn(state, runtime, pause)
         finally:
@@ -436,7 +446,7 @@ class HumanInTheLoopMiddleware(AgentMiddleware[Any, Any, Any]):
         """Async variant of :meth:`after_model`."""
         if self.interrupt_mode == "per_call":
             return None
-        pause = Pause.here(await self.journal.key() if self.journal.keyed else None)
+        pause = Pause.here(await self.journal.key())
         try:
             return self._turn(state, runtime, pause)
         finally:
@@ -520,7 +530,7 @@ class HumanInTheLoopMiddleware(AgentMiddleware[Any, Any, Any]):
             )  # fmt: skip
             return _Plan(answer=error_message(call, refusal))
         tool = approval.tool
-        shown = tool.shown_args(run["args"]) if tool is not None else run["args"]
+        shown = self._shown_args(run["name"], run["args"], tool)
         edit = approval.kind == "edit"
         return _Plan(
             request=apply_edit(request, run) if edit else request,
@@ -622,7 +632,7 @@ class HumanInTheLoopMiddleware(AgentMiddleware[Any, Any, Any]):
 
         In ``per_call`` mode this is where the call pauses for its review.
         """
-        pause = Pause.here(blocking(self.journal.key) if self.journal.keyed else None)
+        pause = Pause.here(self._key())
         try:
             plan = self._plan(request, pause)
             if plan.answer is not None:
@@ -653,7 +663,7 @@ class HumanInTheLoopMiddleware(AgentMiddleware[Any, Any, Any]):
         handler: Callable[[ToolCallRequest], Awaitable[ToolMessage | Command[Any]]],
     ) -> ToolMessage | Command[Any]:
         """Async variant of :meth:`wrap_tool_call`."""
-        pause = Pause.here(await self.journal.key() if self.journal.keyed else None)
+        pause = Pause.here(await self.journal.key())
         try:
             plan = self._plan(request, pause)
             if plan.answer is not None:
@@ -677,6 +687,27 @@ class HumanInTheLoopMiddleware(AgentMiddleware[Any, Any, Any]):
         finally:
             if pause.book:
                 await self.journal.flush(pause.book)
+
+
+def apply_edit(request: ToolCallRequest, run: Mapping[str, Any]) -> ToolCallRequest:
+    """Point the request at the reviewer's call (LangChain's: another tool by its name).
+
+    Raises:
+        ValueError: the reviewer named a tool the agent does not have.
+    """
+    call: Any = {**request.tool_call, "name": run["name"], "args": run["args"]}
+    if run["name"] == request.tool_call["name"]:
+        return request.override(tool_call=call)
+    available = request.runtime.tools
+    tool = next((t for t in available if t.name == run["name"]), None)
+    if tool is None:
+        names = ", ".join(sorted(t.name for t in available))
+        msg = (
+            f"Reviewer edited tool call {request.tool_call['id']!r} to {run['name']!r},"
+            f" which is not an available tool. Available tools: {names}."
+        )
+        raise ValueError(msg)
+    return request.override(tool_call=call, tool=tool)
 
 
 def _outcome(result: Any, call_id: str) -> str:

@@ -429,27 +429,6 @@ def result_text(result: Any, call_id: str) -> tuple[str, bool]:
     return found[0] if found else ("", False)
 
 
-def apply_edit(request: ToolCallRequest, run: Mapping[str, Any]) -> ToolCallRequest:
-    """Point the request at the reviewer's call (LangChain's: another tool by its name).
-
-    Raises:
-        ValueError: the reviewer named a tool the agent does not have.
-    """
-    call: Any = {**request.tool_call, "name": run["name"], "args": run["args"]}
-    if run["name"] == request.tool_call["name"]:
-        return request.override(tool_call=call)
-    available = request.runtime.tools
-    tool = next((t for t in available if t.name == run["name"]), None)
-    if tool is None:
-        names = ", ".join(sorted(t.name for t in available))
-        msg = (
-            f"Reviewer edited tool call {request.tool_call['id']!r} to {run['name']!r},"
-            f" which is not an available tool. Available tools: {names}."
-        )
-        raise ValueError(msg)
-    return request.override(tool_call=call, tool=tool)
-
-
 # --------------------------------------------------------------------------- per-call answers
 
 
@@ -644,6 +623,11 @@ class Journal:
     def keyed(self) -> bool:
         """Whether decisions are bound by a keyed digest (a store or a ``signing_key``)."""
         return self.store is not None or self._key is not None
+
+    @property
+    def known_key(self) -> bytes | None:
+        """The digest key when it is known already (no I/O)."""
+        return self._key
 
     async def key(self) -> bytes | None:
         """The digest key: ``signing_key``, else the store's own secret (``None``: neither)."""
