@@ -97,6 +97,7 @@ async def test_a_waiting_call_names_its_server_and_its_client(tmp_path: Path) ->
             ],
         },
         "call": {"server": SERVER, "client": CLIENT},
+        "grantable": [True],  # an approve may grant for the whole gateway
     }
     assert proxy.calls.client(review["thread_id"]) == CLIENT
 
