@@ -16,13 +16,16 @@ client says it is initialized (if the client declared roots) and again on
   cancelled meanwhile (``notifications/cancelled``) stops there.
 
 What happened is written to the JSON lines file of ``TOOLGUARD_MCP_LOG`` (over stdio:
-``python -m tests.integrations.mcp_roots_upstream``) or kept in :class:`Log`.
+``python -m tests.integrations.mcp_roots_upstream``) or kept in :class:`Log`. With
+``--noisy N`` (``build_server(log, noisy=N)``) it says N times that its tools changed as soon
+as its client is initialized, as ``@modelcontextprotocol/server-everything`` does at start.
 """
 
 from __future__ import annotations
 
 import json
 import os
+import sys
 from pathlib import Path
 from typing import Any
 
@@ -94,8 +97,8 @@ def _text(text: str, *, error: bool = False) -> types.CallToolResult:
     return types.CallToolResult(content=[types.TextContent(text=text)], is_error=error)
 
 
-def build_server(log: Log) -> Server[Any]:
-    """The server; what it does goes to ``log``."""
+def build_server(log: Log, *, noisy: int = 0) -> Server[Any]:
+    """The server; what it does goes to ``log``; ``noisy``: see the module docstring."""
     roots: list[str] = []
     asked = [0]
 
@@ -113,12 +116,16 @@ def build_server(log: Log) -> Server[Any]:
         log.add("roots", roots)
 
     async def initialized(ctx: Any, params: Any) -> None:
+        for _ in range(noisy):
+            await ctx.session.send_notification(types.ToolListChangedNotification())
         await learn_roots(ctx)
 
     async def roots_changed(ctx: Any, params: Any) -> None:
         await learn_roots(ctx)
 
     async def list_tools(ctx: Any, params: Any) -> types.ListToolsResult:
+        if noisy:
+            log.add("listed")
         return types.ListToolsResult.model_validate({"tools": TOOLS})
 
     async def call_tool(ctx: Any, params: types.CallToolRequestParams) -> Any:
@@ -173,7 +180,8 @@ def build_server(log: Log) -> Server[Any]:
 
 
 async def _main() -> None:
-    server = build_server(Log(Path(os.environ["TOOLGUARD_MCP_LOG"])))
+    noisy = int(sys.argv[sys.argv.index("--noisy") + 1]) if "--noisy" in sys.argv else 0
+    server = build_server(Log(Path(os.environ["TOOLGUARD_MCP_LOG"])), noisy=noisy)
     async with stdio_server() as (read, write), server.lifespan(server) as lifespan:
         options = server.create_initialization_options()
         await serve_loop(server, read, write, lifespan_state=lifespan, init_options=options)

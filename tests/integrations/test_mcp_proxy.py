@@ -528,9 +528,19 @@ async def test_approve_through_the_http_api(plain: Proxied) -> None:
                 assert (named.status_code, named.json()["reviews"]) == (200, reviews)
                 assert plain.executions() == []
                 answer = await http.post("/hitl/review", json=approve)
-                assert answer.status_code == 200
-                audit = await http.get(f"/hitl/threads/{review['thread_id']}/audit")
                 after = await http.get("/hitl/reviews")
+        async with httpx.AsyncClient(base_url=plain.url, timeout=LIMIT) as http:
+            audit = await http.get(f"/hitl/threads/{review['thread_id']}/audit")
+    # The decision answers once the call started: its result reaches the MCP client.
+    assert (answer.status_code, answer.json()) == (
+        200,
+        {
+            "thread_id": review["thread_id"],
+            "reply": None,
+            "pending_review": None,
+            "review_id": None,
+        },
+    )
     assert after.json() == {"reviews": []}
     assert text(results[0]) == ["delete_file done", '{"path": "d"}']
     assert plain.executions() == [{"tool": "delete_file", "args": {"path": "d"}}]

@@ -30,8 +30,8 @@ from mcp import Client, StdioServerParameters, types  # noqa: E402
 from toolguard import MemoryStore  # noqa: E402
 from toolguard._cli.main import main as cli_main  # noqa: E402
 from toolguard._gateway.proxy import MCPProxy  # noqa: E402
-from toolguard._gateway.relay import AMBIGUOUS, NO_CLIENT, UNSUPPORTED, Relay  # noqa: E402
-from toolguard._gateway.upstream import list_upstream  # noqa: E402
+from toolguard._gateway.relay import NO_CLIENT, UNSUPPORTED, Relay  # noqa: E402
+from toolguard._gateway.upstream import list_upstream, upstream_client  # noqa: E402
 
 from .mcp_relay_upstream import (  # noqa: E402
     ADDED,
@@ -92,9 +92,18 @@ async def relayed(
     elicit: Any = None,
     redact: dict[str, list[str]] | None = None,
 ) -> AsyncIterator[tuple[Client, MCPProxy, State]]:
-    """The proxy in front of the relay upstream, with a client that can (or cannot) answer."""
+    """The proxy in front of the relay upstream, with a client that can (or cannot) answer.
+
+    A client that can answer gets a connection of its own to the upstream (an in-memory
+    server of its own over the same ``state``), as a gateway process opens one per client.
+    """
     state = state or State()
-    relay = Relay()
+    shared = state
+
+    def opener(declared: Any, callbacks: Any) -> Any:
+        return upstream_client(build_server(shared), declared, callbacks, mode="legacy")
+
+    relay = Relay(opener)
     callbacks: dict[str, Any] = {"message_handler": seen.message}
     if capable:
         callbacks |= {
@@ -103,7 +112,7 @@ async def relayed(
             "list_roots_callback": seen.roots,
         }
     with anyio.fail_after(LIMIT):
-        async with Client(build_server(state), mode="legacy", **relay.client_options()) as up:
+        async with relay.connect(build_server(state), mode="legacy") as up:
             listed = await list_upstream(up)
             proxy = MCPProxy(up, listed, store=MemoryStore(), ttl=60, redact=redact)
             relay.attach(proxy, up, progress_interval=INTERVAL, page_url=PAGE)
@@ -171,9 +180,9 @@ async def test_sampling_elicitation_and_roots_of_the_upstream_reach_the_client()
         ("Your favourite colour?", ["text"])
     ]
     assert text(roots) == ['roots: ["file:///home/me/project"]']
-    # declared to the upstream at start-up, before any client connected
+    # declared to the client's own upstream connection: what the client declared, no more
     assert json.loads(text(declared)[0]) == {
-        "sampling": {"context": {}, "tools": {}},
+        "sampling": {},
         "elicitation": {"form": {}, "url": {}},
         "roots": {"listChanged": True},
     }
@@ -218,65 +227,68 @@ async def test_with_no_client_connected_the_upstream_gets_an_error() -> None:
     )
 
 
-async def test_a_request_that_could_be_for_either_of_two_clients_goes_to_neither() -> None:
-    """Two clients' calls run on the upstream at once: it cannot say whose call it samples for,
-    so the second sampling request is refused rather than sent to a client it may not be for."""
-    first, second = Seen(), Seen()
-    release = anyio.Event()
+class Named(Seen):
+    """A client whose model answers with its own name."""
 
-    async def slow_sample(ctx: Any, params: Any) -> types.CreateMessageResult:
-        first.sampled.append(params)
-        await release.wait()  # the first client's call stays on the upstream meanwhile
+    def __init__(self, name: str) -> None:
+        super().__init__()
+        self.name = name
+
+    async def sample(self, ctx: Any, params: Any) -> types.CreateMessageResult:
+        self.sampled.append(params)
         return types.CreateMessageResult(
-            role="assistant", content=types.TextContent(text="forty-two"), model="test-model"
+            role="assistant", content=types.TextContent(text=self.name), model="test-model"
         )
 
-    relay = Relay()
+
+async def test_two_clients_making_the_same_call_each_answer_their_own_sampling() -> None:
+    """Two clients make the same call (tool and arguments) at once, twice: run at once, and
+    approved on the page. The upstream (a process per client, over stdio: its requests carry
+    nothing of the call they serve) samples during each call; each client answers its own
+    call's request, and each result is its own model's answer."""
+    one, two = Named("from one"), Named("from two")
+    params = StdioServerParameters(
+        command=sys.executable,
+        args=["-m", "tests.integrations.mcp_relay_upstream"],
+        env={"PATH": os.environ.get("PATH", ""), "PYTHONPATH": str(ROOT)},
+        cwd=str(ROOT),
+    )
+
+    def opener(declared: Any, callbacks: Any) -> Any:
+        return upstream_client(params, declared, callbacks, mode="legacy")
+
+    relay = Relay(opener)
+    results: dict[tuple[str, str], list[str]] = {}
     with anyio.fail_after(LIMIT):
-        upstream = StdioServerParameters(
-            command=sys.executable,
-            args=["-m", "tests.integrations.mcp_relay_upstream"],
-            env={"PATH": os.environ.get("PATH", ""), "PYTHONPATH": str(ROOT)},
-            cwd=str(ROOT),
-        )  # a process of its own: its requests carry nothing of the call they serve
-        async with Client(upstream, mode="legacy", **relay.client_options()) as up:
+        async with relay.connect(params, mode="legacy") as up, anyio.create_task_group() as tasks:
             proxy = MCPProxy(up, await list_upstream(up), store=MemoryStore(), ttl=60)
             relay.attach(proxy, up, progress_interval=INTERVAL, page_url=PAGE)
+            proxy._tasks = tasks  # where the clients' own upstream connections live
             async with (
-                anyio.create_task_group() as tasks,
-                Client(proxy.server(), mode="legacy", sampling_callback=slow_sample) as one,
-                Client(proxy.server(), mode="legacy", sampling_callback=second.sample) as two,
+                Client(proxy.server(), mode="legacy", sampling_callback=one.sample) as first,
+                Client(proxy.server(), mode="legacy", sampling_callback=two.sample) as second,
             ):
-                proxy._tasks = tasks
-                results: list[types.CallToolResult] = []
 
-                async def call_first() -> None:
-                    results.append(await one.call_tool("ask_model", {"text": "for one"}))
+                async def call(who: str, client: Client, tool: str) -> None:
+                    answer = await client.call_tool(tool, {"text": "Summarise Q3."})
+                    results[(who, tool)] = text(answer)
 
-                tasks.start_soon(call_first)
-                await until(lambda: len(first.sampled) == 1)
-                refused = await two.call_tool("ask_model", {"text": "for two"})
-                release.set()
-                await until(lambda: len(results) == 1)
-                tasks.cancel_scope.cancel()
-
-    assert (text(refused), refused.is_error) == (
-        [
-            (
-                "sampling failed: toolguard cannot tell which of its connected MCP clients"
-                " sampling/createMessage is for (the upstream does not say whose call it"
-                " serves); it was not forwarded"
-            )
-        ],
-        True,
-    )
-    assert AMBIGUOUS.format(method="roots/list") == (
-        "toolguard cannot tell which of its connected MCP clients roots/list is for"
-        " (the upstream does not say whose call it serves); it was not forwarded"
-    )
-    assert text(results[0]) == ["model said: forty-two"]
-    assert [p.messages[0].content.text for p in first.sampled] == ["for one"]
-    assert second.sampled == []
+                async with anyio.create_task_group() as calls:
+                    for who, client in (("one", first), ("two", second)):
+                        calls.start_soon(call, who, client, "ask_model")  # runs at once
+                        calls.start_soon(call, who, client, "send_summary")  # waits
+                    for _ in range(2):  # approved on the page, one after the other
+                        await approve(proxy)
+            tasks.cancel_scope.cancel()
+    assert results == {
+        ("one", "ask_model"): ["model said: from one"],
+        ("two", "ask_model"): ["model said: from two"],
+        ("one", "send_summary"): ["model said: from one"],
+        ("two", "send_summary"): ["model said: from two"],
+    }
+    asked = [[m.content.text for m in p.messages] for p in one.sampled]  # type: ignore[union-attr]
+    assert asked == [["Summarise Q3."], ["Summarise Q3."]]
+    assert len(two.sampled) == 2
 
 
 async def test_sampling_reaches_the_client_of_a_call_approved_on_the_page() -> None:

@@ -204,7 +204,14 @@ def step_events(
         if action.status == "requested":
             new_review = step.pending.review_id if step.pending else review_id
             events.append(requested_event(thread_id, new_review or "", action))
-        elif action.status in ("executed", "failed", "rejected", "expired", "responded"):
+        elif action.status in (
+            "executed",
+            "failed",
+            "rejected",
+            "expired",
+            "responded",
+            "cancelled",
+        ):  # (cancelled in a step: its caller gave up as it ran)
             # An approved or edited call a deny rule refused ends with a ``denied`` event.
             denied = action.result is not None and action.result.outcome == "denied"
             kind: AuditKind = "denied" if denied else action.status

@@ -64,6 +64,15 @@ class DeadlinePassed(Exception):  # noqa: N818 - a signal, never escapes the exe
     """Raised by a job's tool when its review's deadline passed before it could start."""
 
 
+class CallCancelled(Exception):  # noqa: N818 - a signal, never escapes the executor
+    """Raised by a tool's body that stopped because its caller gave up after the call started.
+
+    The call ends ``cancelled`` (outcome ``cancelled``), not ``failed``; the text of the
+    exception is the result the model reads (the MCP gateway raises it when its client
+    gives up on a call that is running on the upstream server).
+    """
+
+
 def _scrubbed(value: Any, secrets: list[str]) -> Any:
     """``value`` as JSON data with every spelling of ``secrets`` replaced, or ``value`` itself
     when it is not JSON data (:func:`~toolguard._core.limits.bounded_result` then says so)."""
@@ -128,6 +137,8 @@ class Executor:
                     value = await run_body(tool, args, in_thread=in_thread)
             else:
                 value = await run_body(tool, args, in_thread=in_thread)
+        except CallCancelled as exc:  # stopped where it ran: its caller gave up
+            return error_result(call, str(exc), "cancelled", tool.name), exc
         except Exception as exc:  # the one failure text of every path, secrets scrubbed
             text = failure_text(tool, exc, args, call.args)
             return error_result(call, text, "failed", tool.name), exc

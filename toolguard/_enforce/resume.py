@@ -26,6 +26,7 @@ from toolguard._core.records import (
     NO_DECISION,
     REJECTED_BY_USER_MESSAGE,
     Action,
+    ActionStatus,
     ApproveDecision,
     EditDecision,
     PendingTurn,
@@ -378,11 +379,10 @@ class _Resumption:
                 record.update(status="expired", result=late, finished_at=finished_at)
                 continue
             self.results[result.call_id] = result
-            record.update(
-                status="executed" if result.status == "success" else "failed",
-                result=result,
-                finished_at=finished_at,
-            )
+            status: ActionStatus = "executed" if result.status == "success" else "failed"
+            if result.outcome == "cancelled":  # its caller gave up after it started
+                status = "cancelled"
+            record.update(status=status, result=result, finished_at=finished_at)
 
     def trace(self, step: Step) -> None:
         """Spans for the actions that ended without running (the executor traced the others)."""

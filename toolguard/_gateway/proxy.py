@@ -23,7 +23,10 @@ compare-and-set claims and crash recovery are the chat's. Then:
   answers ``isError`` saying so; nothing ran;
 - a client that gives up on the call first (``notifications/cancelled``, its
   own request timeout, a closed connection) gets the review cancelled at
-  once: a later approval is refused and nothing runs.
+  once: a later approval is refused and nothing runs; one that gives up while
+  the approved call runs gets it cancelled on the upstream server
+  (:mod:`toolguard._gateway.handoff`: a decision runs the call in its client's
+  request, and the reviewer's request answers as soon as it started).
 
 The page and the API are built by the same factory as ``toolguard serve``'s
 app (:func:`~toolguard._gateway.routes.build_app`): foreign ``Host`` headers get a 421, cross-site
@@ -66,6 +69,7 @@ from toolguard._core.records import Action, ToolCall
 from toolguard._enforce.judge import Judge
 from toolguard._gateway.calls_info import CallsInfo
 from toolguard._gateway.grants import GatewayGrants
+from toolguard._gateway.handoff import ABANDONED, WaitingChat, abandon
 from toolguard._gateway.question import APPROVAL_SCHEMA, approval_message
 from toolguard._gateway.relay import (
     DEFAULT_PROGRESS_INTERVAL,
@@ -73,7 +77,6 @@ from toolguard._gateway.relay import (
     report_waiting,
     schema_tools,
 )
-from toolguard._gateway.shared import GatewayChat
 from toolguard._gateway.spans import counted_once
 from toolguard._gateway.upstream import read_only_handlers, wire
 from toolguard._policy.redact import check_redact
@@ -112,7 +115,6 @@ CLIENT_REVIEWER: Final = "mcp-client"
 """The reviewer recorded in the audit trail for a decision made through elicitation."""
 _MESSAGE_PREFIX: Final = "toolguard mcp-proxy call "
 _POLL_SECONDS: Final = 0.05
-_HOOK_SECONDS: Final = 5.0  # how long the event hook may take while a call is being abandoned
 _INPUT_REQUIRED_VERSION: Final = "2026-07-28"
 NOT_A_CHAT: Final = (
     "This thread holds one MCP tool call waiting for approval; it takes no messages."
@@ -120,10 +122,6 @@ NOT_A_CHAT: Final = (
 DECLINED: Final = "The user declined to approve the call to `{name}`. It was not executed."
 CANCELLED_BY_CLIENT: Final = (
     "The user cancelled the approval of the call to `{name}`. It was not executed."
-)
-ABANDONED: Final = (
-    "the MCP client gave up on the call (it cancelled it, timed out or disconnected)"
-    " before a decision arrived"
 )
 RESTARTED: Final = "the toolguard mcp-proxy that held this call stopped before a decision arrived"
 BAD_STATE: Final = (
@@ -265,7 +263,7 @@ class MCPProxy:
             judge = judge.counted_in(
                 StoredApprovals(store, JUDGE_THREAD, lambda: self.chat.clock())  # noqa: PLW0108
             )
-        self.chat = GatewayChat(self.model, self.toolset, store=store, review_ttl=ttl, judge=judge)
+        self.chat = WaitingChat(self.model, self.toolset, store=store, review_ttl=ttl, judge=judge)
         # The threads' user messages are the proxy's own, not a person's words.
         self.chat.judge_reads_messages = False
         # Approves grant scope "server": later calls through the gateway (see grants.py);
@@ -423,7 +421,8 @@ class MCPProxy:
             await anyio.lowlevel.checkpoint_if_cancelled()  # gave up while it was being opened
             if can_elicit and modern:
                 return self._ask_later(thread_id, review_id, call_id, name, args, question)
-            async with anyio.create_task_group() as asking:
+            # Held here: a decision runs the call in this request (see handoff.py).
+            async with self.chat.holding(thread_id, ctx), anyio.create_task_group() as asking:
                 if can_elicit:
                     ask = functools.partial(
                         self._elicit_now, ctx, thread_id=thread_id, review_id=review_id
@@ -435,38 +434,8 @@ class MCPProxy:
                 asking.cancel_scope.cancel()  # decided elsewhere (the page) or expired
             return result
         except BaseException:
-            await self._abandon(thread_id, review_id, name, args)
+            await abandon(self, thread_id, review_id, name, args)
             raise
-
-    async def _abandon(
-        self, thread_id: str, review_id: str, name: str, args: dict[str, Any]
-    ) -> None:
-        """Cancel the review of a call its client gave up on: it never runs, whoever approves.
-
-        Audited as ``cancelled`` (reason :data:`ABANDONED`); the event hook gets
-        ``review.decided`` with status ``cancelled``. A review decided or
-        expired meanwhile keeps that outcome (and its hook event).
-        """
-        with anyio.CancelScope(shield=True):
-            try:
-                await self.chat.cancel_review(thread_id, review_id=review_id, reason=ABANDONED)
-            except ToolguardError:
-                return  # decided or expired first: that outcome stands
-            except Exception as exc:  # the store failed: the deadline still closes the review
-                sys.stderr.write(
-                    f"toolguard mcp-proxy: cancelling the review of an abandoned call failed"
-                    f" ({exc}); it stays open until its deadline\n"
-                )
-                return
-            payload = {
-                "thread_id": thread_id,
-                "review_id": review_id,
-                "tool": name,
-                "args": self._shown(name, args),  # secrets redacted, as the reviewer sees them
-                "status": "cancelled",
-            }
-            with anyio.move_on_after(_HOOK_SECONDS):  # a stuck hook must not hold the call
-                await self._emit("review.decided", payload)
 
     async def _deny(self, name: str, args: dict[str, Any], rule: Rule) -> Any:
         """Refuse a call a deny rule matches, recorded in the audit trail; nobody is asked.

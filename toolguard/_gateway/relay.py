@@ -1,34 +1,44 @@
-"""What passes between the MCP client and the upstream besides tool calls, and progress.
+"""What passes between the MCP clients and the upstream besides tool calls, and progress.
 
-The gateway holds one connection to the upstream server, made at start-up
-before any client connects. :class:`Relay` makes it transparent for what the
-client can do and for what the upstream says:
+The gateway connects to the upstream at start-up, before any client connects:
+that first connection lists the tools and declares no client capability. A
+client that declared sampling, elicitation or roots (any of them) gets a
+connection to the upstream of its own, opened when it is initialized (for an
+upstream command: its own process), which declares exactly what that client
+declared and serves everything that client asks (tool calls, resources,
+prompts, subscriptions); the other clients share the first connection. So
+the upstream is never told a capability the client it serves does not have,
+and it learns the roots of that client and their changes (it asks
+``roots/list`` when it is told the client is initialized, as it would
+directly). :class:`Relay` makes each connection transparent:
 
 - **Requests of the upstream** (``sampling/createMessage``, ``elicitation/create``,
-  ``roots/list``) reach the MCP client on whose behalf the upstream works: the
-  client whose request is being served, else the one whose tool call is
-  running on the upstream (a call a reviewer approved on the page runs in the
-  page's request: it is found by its tool and arguments), else the one
-  client with requests in flight, else the one client connected. When it
-  could be for several clients (the calls of several clients run at once on
-  the upstream, which says not whose call it serves; or several are connected
-  and none is calling), it goes to none: the upstream gets an error
-  (:data:`AMBIGUOUS`), so one client's data never reaches another. The upstream
-  is told at start-up that sampling, elicitation and roots are supported; a
-  client that did not declare the capability, or no client at all, answers
-  with an MCP error naming what is missing (see :data:`UNSUPPORTED`).
+  ``roots/list``) on a client's own connection go to that client, and only to
+  it: related to its call that runs on the upstream when exactly one does (a
+  call approved on the page runs in its client's request, see
+  :mod:`toolguard._gateway.handoff`), otherwise on the client's own channel. A
+  kind the client did not declare is refused with :data:`UNSUPPORTED`. On the
+  first connection, which declared nothing, every request is refused
+  (:data:`UNSUPPORTED`, or :data:`NO_CLIENT` while no client is connected):
+  one client's data never reaches another client, and nothing is guessed.
 - **Notifications of the upstream**: ``notifications/tools/list_changed``
-  re-lists the upstream's tools and classifies them as at start-up (rules,
-  classifier, annotations, secret arguments), then tells every client;
-  ``resources/list_changed`` and ``prompts/list_changed`` go to every client,
-  ``resources/updated`` to the clients that subscribed to that resource.
+  re-lists the tools on the connection that said so and classifies them as at
+  start-up (rules, classifier, annotations, secret arguments), then tells every
+  client; ``resources/list_changed`` and ``prompts/list_changed`` go to the
+  clients of that connection, ``resources/updated`` to its clients that
+  subscribed to that resource. Notifications that arrive before the gateway is
+  ready are handled once it is (several tool changes become one listing).
 - **Requests and notifications of the client**: ``resources/subscribe`` and
-  ``resources/unsubscribe`` (when the upstream offers subscriptions) and
-  ``notifications/roots/list_changed`` reach the upstream.
+  ``resources/unsubscribe`` (when the upstream offers subscriptions) reach the
+  client's connection; ``notifications/roots/list_changed`` reaches the
+  client's own connection (the first one never declared roots).
 
 "The request being served" is a context variable set around every request
 the gateway's MCP server handles (a server middleware), so this works the
-same for one client over stdio and for several over streamable HTTP.
+same for one client over stdio and for several over streamable HTTP. A
+2026-07-28 client has no connection of its own (it cannot be asked anything
+during a call, and is told of changes only on a ``subscriptions/listen``
+stream): it shares the first connection.
 
 :func:`report_waiting` sends ``notifications/progress`` while a call waits for
 a person, so that a client which restarts its request timeout on progress
@@ -39,27 +49,30 @@ from __future__ import annotations
 
 import contextlib
 import contextvars
-import json
 import sys
-from collections.abc import Awaitable, Callable, Iterable, Iterator, Mapping, Sequence
-from typing import TYPE_CHECKING, Any, Final, Literal
+from collections.abc import Awaitable, Callable, Iterator, Mapping, Sequence
+from typing import TYPE_CHECKING, Any, Final
 
 import anyio
 
-from toolguard._gateway.upstream import list_upstream
+from toolguard._gateway.handoff import deciding
+from toolguard._gateway.upstream import list_upstream, relayed_capabilities, upstream_client
 from toolguard._tools.schema_tool import SchemaTool
 from toolguard._tools.toolset import Toolset
 
 if TYPE_CHECKING:
+    from contextlib import AbstractAsyncContextManager
+
     from mcp.server import Server
 
     from toolguard._chat.chat import ReviewedChat
 
 __all__ = [
-    "AMBIGUOUS",
     "DEFAULT_PROGRESS_INTERVAL",
     "NO_CLIENT",
+    "NO_CONNECTION",
     "UNSUPPORTED",
+    "Opener",
     "Relay",
     "report_waiting",
     "schema_tools",
@@ -72,17 +85,19 @@ UNSUPPORTED: Final = "the MCP client connected to toolguard does not support {wh
 """The error the upstream gets for a request the client cannot answer."""
 NO_CLIENT: Final = "no MCP client is connected to toolguard to answer {method}"
 """The error the upstream gets for a request while no client is connected."""
-AMBIGUOUS: Final = (
-    "toolguard cannot tell which of its connected MCP clients {method} is for"
-    " (the upstream does not say whose call it serves); it was not forwarded"
+NO_CONNECTION: Final = (
+    "toolguard could not connect to the upstream MCP server for this client: {why}"
 )
-"""The error the upstream gets when the request could be for several clients: it goes to none
-(a request meant for one client's call must not reach another client)."""
+"""The error of a client's request when its own connection to the upstream could not be made."""
 
 # The request of the gateway's MCP server being handled in this context.
 _SERVING: contextvars.ContextVar[Any | None] = contextvars.ContextVar("_SERVING", default=None)
 
 Forwarder = Callable[[str], Callable[..., Awaitable[dict[str, Any]]]]
+Opener = Callable[[Any, Mapping[str, Any]], "AbstractAsyncContextManager[Any]"]
+"""``opener(declared, callbacks)``: a new connection to the upstream that declares exactly
+``declared`` (an ``mcp.types.ClientCapabilities``) and has the relay's ``callbacks``
+(``sampling_callback``, ...); entered, the connected ``mcp.Client``."""
 
 
 # ---------------------------------------------------------------------------- progress
@@ -204,8 +219,81 @@ def adopt_listing(proxy: Any, listed: Sequence[Mapping[str, Any]]) -> None:
 # ---------------------------------------------------------------------------- the relay
 
 
+class _Link:
+    """A client connection of the gateway's MCP server, and its connection to the upstream.
+
+    ``declared``: the capabilities of :data:`~toolguard._gateway.upstream.RELAYED` the
+    client declared, which its own upstream connection declares; ``None``: it declared
+    none and shares the first connection.
+    """
+
+    def __init__(self, relay: Relay, key: int, connection: Any, session: Any) -> None:
+        self.relay = relay
+        self.key = key
+        self.connection = connection  # kept while open: its id is the key
+        self.session = session  # the latest request's session: the client's own channel
+        self.declared = relayed_capabilities(getattr(connection, "client_capabilities", None))
+        self.client: Any = None  # its own connected upstream, once open
+        self.problem: str | None = None
+        self.opened: anyio.Event | None = None
+        self.closed = anyio.Event()
+        self.running: list[Any] = []  # its requests whose tool call runs on the upstream now
+
+    def open_soon(self) -> None:
+        """Start opening its own upstream connection, if it has one and it is not opening."""
+        if self.declared is None or self.opened is not None:
+            return
+        self.opened = anyio.Event()
+        tasks = getattr(self.relay.proxy, "_tasks", None)
+        if tasks is None or self.relay.opener is None:
+            self.problem = "the gateway opens no connection per client here"
+            self.opened.set()
+            return
+        tasks.start_soon(self._hold, self.relay.opener)
+
+    async def _hold(self, opener: Opener) -> None:
+        """Open its upstream connection, keep it until the client's connection closes."""
+        assert self.opened is not None  # noqa: S101 - set by open_soon
+        try:
+            async with opener(self.declared, self.relay.client_options(self)) as client:
+                self.client = client
+                self.opened.set()
+                await self.closed.wait()
+        except Exception as exc:
+            self.problem = " ".join(str(exc).split()) or "it did not start"
+            sys.stderr.write(f"toolguard mcp-proxy: {NO_CONNECTION.format(why=self.problem)}\n")
+        finally:
+            self.client = None
+            self.opened.set()
+
+    async def upstream(self) -> Any:
+        """The upstream connection of this client (its own, opened if need be, or the first).
+
+        Raises:
+            MCPError: its own connection could not be made.
+        """
+        if self.declared is None:
+            return self.relay.client
+        if self.client is None:
+            self.open_soon()
+            assert self.opened is not None  # noqa: S101 - set by open_soon
+            await self.opened.wait()
+        return self._connected()
+
+    def _connected(self) -> Any:
+        """Its own upstream connection; ``MCPError`` when there is none."""
+        if self.client is None:
+            from mcp import types  # noqa: PLC0415
+            from mcp.shared.exceptions import MCPError  # noqa: PLC0415
+
+            why = self.problem or "it closed"
+            raise MCPError(code=types.INTERNAL_ERROR, message=NO_CONNECTION.format(why=why))
+        return self.client
+
+
 class _Upstream:
-    """The upstream client as the proxy uses it, noting which client each tool call serves."""
+    """The upstream as the proxy uses it: each request of a client goes to that client's
+    upstream connection, and its tool calls are noted as running for it."""
 
     def __init__(self, client: Any, relay: Relay) -> None:
         self._client = client
@@ -215,44 +303,89 @@ class _Upstream:
         return getattr(self._client, name)
 
     async def call_tool(self, name: str, arguments: dict[str, Any]) -> Any:
-        with self._relay.forwarding(name, arguments):
-            return await self._client.call_tool(name, arguments)
+        step = deciding()  # a decision runs a held call: its client's request
+        ctx = step.held.ctx if step is not None else _SERVING.get()
+        link = self._relay.link_of(ctx)
+
+        async def send() -> Any:
+            upstream = await link.upstream() if link is not None else self._client
+            with self._relay.running(link, ctx):
+                return await upstream.call_tool(name, arguments)
+
+        return await (step.run(send) if step is not None else send())
+
+    async def _serving(self) -> Any:
+        link = self._relay.link_of(_SERVING.get())
+        return await link.upstream() if link is not None else self._client
+
+    async def list_resources(self, cursor: str | None = None) -> Any:
+        return await (await self._serving()).list_resources(cursor=cursor)
+
+    async def list_resource_templates(self, cursor: str | None = None) -> Any:
+        return await (await self._serving()).list_resource_templates(cursor=cursor)
+
+    async def read_resource(self, uri: str) -> Any:
+        return await (await self._serving()).read_resource(uri)
+
+    async def list_prompts(self, cursor: str | None = None) -> Any:
+        return await (await self._serving()).list_prompts(cursor=cursor)
+
+    async def get_prompt(self, name: str, arguments: Any = None) -> Any:
+        return await (await self._serving()).get_prompt(name, arguments)
 
 
 class Relay:
     """Passes the upstream's requests and notifications to the clients, and theirs back.
 
-    Use: ``Client(upstream, **relay.client_options())`` for the upstream
-    connection, then :meth:`attach` with the proxy; the proxy's
-    :meth:`~toolguard._gateway.proxy.MCPProxy.server` then calls
-    :meth:`serve`. See the module docstring.
+    Use: ``relay.connect(target)`` for the first upstream connection (it declares no
+    client capability), then :meth:`attach` with the proxy; the proxy's
+    :meth:`~toolguard._gateway.proxy.MCPProxy.server` then calls :meth:`serve`.
+    ``opener`` makes the connection of a client that declared sampling, elicitation
+    or roots (see :data:`Opener`); without one, every client shares the first
+    connection (and the upstream's requests are refused). Its connections live in
+    the proxy's background tasks. See the module docstring.
     """
 
-    def __init__(self) -> None:
+    def __init__(self, opener: Opener | None = None) -> None:
+        self.opener = opener
         self.client: Any = None
         self.proxy: Any = None
-        self._serving: list[Any] = []  # requests being handled, oldest first
-        self._forwarding: list[Any] = []  # the requests whose tool call runs on the upstream
-        self._clients: dict[int, Any] = {}  # a session per client connection, latest first
-        self._subscribed: dict[str, set[int]] = {}  # resource URI -> connections
+        self._links: dict[int, _Link] = {}  # the clients' connections, oldest first
+        self._subscribed: dict[tuple[int, str], set[int]] = {}  # (upstream, URI) -> clients
         self._relisting = anyio.Lock()
+        self._stale: set[int] = set()  # the connections whose tools changed, not yet listed
+        self._ready = anyio.Event()  # set by attach: notifications wait for it
 
     # ------------------------------------------------------------------ set-up
 
-    def client_options(self) -> dict[str, Any]:
-        """The ``mcp.Client`` arguments of the upstream connection: callbacks declaring
-        sampling (with tools and context), elicitation (form and URL) and roots."""
-        from mcp import types  # noqa: PLC0415
+    def client_options(self, link: _Link | None = None) -> dict[str, Any]:
+        """The ``mcp.Client`` callbacks of an upstream connection (``link``'s; ``None``: the
+        first one): sampling, elicitation, roots and notifications, answered for that
+        connection's client."""
+
+        async def sampling(context: Any, params: Any) -> Any:
+            return await self._sampling(link, params)
+
+        async def elicitation(context: Any, params: Any) -> Any:
+            return await self._elicitation(link, params)
+
+        async def roots(context: Any) -> Any:
+            return await self._roots(link)
+
+        async def notified(message: Any) -> None:
+            await self._notified(link, message)
 
         return {
-            "sampling_callback": self._sampling,
-            "sampling_capabilities": types.SamplingCapability(
-                context=types.SamplingContextCapability(), tools=types.SamplingToolsCapability()
-            ),
-            "elicitation_callback": self._elicitation,
-            "list_roots_callback": self._roots,
-            "message_handler": self._notified,
+            "sampling_callback": sampling,
+            "elicitation_callback": elicitation,
+            "list_roots_callback": roots,
+            "message_handler": notified,
         }
+
+    def connect(self, target: Any, **options: Any) -> Any:
+        """The first upstream connection (an ``mcp.Client`` of ``target``, with ``options``):
+        it declares no client capability and its requests are refused."""
+        return upstream_client(target, None, self.client_options(), **options)
 
     def attach(
         self,
@@ -262,16 +395,19 @@ class Relay:
         progress_interval: float = DEFAULT_PROGRESS_INTERVAL,
         page_url: str | None = None,
     ) -> None:
-        """Relay for ``proxy``, whose upstream is the connected ``client``.
+        """Relay for ``proxy``, whose first upstream connection is the connected ``client``.
 
         ``progress_interval`` and ``page_url`` (the approval page, named in the
         messages) are those of the progress notifications (:func:`report_waiting`).
+        From here on the upstream's notifications are handled (those that came
+        before are handled now).
         """
         self.client = client
         self.proxy = proxy
         proxy.upstream = _Upstream(client, self)
         proxy.relay = self
         proxy.progress_interval, proxy.page_url = progress_interval, page_url
+        self._ready.set()
 
     def serve(self, server: Server[Any]) -> Server[Any]:
         """Add the relay to the gateway's MCP server: the middleware noting the request
@@ -313,88 +449,96 @@ class Relay:
 
     async def _middleware(self, ctx: Any, call_next: Any) -> Any:
         """Around every request and notification the gateway's MCP server handles."""
-        session = getattr(ctx, "session", None)
-        if session is not None:
-            key = _connection(session)
-            self._clients.pop(key, None)
-            self._clients[key] = session  # the most recently active last
+        link = self._note(getattr(ctx, "session", None))
+        if link is not None and getattr(ctx, "method", None) == "notifications/initialized":
+            link.open_soon()  # the upstream learns of this client as it would directly
         if getattr(ctx, "request_id", None) is None:
             return await call_next(ctx)
         token = _SERVING.set(ctx)
-        self._serving.append(ctx)
         try:
             return await call_next(ctx)
         finally:
-            _drop(self._serving, ctx)
             _SERVING.reset(token)
 
+    def _note(self, session: Any) -> _Link | None:
+        """The link of ``session``'s client connection, made at its first message after
+        ``initialize``; ``None`` for a 2026-07-28 request (no connection of its own)."""
+        from mcp_types.version import MODERN_PROTOCOL_VERSIONS  # noqa: PLC0415
+
+        connection = getattr(session, "_connection", None)
+        if connection is None or getattr(connection, "client_params", None) is None:
+            return None
+        if getattr(connection, "protocol_version", None) in MODERN_PROTOCOL_VERSIONS:
+            return None
+        key = id(connection)
+        link = self._links.get(key)
+        if link is None:
+            link = self._links[key] = _Link(self, key, connection, session)
+            connection.exit_stack.callback(self._closed, key)
+        else:
+            link.session = session
+        return link
+
+    def link_of(self, ctx: Any) -> _Link | None:
+        """The link of the client whose request ``ctx`` is (``None``: none, or a 2026-07-28
+        request: the first connection serves it)."""
+        return self._note(getattr(ctx, "session", None)) if ctx is not None else None
+
+    def _closed(self, key: int) -> None:
+        """A client connection closed: its own upstream connection closes, it is forgotten."""
+        link = self._links.pop(key, None)
+        if link is not None:
+            link.closed.set()
+        for subscription in list(self._subscribed):
+            self._subscribed[subscription].discard(key)
+            if not self._subscribed[subscription]:
+                del self._subscribed[subscription]
+
     @contextlib.contextmanager
-    def forwarding(self, name: str, arguments: Mapping[str, Any]) -> Iterator[None]:
+    def running(self, link: _Link | None, ctx: Any) -> Iterator[None]:
         """Around a tool call on the upstream: note the client request it serves."""
-        ctx = _SERVING.get() or self._call_of(name, arguments)
-        if ctx is None:
+        if link is None or ctx is None:
             yield
             return
-        self._forwarding.append(ctx)
+        link.running.append(ctx)
         try:
             yield
         finally:
-            _drop(self._forwarding, ctx)
-
-    def _call_of(self, name: str, arguments: Mapping[str, Any]) -> Any:
-        """The latest ``tools/call`` being served with this tool and these arguments."""
-        wanted = _canonical(arguments)
-        for ctx in reversed(self._serving):
-            params = getattr(ctx, "params", None) or {}
-            if (
-                getattr(ctx, "method", None) == "tools/call"
-                and params.get("name") == name
-                and _canonical(params.get("arguments") or {}) == wanted
-            ):
-                return ctx
-        return None
-
-    def _target(self) -> tuple[Any, Any] | Literal["ambiguous"] | None:
-        """The client session an upstream request goes to, and the request it relates to.
-
-        ``None``: no client; ``"ambiguous"``: it could be for more than one client
-        (their calls run at once, or several are connected and none is calling).
-        """
-        ctx = _SERVING.get()
-        if not any(item is ctx for item in self._serving):  # copied from a request that ended
-            ctx = None
-        if ctx is None:
-            running = self._forwarding or self._serving
-            if len({_connection(item.session) for item in running}) > 1:
-                return "ambiguous"
-            ctx = running[-1] if running else None
-        if ctx is not None:
-            return ctx.session, ctx.request_id
-        if len(self._clients) > 1:
-            return "ambiguous"
-        if self._clients:
-            return next(iter(self._clients.values())), None
-        return None
+            _drop(link.running, ctx)
 
     # ------------------------------------------------------------------ the upstream's requests
 
     async def _ask_client(
-        self, method: str, missing: Callable[[Any], str | None], request: Any, result: Any
+        self,
+        link: _Link | None,
+        method: str,
+        missing: Callable[[Any], str | None],
+        request: Any,
+        result: Any,
     ) -> Any:
-        """Send ``request`` to the client of :meth:`_target`; its result or an ``ErrorData``."""
+        """Send ``request`` to the client of ``link``; its result or an ``ErrorData``."""
         from mcp import types  # noqa: PLC0415
         from mcp.shared.exceptions import MCPError  # noqa: PLC0415
         from mcp.shared.message import ServerMessageMetadata  # noqa: PLC0415
 
-        target = self._target()
-        if target is None or target == "ambiguous":
-            text = NO_CLIENT if target is None else AMBIGUOUS
-            return types.ErrorData(code=types.INVALID_REQUEST, message=text.format(method=method))
-        session, related = target
-        what = missing(getattr(session, "client_capabilities", None))
+        if link is None:  # the first connection declared nothing: no client answers it
+            if not self._links:
+                return types.ErrorData(
+                    code=types.INVALID_REQUEST, message=NO_CLIENT.format(method=method)
+                )
+            lacking = missing(None) or method
+            return types.ErrorData(
+                code=types.INVALID_REQUEST, message=UNSUPPORTED.format(what=lacking)
+            )
+        what = missing(link.declared)
         if what is not None:
-            message = UNSUPPORTED.format(what=what)
-            return types.ErrorData(code=types.INVALID_REQUEST, message=message)
+            return types.ErrorData(
+                code=types.INVALID_REQUEST, message=UNSUPPORTED.format(what=what)
+            )
+        if len(link.running) == 1:  # for its one call that runs: on that request's stream
+            session, related = link.running[0].session, link.running[0].request_id
+        else:  # none, or several of its calls: on the client's own channel
+            session, related = link.session, None
         try:
             return await session.send_request(
                 request, result, metadata=ServerMessageMetadata(related_request_id=related)
@@ -402,12 +546,13 @@ class Relay:
         except MCPError as exc:
             return exc.error
         except Exception as exc:  # the upstream gets an answer whatever happened
+            why = " ".join(str(exc).split()) or "its connection closed"
             return types.ErrorData(
                 code=types.INTERNAL_ERROR,
-                message=f"the MCP client connected to toolguard did not answer {method}: {exc}",
+                message=f"the MCP client connected to toolguard did not answer {method}: {why}",
             )
 
-    async def _sampling(self, context: Any, params: Any) -> Any:
+    async def _sampling(self, link: _Link | None, params: Any) -> Any:
         from mcp import types  # noqa: PLC0415
 
         with_tools = params.tools is not None or params.tool_choice is not None
@@ -422,9 +567,9 @@ class Relay:
 
         result = types.CreateMessageResultWithTools if with_tools else types.CreateMessageResult
         request = types.CreateMessageRequest(params=params)
-        return await self._ask_client("sampling/createMessage", missing, request, result)
+        return await self._ask_client(link, "sampling/createMessage", missing, request, result)
 
-    async def _elicitation(self, context: Any, params: Any) -> Any:
+    async def _elicitation(self, link: _Link | None, params: Any) -> Any:
         from mcp import types  # noqa: PLC0415
 
         by_url = isinstance(params, types.ElicitRequestURLParams)
@@ -440,38 +585,52 @@ class Relay:
             return None
 
         request = types.ElicitRequest(params=params)
-        return await self._ask_client("elicitation/create", missing, request, types.ElicitResult)
+        return await self._ask_client(
+            link, "elicitation/create", missing, request, types.ElicitResult
+        )
 
-    async def _roots(self, context: Any) -> Any:
+    async def _roots(self, link: _Link | None) -> Any:
         from mcp import types  # noqa: PLC0415
 
         def missing(capabilities: Any) -> str | None:
             return "roots" if getattr(capabilities, "roots", None) is None else None
 
         request = types.ListRootsRequest()
-        return await self._ask_client("roots/list", missing, request, types.ListRootsResult)
+        return await self._ask_client(link, "roots/list", missing, request, types.ListRootsResult)
 
     # ------------------------------------------------------------ the upstream's notifications
 
-    async def _notified(self, message: Any) -> None:
-        """The upstream's notifications (the ``mcp.Client``'s message handler)."""
+    async def _notified(self, link: _Link | None, message: Any) -> None:
+        """The notifications of an upstream connection (``link``'s own; ``None``: the first),
+        handled once the gateway is ready."""
         from mcp import types  # noqa: PLC0415
 
         if isinstance(message, types.ToolListChangedNotification):
-            await self.relist()
-        elif isinstance(message, types.ResourceUpdatedNotification):
+            self._stale.add(id(link))
+            await self._ready.wait()
+            if link is not None and link.opened is not None:
+                await link.opened.wait()  # said while its connection was being made
+            if id(link) in self._stale:  # not taken yet by an earlier notification
+                self._stale.discard(id(link))
+                await self.relist(link.client if link is not None else None)
+            return
+        await self._ready.wait()
+        clients = [link] if link is not None else list(self._links.values())
+        if isinstance(message, types.ResourceUpdatedNotification):
             uri = str(message.params.uri)
+            wanted = self._subscribed.get((_upstream_key(link), uri), set())
             await self._tell(
                 lambda session: session.send_resource_updated(uri),
-                self._subscribed.get(uri, set()),
+                [c for c in clients if c.key in wanted],
             )
         elif isinstance(message, types.ResourceListChangedNotification):
-            await self._tell(lambda session: session.send_resource_list_changed())
+            await self._tell(lambda session: session.send_resource_list_changed(), clients)
         elif isinstance(message, types.PromptListChangedNotification):
-            await self._tell(lambda session: session.send_prompt_list_changed())
+            await self._tell(lambda session: session.send_prompt_list_changed(), clients)
 
-    async def relist(self) -> None:
-        """List the upstream's tools again, adopt them and tell every client.
+    async def relist(self, source: Any = None) -> None:
+        """List the upstream's tools again (on ``source``, a connection; ``None``: the first),
+        adopt them and tell every client.
 
         An upstream that cannot be listed, or a listing that cannot be guarded
         (see :func:`schema_tools`), leaves the tools as they were (one line on
@@ -479,66 +638,68 @@ class Relay:
         """
         async with self._relisting:
             try:
-                listed = await list_upstream(self.client)
+                listed = await list_upstream(source if source is not None else self.client)
                 adopt_listing(self.proxy, listed)
             except Exception as exc:  # the previous tools stay in force
+                why = " ".join(str(exc).split()) or "it did not answer tools/list"
                 sys.stderr.write(
                     f"toolguard mcp-proxy: the upstream's tools changed but could not be"
-                    f" taken ({exc}); the previous tools stay in force\n"
+                    f" taken ({why}); the previous tools stay in force\n"
                 )
                 return
-        await self._tell(lambda session: session.send_tool_list_changed())
+        await self._tell(lambda session: session.send_tool_list_changed(), self._links.values())
 
-    async def _tell(
-        self, send: Callable[[Any], Awaitable[None]], only: Iterable[int] | None = None
-    ) -> None:
-        """Notify every known client (or those of ``only``); a client gone is forgotten."""
-        keys = list(self._clients) if only is None else [k for k in only if k in self._clients]
-        for key in keys:
-            await self._tell_one(send, key)
-
-    async def _tell_one(self, send: Callable[[Any], Awaitable[None]], key: int) -> None:
-        try:
-            await send(self._clients[key])
-        except Exception:  # its connection closed
-            self._forget(key)
-
-    def _forget(self, key: int) -> None:
-        self._clients.pop(key, None)
-        for uri in list(self._subscribed):
-            self._subscribed[uri].discard(key)
-            if not self._subscribed[uri]:
-                del self._subscribed[uri]
+    async def _tell(self, send: Callable[[Any], Awaitable[None]], links: Any) -> None:
+        """Notify the clients of ``links``; a client gone is skipped."""
+        for link in list(links):
+            with contextlib.suppress(Exception):  # its connection closed
+                await send(link.session)
 
     # ------------------------------------------------------------------ the client's requests
 
     async def _subscribe(self, ctx: Any, params: Any) -> Any:
         uri = str(params.uri)
-        result = await self._upstream_request(_subscription("resources/subscribe", uri))
-        self._subscribed.setdefault(uri, set()).add(_connection(ctx.session))
+        link = self.link_of(ctx)
+        upstream = await link.upstream() if link is not None else self.client
+        result = await _upstream_request(upstream, _subscription("resources/subscribe", uri))
+        if link is not None:
+            self._subscribed.setdefault((_upstream_key(link), uri), set()).add(link.key)
         return result
 
     async def _unsubscribe(self, ctx: Any, params: Any) -> Any:
         from mcp import types  # noqa: PLC0415
 
         uri = str(params.uri)
-        subscribers = self._subscribed.get(uri, set())
-        subscribers.discard(_connection(ctx.session))
+        link = self.link_of(ctx)
+        upstream = await link.upstream() if link is not None else self.client
+        subscription = (_upstream_key(link), uri)
+        subscribers = self._subscribed.get(subscription, set())
+        if link is not None:
+            subscribers.discard(link.key)
         if subscribers:  # another client still wants its updates
             return types.EmptyResult()
-        self._subscribed.pop(uri, None)
-        return await self._upstream_request(_subscription("resources/unsubscribe", uri))
-
-    async def _upstream_request(self, request: Any) -> Any:
-        from mcp import types  # noqa: PLC0415
-
-        return await self.client.session.send_request(request, types.EmptyResult)
+        self._subscribed.pop(subscription, None)
+        return await _upstream_request(upstream, _subscription("resources/unsubscribe", uri))
 
     async def _roots_changed(self, ctx: Any, params: Any) -> None:
         from mcp import types  # noqa: PLC0415
 
+        link = self.link_of(ctx)
+        if link is None or link.client is None:  # the first connection never declared roots
+            return
         with contextlib.suppress(Exception):  # an upstream gone has nothing to re-read
-            await self.client.session.send_notification(types.RootsListChangedNotification())
+            await link.client.session.send_notification(types.RootsListChangedNotification())
+
+
+async def _upstream_request(upstream: Any, request: Any) -> Any:
+    from mcp import types  # noqa: PLC0415
+
+    return await upstream.session.send_request(request, types.EmptyResult)
+
+
+def _upstream_key(link: _Link | None) -> int:
+    """The key of the upstream connection of ``link`` (0: the first one, which it shares)."""
+    return link.key if link is not None and link.declared is not None else 0
 
 
 def _subscription(method: str, uri: str) -> Any:
@@ -556,12 +717,3 @@ def _drop(items: list[Any], item: Any) -> None:
         if other is item:
             del items[index]
             return
-
-
-def _connection(session: Any) -> int:
-    """The key of a session's client connection (one session object per request)."""
-    return id(getattr(session, "_connection", session))
-
-
-def _canonical(args: Mapping[str, Any]) -> str:
-    return json.dumps(dict(args), sort_keys=True, ensure_ascii=True, allow_nan=True, default=str)

@@ -13,7 +13,7 @@ import os
 import signal
 import sys
 import threading
-from collections.abc import AsyncIterator, Iterator, Sequence
+from collections.abc import AsyncIterator, Iterator, Mapping, Sequence
 from typing import Any, BinaryIO, Final
 
 import anyio
@@ -25,7 +25,7 @@ from toolguard._gateway.calls_info import upstream_target
 from toolguard._gateway.listen import Listen, quiet_server, serve_listening
 from toolguard._gateway.overrides import operator_policy
 from toolguard._gateway.proxy import DEFAULT_TTL, EventHook, MCPProxy
-from toolguard._gateway.relay import DEFAULT_PROGRESS_INTERVAL, Relay
+from toolguard._gateway.relay import DEFAULT_PROGRESS_INTERVAL, Opener, Relay
 from toolguard._gateway.routes import DEFAULT_MAX_BODY_BYTES, DEFAULT_PORT, build_app
 from toolguard._gateway.starting import (
     DEFAULT_START_TIMEOUT,
@@ -97,8 +97,6 @@ async def run(
     requests and notifications to the client). ``openapi``: the HTTP app serves its OpenAPI
     document at ``/openapi.json`` (``--openapi``).
     """
-    from mcp import Client  # noqa: PLC0415
-
     from toolguard._http.auth import with_proxy_headers  # noqa: PLC0415
 
     start = UpstreamStart(
@@ -108,8 +106,8 @@ async def run(
     listed: list[dict[str, Any]] | None = None
     stopped: int | None = None
     try:
-        relay = Relay()
-        async with start, Client(start.target(), **relay.client_options()) as upstream:
+        relay = Relay(_opener(command, args, upstream_url, start_timeout, listen))
+        async with start, relay.connect(start.target()) as upstream:
             listed = await list_upstream(upstream)
             start.started()
             rules, classifier = operator_policy(listed, rules, ask=ask, allow=allow)
@@ -241,6 +239,24 @@ async def _serve_until_stopped(server: Any, status: str) -> int | None:
             lines.close()
         serving.cancel_scope.cancel()
     return stopped[0] if stopped else None
+
+
+def _opener(
+    command: str | None,
+    args: Sequence[str],
+    url: str | None,
+    start_timeout: float,
+    listen: Listen | None,
+) -> Opener:
+    """How the relay opens the upstream connection of one MCP client: the same command (a
+    process of its own) or URL, started and connected within ``start_timeout``."""
+
+    def opener(declared: Any, callbacks: Mapping[str, Any]) -> Any:
+        env = _environment(listen)
+        start = UpstreamStart(command, args, url, start_timeout=start_timeout, env=env)
+        return start.connected(declared, callbacks)
+
+    return opener
 
 
 def _environment(listen: Listen | None) -> dict[str, str]:

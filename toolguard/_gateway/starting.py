@@ -170,6 +170,29 @@ class UpstreamStart:
         if self._scope is not None:
             self._scope.deadline = math.inf
 
+    @contextlib.asynccontextmanager
+    async def connected(self, declared: Any, callbacks: Mapping[str, Any]) -> AsyncIterator[Any]:
+        """A connection of its own to the upstream for one MCP client: started (for a command,
+        its own process) and connected within the start timeout, declaring exactly
+        ``declared`` (see :func:`~toolguard._gateway.upstream.upstream_client`), with the
+        relay's ``callbacks``; the connected client while inside.
+
+        Raises:
+            StartUpError: it could not be started or connected (the text is the one line).
+        """
+        from toolguard._gateway.upstream import upstream_client  # noqa: PLC0415
+
+        ready = False
+        try:
+            async with self, upstream_client(self.target(), declared, callbacks) as client:
+                self.started()
+                ready = True
+                yield client
+        except Exception as exc:
+            if ready:
+                raise
+            raise StartUpError(self.problem(exc)) from None
+
     # ------------------------------------------------------------------ the target
 
     def target(self) -> Any:
