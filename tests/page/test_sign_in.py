@@ -351,7 +351,8 @@ def test_a_name_from_the_proxy_is_shown_as_text_without_a_sign_out(
 
 
 def test_without_sign_in_the_page_names_nobody(browser: Browser, server: Server) -> None:
-    """No sign-in configured (GET /hitl/session is a 404): no form, no name, the chat works."""
+    """No sign-in configured (GET /hitl/session answers {"reviewer": null}): no form, no name,
+    the chat works."""
     page = open_page(browser)
     try:
         page.goto(server.url + "/")

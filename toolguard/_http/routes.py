@@ -149,6 +149,7 @@ def routes(
     _add_listing_routes(router, get_chat, who_asks, review_fields)
     _add_info_route(router, mode, info)
     if auth is None:
+        _add_no_session_route(router)
         return router
     both = APIRouter()
     both.include_router(session_router(auth, prefix, checked))
@@ -383,6 +384,15 @@ def _add_thread_routes(
         """The thread's audit trail as JSON lines: requests, decisions (who, how) and outcomes."""
         events = await answer(reviewed_chat.audit_trail(thread_id, actor=who), prefix)
         return PlainTextResponse(to_jsonl(events), media_type="application/x-ndjson")
+
+
+def _add_no_session_route(router: APIRouter) -> None:
+    """``GET /session`` where nobody signs in: ``{"reviewer": null}`` (the page asks it first)."""
+
+    @router.get("/session")
+    async def get_session() -> dict[str, None]:
+        """Who is signed in: nobody signs in to this server, so ``{"reviewer": null}``."""
+        return {"reviewer": None}
 
 
 def _add_info_route(

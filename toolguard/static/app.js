@@ -1679,8 +1679,8 @@
   // ------------------------------------------------------------------ sign-in
 
   // With sign-in on, every /hitl route but /hitl/session answers 401 to a request
-  // without a reviewer. GET /hitl/session says which case the page is in: 404, no
-  // sign-in; 200, who is signed in; 401 with a Bearer challenge, sign in with a
+  // without a reviewer. GET /hitl/session says which case the page is in: 200 with
+  // {"reviewer": null}, no sign-in; 200, who is signed in; 401 with a Bearer challenge, sign in with a
   // token here; 401 with a SignInLink challenge, open the server's sign-in link
   // (the person at its machine has it); 401 with another challenge, only the
   // sign-in proxy can name you.
@@ -1734,7 +1734,10 @@
     }
     const data = await jsonOf(response);
     const detail = data && typeof data.detail === "string" ? data.detail : "";
-    if (response.status === 404) return { kind: "none" };
+    // Without sign-in the server answers {"reviewer": null} (an older one: 404).
+    if (response.status === 404 || (response.ok && data && data.reviewer === null)) {
+      return { kind: "none" };
+    }
     if (response.status === 401) {
       const kind = bearerChallenge(response) ? "token" : linkChallenge(response) ? "link" : "proxy";
       return { kind, detail };
