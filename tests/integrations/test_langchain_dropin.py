@@ -443,16 +443,24 @@ def test_a_replayed_resume_runs_nothing_twice_and_the_audit_names_the_reviewer()
     assert len(audit[0].digest) == 64
 
 
-def test_a_changed_checkpoint_runs_nothing() -> None:
+@pytest.mark.parametrize(
+    ("field", "value"),
+    [
+        ("run", {"name": "send_email", "args": {"to": "eve@evil.example", "body": "Hi"}}),
+        ("asked_at", 4102444800.0),  # a later deadline
+        ("kind", "edit"),
+        ("tool", "search"),
+    ],
+)
+def test_a_changed_checkpoint_runs_nothing(field: str, value: Any) -> None:
     world = World(HumanInTheLoopMiddleware({"send_email": True}, store=MemoryStore()))
     world.start(("c1", "send_email", MAIL))
     agent = world.agent()
     agent.invoke(Command(resume={"decisions": [{"type": "approve"}]}), world.config)
-    # Replay the step that runs the tools with the recorded approval pointing elsewhere.
+    # Replay the step that runs the tools with the recorded decision changed.
     history = list(agent.get_state_history(world.config))
     before_tools = next(s for s in history if s.next == ("tools",))
-    record = dict(before_tools.values["toolguard_hitl_decisions"]["c1"])
-    record["run"] = {"name": "send_email", "args": {"to": "eve@evil.example", "body": "Hi"}}
+    record = {**before_tools.values["toolguard_hitl_decisions"]["c1"], field: value}
     forked = agent.update_state(
         before_tools.config,
         {"toolguard_hitl_decisions": {"c1": record}},
@@ -461,6 +469,20 @@ def test_a_changed_checkpoint_runs_nothing() -> None:
     done = world.agent().invoke(None, forked)
     assert tool_messages(done) == [("c1", "error", TAMPERED)]
     assert world.ran == [("send_email", MAIL)]
+
+
+def test_a_long_decision_is_cut_in_the_error() -> None:
+    world = World(HumanInTheLoopMiddleware({"send_email": True}))
+    world.start(("c1", "send_email", MAIL))
+    kind = "x" * 1000
+    with pytest.raises(InvalidReviewDecisionError) as refused:
+        world.resume({"decisions": [{"type": kind}]})
+    assert str(refused.value) == (
+        f"Unexpected human decision: {str({'type': kind})[:300]}.... Decision type"
+        f" '{kind[:300]}...' is not allowed for tool 'send_email'. Expected one of ['approve',"
+        " 'edit', 'reject',"
+        " 'respond'] based on the tool's configuration."
+    )
 
 
 def test_an_approval_past_its_deadline_runs_nothing() -> None:

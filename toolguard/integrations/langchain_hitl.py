@@ -96,6 +96,7 @@ from toolguard.integrations.langchain_review import (
     prepend_notice,
     result_text,
     scrubbed,
+    seal_of,
     turn_request,
 )
 
@@ -493,7 +494,7 @@ class HumanInTheLoopMiddleware(AgentMiddleware[Any, Any, Any]):
         )
         if not well_formed or not hmac.compare_digest(
             str(record.get("digest")),
-            digest_of(key, run["name"], run["args"], pause.thread, f"{review}|{kind}"),  # type: ignore[index]
+            digest_of(key, run["name"], run["args"], pause.thread, seal_of(record)),  # type: ignore[index]
         ):
             return _Plan(answer=error_message(call, NOT_APPROVED_HERE))
         asked = record.get("asked_at")

@@ -294,9 +294,9 @@ def check_answer(
         kind = decision.get("type") if isinstance(decision, Mapping) else None
         if kind not in entry.allowed:
             msg = (
-                f"Unexpected human decision: {decision}. Decision type '{kind}' is not"
-                f" allowed for tool '{entry.name}'. Expected one of {entry.allowed} based on"
-                " the tool's configuration."
+                f"Unexpected human decision: {_short(decision)}. Decision type"
+                f" '{_short(kind)}' is not allowed for tool '{entry.name}'. Expected one of"
+                f" {entry.allowed} based on the tool's configuration."
             )
             # A secret the reviewer quotes is not repeated in the error.
             raise InvalidReviewDecisionError(str(shown_result(entry.tool, msg, entry.args)))
@@ -313,6 +313,12 @@ def check_answer(
         if reviewers is not None and not reviewers.allows(who, entry.name):
             raise ReviewerNotAllowedError(who, thread)
         (entry.copy() if dry_run else entry).vote(dict(decision), model, who)
+
+
+def _short(decision: object) -> str:
+    """A decision (or its type) as LangChain's error text shows it, cut to 300 characters."""
+    text = str(decision)
+    return text if len(text) <= 300 else f"{text[:300]}..."
 
 
 def answer_check(
@@ -734,8 +740,8 @@ class Journal:
         }
         run = entry.run
         if run is not None:
-            seal = f"{review}|{entry.kind}"
             record["run"] = run
+            seal = seal_of(record)
             record["digest"] = digest_of(key, run["name"], run["args"], pause.thread, seal)
             return record
         record["text"] = entry.text
@@ -773,6 +779,13 @@ class Journal:
 
 ENDS = {"reject": "rejected", "respond": "responded", "deny": "denied"}
 """The audit event (and span outcome) that ends a call settled without running."""
+
+
+def seal_of(record: Mapping[str, Any]) -> str:
+    """What a decided call's digest binds besides the call that runs: its review, how it was
+    decided, the tool whose deadline applies and when it asked."""
+    parts = [record.get(key) for key in ("review", "kind", "tool", "asked_at")]
+    return json.dumps(parts, default=repr)
 
 
 def digest_of(key: bytes | None, name: str, args: Any, thread: str = "", review: str = "") -> str:
