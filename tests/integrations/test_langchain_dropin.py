@@ -575,3 +575,37 @@ def anyio_run(func: Any, *args: Any) -> Any:
     import anyio
 
     return anyio.run(func, *args)
+
+
+# ---------------------------------------------------------------------------- spans
+
+
+def test_the_spans_name_the_reviewer_and_a_denied_call(spans: Any) -> None:
+    from tests.helpers import span_named, tool_call_attributes
+
+    world = World(HumanInTheLoopMiddleware({"send_email": True}, rules=DENY))
+    evil = {"to": "eve@evil.example", "body": "Hi"}
+    world.start(("c1", "send_email", MAIL), ("c2", "send_email", evil))
+    world.resume({"decisions": [{"type": "approve"}], "reviewer": "alice"})
+    by_call = {
+        dict(s.attributes or {})["gen_ai.tool.call.id"]: s
+        for s in spans.get_finished_spans()
+        if s.name == "execute_tool send_email"
+    }
+    sent, denied = by_call.pop("c1"), by_call.pop("c2")
+    assert by_call == {}
+    attributes = dict(sent.attributes or {})
+    assert attributes == tool_call_attributes(
+        "send_email",
+        "c1",
+        decided_by="alice",
+        review_id=attributes["toolguard.review_id"],
+        review__wait_ms=attributes["toolguard.review.wait_ms"],
+        outcome="executed",
+    )
+    assert str(attributes["toolguard.review_id"]).endswith(":c1")
+    assert dict(denied.attributes or {}) == tool_call_attributes(
+        "send_email", "c2", decided_by="rule", outcome="denied"
+    )
+    review = span_named(spans, "toolguard.review")
+    assert dict(review.attributes or {})["toolguard.decided_by"] == "alice"

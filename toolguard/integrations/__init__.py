@@ -7,7 +7,8 @@ toolguard's guarantees:
 
 * ``toolguard.integrations.openai_agents`` — the OpenAI Agents SDK;
 * ``toolguard.integrations.pydantic_ai`` — Pydantic AI;
-* ``toolguard.integrations.langchain`` — LangChain ``create_agent`` and LangGraph;
+* ``toolguard.integrations.langchain`` — LangChain ``create_agent`` and LangGraph, and
+  ``HumanInTheLoopMiddleware``, a drop-in for LangChain's own (change its import only);
 * ``toolguard.integrations.mcp`` — the tools of any MCP server.
 
 Each module needs its framework (an optional extra, e.g.
