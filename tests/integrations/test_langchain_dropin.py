@@ -609,3 +609,45 @@ def test_the_spans_name_the_reviewer_and_a_denied_call(spans: Any) -> None:
     )
     review = span_named(spans, "toolguard.review")
     assert dict(review.attributes or {})["toolguard.decided_by"] == "alice"
+
+
+def test_a_description_factory_sees_no_secret() -> None:
+    seen: list[Any] = []
+
+    def describe(call: Any, state: Any, runtime: Any) -> str:
+        seen.append(call["args"])
+        return f"Deploy to {call['args']['env']}"
+
+    entry = {"allowed_decisions": ["approve"], "redact": ["token"], "description": describe}
+    world = World(HumanInTheLoopMiddleware({"deploy": entry}))
+    paused = world.start(("c1", "deploy", PROD))
+    assert paused["__interrupt__"][0].value["action_requests"] == [
+        {"name": "deploy", "args": SHOWN, "description": "Deploy to prod"}
+    ]
+    assert seen == [SHOWN]
+
+
+def test_per_call_an_edit_a_deny_rule_refuses_runs_nothing() -> None:
+    world = World(
+        HumanInTheLoopMiddleware({"send_email": True}, rules=DENY, interrupt_mode="per_call")
+    )
+    [intr] = world.start(("c1", "send_email", MAIL))["__interrupt__"]
+    evil = {"to": "eve@evil.example", "body": "Hi"}
+    edit = {"type": "edit", "edited_action": {"name": "send_email", "args": evil}}
+    done = world.resume({intr.id: edit})
+    assert tool_messages(done) == [("c1", "error", DENIED)]
+    assert world.ran == []
+
+
+async def test_the_sync_hooks_keep_the_store_inside_a_running_event_loop() -> None:
+    store = MemoryStore()
+    world = World(HumanInTheLoopMiddleware({"send_email": True}, store=store))
+    world.start(("c1", "send_email", MAIL))  # invoke (sync) from async code
+    done = world.resume({"decisions": [{"type": "approve"}], "reviewer": "alice"})
+    assert tool_messages(done) == [("c1", "success", "sent to ann@example.com")]
+    audit = (await store.load("langgraph:t1")).audit
+    assert [(e.kind, e.actor) for e in audit] == [
+        ("requested", None),
+        ("decided", "alice"),
+        ("executed", None),
+    ]
