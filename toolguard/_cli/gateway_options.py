@@ -19,7 +19,7 @@ from toolguard._cli.startup import ListenError, listening_socket
 from toolguard._gateway.listen import parse_listen
 from toolguard._gateway.starting import DEFAULT_START_TIMEOUT
 
-__all__ = ["add_gateway_options", "address_problem", "gateway_options"]
+__all__ = ["add_gateway_options", "address_problem", "gateway_options", "port_holder"]
 
 
 def add_gateway_options(proxy: argparse.ArgumentParser) -> None:
@@ -115,3 +115,25 @@ def address_problem(host: str, port: int) -> str | None:
     except ListenError as exc:
         return exc.reason
     return None
+
+
+def port_holder(host: str, port: int) -> str:
+    """What to say of another ``toolguard mcp-proxy`` of this user whose approval page is on
+    ``host:port`` (from its sign-in link's runtime file), or ``""`` when none is known.
+
+    An MCP client that keeps its stdio server running after it closes (fastmcp's
+    ``StdioTransport`` does, unless ``keep_alive=False``) sends nothing when it closes:
+    that gateway runs until the client's transport is closed or its process ends.
+    """
+    from toolguard._http.link import running_servers  # noqa: PLC0415
+
+    where = f"http://[{host}]:{port}/" if ":" in host else f"http://{host}:{port}/"
+    for server in running_servers():
+        if server.command == "mcp-proxy" and server.url == where:
+            return (
+                f" (by another toolguard mcp-proxy, pid {server.pid}, {server.about}: an MCP"
+                " client that keeps its stdio server running after it closes, as fastmcp's"
+                " StdioTransport does unless keep_alive=False, keeps it running until the"
+                " client's transport is closed; --port 0 picks a free port)"
+            )
+    return ""

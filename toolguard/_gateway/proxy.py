@@ -1,7 +1,7 @@
 """``toolguard mcp-proxy``: an MCP approval gateway in front of any MCP server.
 
 The proxy starts the upstream MCP server (a command, over stdio, with the
-proxy's own environment), lists its tools and serves them again, unchanged,
+proxy's environment without its own secrets), lists its tools and serves them again, unchanged,
 on its own stdin/stdout. A call to a tool that needs no approval (see
 :meth:`toolguard.Classifier.explain` with MCP annotations) is forwarded at
 once and its ``CallToolResult`` comes back as the upstream sent it. A call
