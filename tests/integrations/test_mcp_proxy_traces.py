@@ -7,8 +7,10 @@ of the request), and the reviewer's own request is linked to it, never its paren
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterator
-from contextlib import asynccontextmanager
+import subprocess
+import sys
+from collections.abc import AsyncIterator, Iterator
+from contextlib import asynccontextmanager, contextmanager
 from pathlib import Path
 from typing import Any
 
@@ -31,6 +33,8 @@ from toolguard import MemoryStore  # noqa: E402
 from toolguard._gateway.proxy import MCPProxy  # noqa: E402
 
 from .mcp_proxy_upstream import TOOLS, build_server  # noqa: E402
+
+ROOT = Path(__file__).resolve().parents[2]
 
 LIMIT = 20
 
@@ -171,3 +175,79 @@ async def test_a_call_that_expires_is_an_expired_error_in_the_callers_trace(
         "expired",
         StatusCode.ERROR,
     )
+
+
+CONSOLE_GATEWAY = """
+import sys
+from opentelemetry import trace
+from opentelemetry.sdk.trace import TracerProvider
+from opentelemetry.sdk.trace.export import {processor}, ConsoleSpanExporter
+provider = TracerProvider()
+provider.add_span_processor({processor}(ConsoleSpanExporter({out})))
+trace.set_tracer_provider(provider)
+from toolguard._cli.main import main
+sys.exit(main(["mcp-proxy", "--no-auth", "--db", sys.argv[1], *sys.argv[2:], "--", "true"]))
+"""
+
+
+@pytest.mark.parametrize("processor", ["SimpleSpanProcessor", "BatchSpanProcessor"])
+def test_a_console_exporter_on_stdout_is_refused_in_stdio_mode_with_one_line(
+    tmp_path: Path, processor: str
+) -> None:
+    db = tmp_path / "gateway.sqlite3"
+    script = CONSOLE_GATEWAY.format(processor=processor, out="")
+    done = subprocess.run(
+        [sys.executable, "-c", script, str(db)],
+        capture_output=True,
+        text=True,
+        timeout=60,
+        cwd=ROOT,
+        check=False,
+    )
+    assert (done.returncode, done.stdout) == (2, "")
+    assert done.stderr == (
+        "error: the tracer provider's ConsoleSpanExporter writes spans to stdout, which is the"
+        " MCP channel in stdio mode; export them to stderr, a file or a collector, or serve"
+        " MCP with --listen\n"
+    )
+    assert not db.exists()  # refused before anything started
+
+
+def test_a_console_exporter_on_stderr_or_with_listen_is_no_problem() -> None:
+    from opentelemetry.sdk.trace import TracerProvider
+    from opentelemetry.sdk.trace.export import ConsoleSpanExporter, SimpleSpanProcessor
+
+    from toolguard._gateway.listen import parse_listen
+    from toolguard._gateway.run import stdout_problem
+
+    provider = TracerProvider()
+    provider.add_span_processor(SimpleSpanProcessor(ConsoleSpanExporter(out=sys.stderr)))
+    assert telemetry_stdout(provider) is None
+    printing = TracerProvider()
+    printing.add_span_processor(SimpleSpanProcessor(ConsoleSpanExporter()))
+    assert telemetry_stdout(printing) == "ConsoleSpanExporter"
+    listen = parse_listen("http://127.0.0.1:8766/mcp", None)
+    with installed(printing):
+        assert stdout_problem(listen) is None  # stdout is not the MCP channel there
+        assert stdout_problem(None) is not None
+
+
+@contextmanager
+def installed(provider: Any) -> Iterator[None]:
+    """``provider`` as the global tracer provider while inside (the previous one put back)."""
+    from opentelemetry.util._once import Once
+
+    before = (trace._TRACER_PROVIDER_SET_ONCE, trace._TRACER_PROVIDER)
+    trace._TRACER_PROVIDER_SET_ONCE, trace._TRACER_PROVIDER = Once(), None
+    trace.set_tracer_provider(provider)
+    try:
+        yield
+    finally:
+        trace._TRACER_PROVIDER_SET_ONCE, trace._TRACER_PROVIDER = before
+
+
+def telemetry_stdout(provider: Any) -> str | None:
+    from toolguard._core import telemetry
+
+    with installed(provider):
+        return telemetry.stdout_exporter()

@@ -24,14 +24,10 @@ from toolguard._cli.auth import (
     no_auth_warning,
     reviewers_problem,
 )
-from toolguard._cli.gateway_options import (
-    add_gateway_options,
-    address_problem,
-    gateway_options,
-    port_holder,
-)
+from toolguard._cli.gateway_options import add_gateway_options, address_problem, gateway_options
 from toolguard._cli.judge import JudgeOptionError, add_judge_options, build_judge
 from toolguard._cli.options import port_number, positive_int
+from toolguard._cli.serve_db import ServeError, check_store
 from toolguard._cli.startup import (
     ListenError,
     listening_socket,
@@ -43,7 +39,8 @@ from toolguard._core.llm import close_client
 from toolguard._enforce.judge import Judge
 from toolguard._gateway.proxy import CallModel
 from toolguard._gateway.routes import DEFAULT_MAX_BODY_BYTES, build_app
-from toolguard._gateway.run import DEFAULT_DB, run
+from toolguard._gateway.run import DEFAULT_DB, run, stdout_problem
+from toolguard._gateway.shared import is_postgres
 from toolguard._policy.reviewers import Reviewers
 from toolguard._policy.rules import Rules
 from toolguard._stores.outbox import Webhook
@@ -69,7 +66,10 @@ def add_parser(commands: Any) -> None:
     proxy.add_argument(
         "--db",
         metavar="PATH",
-        help="the SQLite file of the reviews (default: toolguard-mcp.sqlite3)",
+        help=(
+            "the SQLite file of the reviews, or a postgresql:// URL that several gateway"
+            " processes share (default: toolguard-mcp.sqlite3)"
+        ),
     )
     proxy.add_argument(
         "--host", default="127.0.0.1", help="the approval page's address (default: %(default)s)"
@@ -234,7 +234,8 @@ def run_command(args: argparse.Namespace) -> int:
         "openapi": bool(getattr(args, "openapi", False)),
     }
     problem = (
-        _address_problem(args, gateway["listen"])  # first: --port 0 becomes the port picked
+        stdout_problem(gateway["listen"])  # spans written to stdout would break the MCP channel
+        or _address_problem(args, gateway["listen"])  # --port 0 becomes the port picked
         or _http_problem(args.host, args.port, http_options)
         or _start_up_problem(command, args.db or DEFAULT_DB)
     )
@@ -293,6 +294,12 @@ def _start_up_problem(command: list[str], db: str) -> str | None:
         problem = upstream_command_problem(command[0], command[1:])
         if problem is not None:
             return problem
+    if is_postgres(db):  # shared by several gateway processes
+        try:
+            check_store(db)
+        except ServeError as exc:
+            return str(exc)
+        return None
     problem = sqlite_problem(db, keep=False)  # the gateway makes it when it starts
     return f"--db {db}: {problem}" if problem is not None else None
 
@@ -314,7 +321,7 @@ def _address_problem(args: argparse.Namespace, listen: Any) -> str | None:
             )
         return (
             f"--port {args.port}: the approval page cannot listen on {where}:"
-            f" {exc.reason}{port_holder(args.host, args.port)}; choose another --port (or --host)"
+            f" {exc.reason}; choose another --port (or --host)"
         )
     problem = address_problem(listen.host, listen.port) if listen is not None else None
     if problem is not None:

@@ -245,6 +245,36 @@ def _tracer(trace: Any) -> Tracer | None:
     return made
 
 
+def stdout_exporter() -> str | None:
+    """The class name of a span exporter of the application's provider that writes to stdout.
+
+    OpenTelemetry's ``ConsoleSpanExporter`` writes to stdout by default (as
+    ``OTEL_TRACES_EXPORTER=console`` sets it up), which is the MCP channel of a
+    gateway served over stdio. ``None`` when no exporter of the provider does.
+    """
+    trace = sys.modules.get("opentelemetry.trace")
+    if trace is None or _tracer(trace) is None:
+        return None
+    provider = trace.get_tracer_provider()
+    active = getattr(provider, "_active_span_processor", None)
+    for processor in getattr(active, "_span_processors", ()):
+        exporter = getattr(processor, "span_exporter", None)
+        out = getattr(exporter, "out", None)
+        if out is not None and _is_stdout(out):
+            return type(exporter).__name__
+    return None
+
+
+def _is_stdout(stream: Any) -> bool:
+    """Whether ``stream`` writes to this process's standard output."""
+    if stream is sys.stdout or stream is sys.__stdout__:
+        return True
+    try:
+        return bool(stream.fileno() == 1)
+    except (AttributeError, OSError, ValueError):
+        return False
+
+
 def outcome_of(result: ToolResult) -> str:
     """``toolguard.outcome`` for the result the model reads."""
     if result.outcome is None:

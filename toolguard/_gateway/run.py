@@ -20,6 +20,7 @@ import anyio
 import anyio.abc
 import anyio.from_thread
 
+from toolguard._core import telemetry
 from toolguard._enforce.judge import Judge
 from toolguard._gateway.calls_info import upstream_target
 from toolguard._gateway.listen import Listen, quiet_server, serve_listening
@@ -27,6 +28,14 @@ from toolguard._gateway.overrides import operator_policy
 from toolguard._gateway.proxy import DEFAULT_TTL, EventHook, MCPProxy
 from toolguard._gateway.relay import DEFAULT_PROGRESS_INTERVAL, Opener, Relay
 from toolguard._gateway.routes import DEFAULT_MAX_BODY_BYTES, DEFAULT_PORT, build_app
+from toolguard._gateway.shared import (
+    Processes,
+    close_store,
+    is_postgres,
+    open_store,
+    share,
+    shown_db,
+)
 from toolguard._gateway.starting import (
     DEFAULT_START_TIMEOUT,
     UpstreamStart,
@@ -37,12 +46,16 @@ from toolguard._gateway.upstream import list_upstream
 from toolguard._policy.reviewers import Reviewers
 from toolguard._policy.rules import Rules
 from toolguard._stores.outbox import Webhook
-from toolguard._stores.sqlite import SQLiteStore
 
-__all__ = ["DEFAULT_DB", "run"]
+__all__ = ["DEFAULT_DB", "STDOUT_EXPORTER", "run", "stdout_problem"]
 
 DEFAULT_DB: Final = "toolguard-mcp.sqlite3"
 """The SQLite file used when no ``--db`` is given (in the current directory)."""
+STDOUT_EXPORTER: Final = (
+    "the tracer provider's {exporter} writes spans to stdout, which is the MCP channel in"
+    " stdio mode; export them to stderr, a file or a collector, or serve MCP with --listen"
+)
+"""Why the gateway does not start on stdio while a span exporter writes to stdout."""
 
 
 async def run(
@@ -102,7 +115,7 @@ async def run(
     start = UpstreamStart(
         command, args, upstream_url, start_timeout=start_timeout, env=_environment(listen)
     )
-    store = SQLiteStore(db)
+    store = open_store(db)
     listed: list[dict[str, Any]] | None = None
     stopped: int | None = None
     try:
@@ -127,7 +140,7 @@ async def run(
                 proxy, upstream, progress_interval=progress_interval, page_url=_page_url(host, port)
             )
             proxy.calls.target = upstream_target(command, args, upstream_url)
-            _report_stale(await proxy.close_stale())
+            processes = await _opened(proxy, db)
             app = build_app(
                 proxy.chat,
                 host=host,
@@ -153,8 +166,7 @@ async def run(
                         failed.append(exc)
 
                 tasks.start_soon(serve_http)
-                if notify is not None:
-                    tasks.start_soon(proxy.chat.run_notifications)
+                _background(tasks, proxy, processes)
                 with anyio.fail_after(30):
                     while not http.started and not failed:  # noqa: ASYNC110 - no event to wait on
                         await anyio.sleep(0.02)
@@ -169,7 +181,8 @@ async def run(
                         listen,
                         (
                             f"toolguard mcp-proxy: {f'MCP {listen.url} | ' if listen else ''}"
-                            f"approval page {_page_url(host, port)} | db: {db} | ttl: {ttl:g}s"
+                            f"approval page {_page_url(host, port)} | db: {shown_db(db)}"
+                            f" | ttl: {ttl:g}s"
                             f" | {upstream_part}{_judge_part(judge)}{_auth_part(auth)}"
                             f"\n{signing}"
                         ),
@@ -186,7 +199,7 @@ async def run(
         sys.stderr.write(f"error: {start.problem(exc)}\n")
         return 2
     finally:
-        store.close()
+        await close_store(store)
     return 128 + stopped if stopped is not None else 0  # 130 after Ctrl-C, 143 after SIGTERM
 
 
@@ -306,6 +319,33 @@ class _StdinLines:
     def close(self) -> None:
         """Stop taking lines: a send the thread is waiting on fails, and the thread ends."""
         self._receive.close()
+
+
+async def _opened(proxy: MCPProxy, db: str) -> Processes | None:
+    """The store taken over: with PostgreSQL, which several gateway processes may share, this
+    process's id and first heartbeat (see :mod:`toolguard._gateway.shared`; ``None`` with
+    SQLite); then the reviews a previous run left open are closed (and said so)."""
+    processes = share(proxy.chat, proxy.model) if is_postgres(db) else None
+    if processes is not None:
+        await processes.beat()
+    _report_stale(await proxy.close_stale())
+    return processes
+
+
+def _background(tasks: anyio.abc.TaskGroup, proxy: MCPProxy, processes: Processes | None) -> None:
+    """Start the gateway's background work: the webhooks' delivery (with ``--notify-url``)
+    and, in a shared store, this process's heartbeat."""
+    if proxy.chat.notify is not None:
+        tasks.start_soon(proxy.chat.run_notifications)
+    if processes is not None:
+        tasks.start_soon(processes.run)
+
+
+def stdout_problem(listen: Listen | None) -> str | None:
+    """Why the gateway cannot serve MCP on stdio with this tracing (a span exporter writing to
+    stdout, the MCP channel: see :data:`STDOUT_EXPORTER`), or ``None``."""
+    printing = telemetry.stdout_exporter() if listen is None else None
+    return STDOUT_EXPORTER.format(exporter=printing) if printing is not None else None
 
 
 def _report_stale(closed: Sequence[object]) -> None:

@@ -68,6 +68,7 @@ __all__ = [
     "open_store",
     "owner_of",
     "share",
+    "shown_db",
 ]
 
 PROCESS_PREFIX: Final = "toolguard-mcp-proxy-process-"
@@ -103,6 +104,17 @@ def open_store(db: str) -> Store:
     from toolguard._stores.sqlite import SQLiteStore  # noqa: PLC0415
 
     return SQLiteStore(db)
+
+
+def shown_db(db: str) -> str:
+    """``--db`` as the status line shows it: a PostgreSQL URL's password is ``***``."""
+    if not is_postgres(db):
+        return db
+    scheme, _, rest = db.partition("://")
+    userinfo, at, where = rest.rpartition("@")
+    if not at or ":" not in userinfo:
+        return db
+    return f"{scheme}://{userinfo.partition(':')[0]}:***@{where}"
 
 
 async def close_store(store: Store) -> None:
