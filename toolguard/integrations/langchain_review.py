@@ -1,11 +1,9 @@
 """The bookkeeping of toolguard's ``HumanInTheLoopMiddleware`` for LangChain (not an API).
 
-Import the middleware from :mod:`toolguard.integrations.langchain`. This
-module holds what it keeps: the ``interrupt_on`` entries read into toolguard
-policies (:func:`policy_of`), one call under review and its votes
-(:class:`Entry`), LangChain's texts and message shapes, the per-call answer
-schema, and the store's part (:class:`Journal`: once-only claims, the digest
-key and the audit trail).
+Import the middleware from :mod:`toolguard.integrations.langchain`. Here: the
+``interrupt_on`` entries as policies (:func:`policy_of`), a call under review
+(:class:`Entry`), the answers' checks, LangChain's texts and shapes, and the
+store's part (:class:`Journal`: once-only claims, the digest key, the audit trail).
 """
 
 from __future__ import annotations
