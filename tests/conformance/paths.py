@@ -1147,7 +1147,7 @@ class LangChainToolsPath(Adapter):
 
 
 class LangChainMiddlewarePath(LangChainToolsPath):
-    """The same agent with toolguard's ``HumanInTheLoopMiddleware`` (``tg.middleware``)."""
+    """The same agent with toolguard's ``ToolguardMiddleware`` (``tg.middleware``)."""
 
     name = "langchain_middleware"
     title = "LangChain middleware (`tg.middleware`)"
