@@ -1,9 +1,12 @@
 """The text users read speaks to them, not to the people who built toolguard.
 
-README.md, the user pages of docs/, the examples and benchmarks/README.md never
+README.md, CHANGELOG.md, the user pages of docs/, the examples and benchmarks/README.md never
 cite the documents toolguard was built from, issue numbers, work sessions, test
-files or private modules (``toolguard._anything``). docs/architecture.md is for
-contributors and names private modules on purpose, so it is not scanned.
+files or private modules (``toolguard._anything``); they tell no history of versions never
+released (only CHANGELOG.md names versions), say nothing of toolguard's own tests or machine,
+and number the guarantees one way only (docs/security.md's numbers, never the letters of an
+older matrix). docs/architecture.md is for contributors and names private modules on purpose,
+so it is not scanned.
 """
 
 from __future__ import annotations
@@ -14,6 +17,8 @@ from dataclasses import dataclass
 from pathlib import Path
 
 import pytest
+
+from toolguard import __version__
 
 ROOT = Path(__file__).resolve().parents[2]
 CONTRIBUTOR_PAGES = frozenset({"architecture.md"})
@@ -40,8 +45,25 @@ PATTERNS: dict[str, re.Pattern[str]] = {
     "a private module": re.compile(
         rf"\btoolguard[./]_\w+|(?<![\w./-])_(?:{_PRIVATE})(?:/|\.py\b|\.\w|\b(?![\w-]))"
     ),
+    "history": re.compile(
+        r"\boriginal\s+design\b|\bthe\s+original\s+(?:rule|\d+(?:-verb)?\s+(?:verbs?|rule))"
+        r"|\bStatus:\s+all\b|\bearlier\s+versions?\b"
+        rf"|(?<![\w.])v?{re.escape(__version__)}(?![\w.]*\d)",
+        re.IGNORECASE,
+    ),
+    "our own tests": re.compile(
+        r"\bA\s+test\s+(?:keeps|checks)\b|\bthe\s+tests\s+run\b|\bchecked\s+by\s+the\s+test\s+suite\b"
+        r"|\bproject's\s+machine\b",
+        re.IGNORECASE,
+    ),
+    "another numbering": re.compile(
+        r"\bguarantees?\s+\([a-j]\)|\([a-j]\)\s*[\u2013-]\s*\([a-j]\)|^\s*\|\s*path\s*\|\s*\([a-j]\)"
+    ),
 }
 """What user text must not contain, by name. Kept tight: each one is a citation, not a word."""
+
+RELEASE_NOTES = "CHANGELOG.md"
+"""The one user text that names versions: the "history" kind does not apply to it."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -59,18 +81,21 @@ class Finding:
 def scan(text: str, name: str) -> list[Finding]:
     """Every citation of :data:`PATTERNS` in ``text`` (a file called ``name``), in line order."""
     found: list[Finding] = []
+    kinds = {k: p for k, p in PATTERNS.items() if not (k == "history" and name == RELEASE_NOTES)}
     for number, line in enumerate(text.splitlines(), 1):
-        for kind, pattern in PATTERNS.items():
+        for kind, pattern in kinds.items():
             where = f"{name}:{number}"
             found.extend(Finding(where, kind, m.group()) for m in pattern.finditer(line))
     return found
 
 
 def user_texts() -> list[Path]:
-    """README.md, docs/*.md but the contributor pages, examples/*.py, benchmarks/README.md."""
+    """README.md, CHANGELOG.md, docs/*.md but the contributor pages, examples/*.py,
+    benchmarks/README.md."""
     docs = [p for p in sorted((ROOT / "docs").glob("*.md")) if p.name not in CONTRIBUTOR_PAGES]
     return [
         ROOT / "README.md",
+        ROOT / RELEASE_NOTES,
         *docs,
         *sorted((ROOT / "examples").glob("*.py")),
         ROOT / "benchmarks" / "README.md",
@@ -91,7 +116,13 @@ def test_the_scanned_texts_exist_and_leave_out_only_the_contributor_pages() -> N
     """The scan covers real files, every docs page but architecture.md among them."""
     names = {p.relative_to(ROOT).as_posix() for p in TEXTS}
     assert all(p.is_file() for p in TEXTS)
-    assert {"README.md", "docs/guide.md", "docs/security.md", "benchmarks/README.md"} <= names
+    assert {
+        "README.md",
+        "CHANGELOG.md",
+        "docs/guide.md",
+        "docs/security.md",
+        "benchmarks/README.md",
+    } <= names
     assert "docs/architecture.md" not in names
     every_page = {f"docs/{p.name}" for p in (ROOT / "docs").glob("*.md")}
     assert every_page - names == {"docs/architecture.md"}
@@ -109,6 +140,12 @@ def test_the_scanner_catches_every_kind_of_citation() -> None:
         "The constant `toolguard._enforce.once.REMEMBERED_TURNS` and `toolguard/_http/auth.py`.\n"
         "It lives in `_core/catalog.py`, next to `_gateway`.\n"
         "from toolguard._demo import DemoModel\n"
+        "`Classifier(verbs=SEED_VERBS)` is the original design's rule; the original 13 verbs.\n"
+        f"Status: all four are available. Upgrading from {__version__}: earlier versions.\n"
+        "A test keeps this table equal to the catalog; A test checks all of this.\n"
+        "About 2 s on the project's machine; the outputs are checked by the test suite.\n"
+        "As guarantee (a) and (f) check, (a)\u2013(j) of the matrix (guarantee 28).\n"
+        "| path | (a) | (b) |\n"
     )
     found = [(f.where, f.kind, f.text) for f in scan(sample, "sample.md")]
     assert found == [
@@ -128,6 +165,18 @@ def test_the_scanner_catches_every_kind_of_citation() -> None:
         ("sample.md:8", "a private module", "_core/"),
         ("sample.md:8", "a private module", "_gateway"),
         ("sample.md:9", "a private module", "toolguard._demo"),
+        ("sample.md:10", "history", "original design"),
+        ("sample.md:10", "history", "the original 13 verbs"),
+        ("sample.md:11", "history", "Status: all"),
+        ("sample.md:11", "history", __version__),
+        ("sample.md:11", "history", "earlier versions"),
+        ("sample.md:12", "our own tests", "A test keeps"),
+        ("sample.md:12", "our own tests", "A test checks"),
+        ("sample.md:13", "our own tests", "project's machine"),
+        ("sample.md:13", "our own tests", "checked by the test suite"),
+        ("sample.md:14", "another numbering", "guarantee (a)"),
+        ("sample.md:14", "another numbering", "(a)\u2013(j)"),
+        ("sample.md:15", "another numbering", "| path | (a)"),
     ]
 
 
@@ -135,7 +184,9 @@ def test_the_scanner_leaves_ordinary_text_alone() -> None:
     """Words that merely look like citations are not findings."""
     sample = (
         'Runner(tools, edit_policy="recheck") with langchain_core.messages.\n'
-        "`Classifier(verbs=SEED_VERBS)` keeps the original 13 verbs.\n"
+        "`Classifier(verbs=SEED_VERBS)` is the plain 13-verb rule; the original function.\n"
+        "Guarantees 1 and 14; guarantee 28 (a quorum); run the tests of your agent.\n"
+        "The (a) item and the 0.1 s timeout; a terminal on this machine.\n"
         "The session cookie is HttpOnly; sign in to start a session.\n"
         "[Guard one function](#1-guard-one-function) and &#39; in HTML.\n"
         "toolguard.http.create_app, the OpenAPI document and pytest's tests.\n"
