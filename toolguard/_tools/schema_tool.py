@@ -87,6 +87,83 @@ def _compile_validator(name: str, parameters: dict[str, Any]) -> Any:
     return cls(parameters)
 
 
+MAX_SCHEMA_WORK = 100_000
+"""The most subschemas one check of a value may visit (``$ref`` followed, each ``anyOf``,
+``oneOf`` and ``allOf`` branch counted): a schema past it is refused its check, so a hostile
+schema whose shared ``$defs`` double at each level cannot make the check take minutes."""
+
+_BRANCHING = ("anyOf", "oneOf", "allOf")
+_NESTED = ("not", "if", "then", "else", "items", "contains", "additionalProperties")
+_NESTED_MAPS = ("properties", "patternProperties", "$defs", "definitions", "dependentSchemas")
+
+
+def schema_work(schema: Any, root: Any = None, *, limit: int = MAX_SCHEMA_WORK) -> int:
+    """An upper bound of the subschemas one check of a value visits (stops past ``limit``).
+
+    Each ``$ref`` into the same document counts the subschema it names (a
+    recursive reference once), so shared definitions count each time they
+    are used. Linear-size schemas whose references fan out at each level
+    (``anyOf`` of two references to the level below, 26 times) count in the
+    millions and are refused, while real tools' schemas count in the tens or
+    hundreds.
+    """
+    root = schema if root is None else root
+    memo: dict[str, int] = {}
+
+    def resolve(ref: str) -> Any:
+        if not ref.startswith("#"):
+            return None  # never fetched: the check itself refuses it
+        node: Any = root
+        for raw in ref[1:].split("/")[1:]:
+            part = raw.replace("~1", "/").replace("~0", "~")
+            if isinstance(node, Mapping) and part in node:
+                node = node[part]
+            elif isinstance(node, list) and part.isdigit() and int(part) < len(node):
+                node = node[int(part)]
+            else:
+                return None
+        return node
+
+    def work(node: Any, active: frozenset[str], depth: int) -> int:
+        if not isinstance(node, Mapping):
+            return 0  # absent, or a boolean schema: nothing to visit below
+        if depth > 256:
+            return 1
+        total = 1
+        ref = node.get("$ref")
+        if isinstance(ref, str):
+            if ref in active:
+                return total  # recursive: bounded by the value's own size
+            if ref not in memo:
+                memo[ref] = work(resolve(ref), active | {ref}, depth + 1)
+            total += memo[ref]
+        for key in _BRANCHING:
+            branches = node.get(key)
+            if isinstance(branches, list):
+                for branch in branches:
+                    total += work(branch, active, depth + 1)
+                    if total > limit:
+                        return total
+        for key in _NESTED:
+            total += work(node.get(key), active, depth + 1)
+        prefix = node.get("prefixItems")
+        if isinstance(prefix, list):
+            for item in prefix:
+                total += work(item, active, depth + 1)
+        for key in _NESTED_MAPS:
+            if key in ("$defs", "definitions"):
+                continue  # counted where they are used
+            children = node.get(key)
+            if isinstance(children, Mapping):
+                for child in children.values():
+                    total += work(child, active, depth + 1)
+                    if total > limit:
+                        return total
+        return total
+
+    return work(schema, frozenset(), 0)
+
+
 def _short(text: str) -> str:
     text = str(clean_text(text))
     if len(text) <= _MAX_PROBLEM_CHARS:
@@ -153,7 +230,7 @@ class SchemaTool(Tool[..., Any]):
     the runner once validated) calls ``func(**args)``.
     """
 
-    __slots__ = ("_validator", "annotations")
+    __slots__ = ("_too_complex", "_validator", "annotations")
 
     annotations: Mapping[str, Any] | None
     """The MCP tool annotations the classifier reads (``None``: not an MCP tool)."""
@@ -173,6 +250,16 @@ class SchemaTool(Tool[..., Any]):
         schema: dict[str, Any] = copy.deepcopy(dict(parameters))
         self.annotations = None
         self._validator = _validator if _validator is not None else _compile_validator(name, schema)
+        work = schema_work(schema)
+        self._too_complex = (
+            None
+            if work <= MAX_SCHEMA_WORK
+            else (
+                f"Invalid arguments for tool `{name}`: its parameters' schema is too complex to"
+                f" check (one check would visit more than {MAX_SCHEMA_WORK:,} subschemas), so no"
+                " call of it runs"
+            )
+        )
         self.func = func
         self.name = name
         self.description = description
@@ -236,6 +323,8 @@ class SchemaTool(Tool[..., Any]):
                 the schema cannot be evaluated (e.g. an unresolvable ``$ref``,
                 which is never fetched): the call then does not run.
         """
+        if self._too_complex is not None:  # fail closed, at once: never minutes of checking
+            raise ToolArgumentsError(self._too_complex)
         try:
             data = to_json_data(dict(args))
             errors = list(self._validator.iter_errors(data))
