@@ -18,6 +18,8 @@
   const SHORTCUTS = { a: "approve", e: "edit", r: "reject" };
   // The badge of a tool result whose call was reviewed: [label, CSS class].
   const OUTCOMES = {
+    approved: ["running", "muted"], // decided; its call has not answered yet
+    edited: ["running", "muted"],
     executed: ["executed", "success"],
     rejected: ["rejected", "rejected"],
     expired: ["expired", "muted"],
