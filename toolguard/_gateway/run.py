@@ -23,6 +23,7 @@ import anyio.from_thread
 from toolguard._core import telemetry
 from toolguard._enforce.judge import Judge
 from toolguard._gateway.calls_info import upstream_target
+from toolguard._gateway.fastlane import Channels, FastLane
 from toolguard._gateway.listen import Listen, quiet_server, serve_listening
 from toolguard._gateway.overrides import operator_policy
 from toolguard._gateway.proxy import DEFAULT_TTL, EventHook, MCPProxy
@@ -42,6 +43,7 @@ from toolguard._gateway.starting import (
     start_up_error,
     upstream_environment,
 )
+from toolguard._gateway.stdio import native_stdio
 from toolguard._gateway.upstream import list_upstream
 from toolguard._policy.reviewers import Reviewers
 from toolguard._policy.rules import Rules
@@ -119,8 +121,11 @@ async def run(
     listed: list[dict[str, Any]] | None = None
     stopped: int | None = None
     try:
-        relay = Relay(_opener(command, args, upstream_url, start_timeout, listen))
-        async with start, relay.connect(start.target()) as upstream:
+        # the relay to the clients; each upstream connection's lines (for the fast lane)
+        relay = Relay(
+            _opener(command, args, upstream_url, (start_timeout, listen), lines := Channels())
+        )
+        async with start, relay.connect(start.target()) as upstream, lines.adopt(upstream, start):
             listed = await list_upstream(upstream)
             start.started()
             rules, classifier = operator_policy(listed, rules, ask=ask, allow=allow)
@@ -186,6 +191,7 @@ async def run(
                             f" | {upstream_part}{_judge_part(judge)}{_auth_part(auth)}"
                             f"\n{signing}"
                         ),
+                        lines,
                         allow_hosts=allow_hosts,
                         allow_origins=allow_origins,
                         max_body_bytes=max_body_bytes,
@@ -204,18 +210,21 @@ async def run(
 
 
 async def _serve_mcp(
-    proxy: MCPProxy, listen: Listen | None, status: str, **http_options: Any
+    proxy: MCPProxy, listen: Listen | None, status: str, channels: Channels, **http_options: Any
 ) -> int | None:
     """Serve the proxy's MCP on stdin/stdout, or at ``listen`` (with ``http_options``), after
-    the ``status`` lines; the signal that stopped it (``None``: the client closed stdin)."""
+    the ``status`` lines; the signal that stopped it (``None``: the client closed stdin).
+    Over stdio, calls that need no review take the fast lane (over ``channels``)."""
     if listen is None:
-        return await _serve_until_stopped(proxy.server(), status)
+        return await _serve_until_stopped(proxy.server(), status, FastLane(proxy, channels))
     return await serve_listening(
         proxy.server(), listen, on_ready=lambda: _write_status(status), **http_options
     )
 
 
-async def _serve_until_stopped(server: Any, status: str) -> int | None:
+async def _serve_until_stopped(
+    server: Any, status: str, lane: FastLane | None = None
+) -> int | None:
     """Write the ``status`` line, then serve MCP on stdin/stdout until the client
     closes stdin or a signal stops the gateway.
 
@@ -244,12 +253,19 @@ async def _serve_until_stopped(server: Any, status: str) -> int | None:
 
         await serving.start(watch)
         _write_status(status)
-        lines = _StdinLines(portal)
-        try:
-            async with stdio_server(stdin=lines) as (read, write):  # type: ignore[arg-type]
-                await server.run(read, write, server.create_initialization_options())
-        finally:
-            lines.close()
+        async with native_stdio(lane) as native:
+            if native is not None:  # read and written by the event loop; the fast lane
+                if lane is not None:
+                    lane.serving(native[1].send)
+                async with stdio_server(stdin=native[0], stdout=native[1]) as (read, write):  # type: ignore[arg-type]
+                    await server.run(read, write, server.create_initialization_options())
+            else:
+                lines = _StdinLines(portal)
+                try:
+                    async with stdio_server(stdin=lines) as (read, write):  # type: ignore[arg-type]
+                        await server.run(read, write, server.create_initialization_options())
+                finally:
+                    lines.close()
         serving.cancel_scope.cancel()
     return stopped[0] if stopped else None
 
@@ -258,16 +274,21 @@ def _opener(
     command: str | None,
     args: Sequence[str],
     url: str | None,
-    start_timeout: float,
-    listen: Listen | None,
+    settings: tuple[float, Listen | None],
+    channels: Channels,
 ) -> Opener:
     """How the relay opens the upstream connection of one MCP client: the same command (a
-    process of its own) or URL, started and connected within ``start_timeout``."""
+    process of its own) or URL, started and connected within the start timeout of
+    ``settings`` (with the environment ``--listen`` leaves it), its lines kept in
+    ``channels`` for the fast lane."""
+    start_timeout, listen = settings
 
-    def opener(declared: Any, callbacks: Mapping[str, Any]) -> Any:
+    @contextlib.asynccontextmanager
+    async def opener(declared: Any, callbacks: Mapping[str, Any]) -> AsyncIterator[Any]:
         env = _environment(listen)
         start = UpstreamStart(command, args, url, start_timeout=start_timeout, env=env)
-        return start.connected(declared, callbacks)
+        async with start.connected(declared, callbacks) as client, channels.adopt(client, start):
+            yield client
 
     return opener
 

@@ -28,6 +28,7 @@ import anyio.abc
 import anyio.lowlevel
 
 from toolguard._gateway.calls_info import shown_command
+from toolguard._gateway.fastlane import RawChannel
 
 __all__ = [
     "DEFAULT_START_TIMEOUT",
@@ -141,6 +142,8 @@ class UpstreamStart:
         """The last non-empty line the command wrote on stderr."""
         self._scope: anyio.CancelScope | None = None
         self._started = False
+        self.raw: RawChannel | None = None
+        """The command's lines, for the fast lane (see :mod:`toolguard._gateway.fastlane`)."""
 
     # ------------------------------------------------------------------ the deadline
 
@@ -220,11 +223,12 @@ class UpstreamStart:
         read_writer, read_stream = anyio.create_memory_object_stream[SessionMessage | Exception](0)
         write_stream, write_reader = anyio.create_memory_object_stream[SessionMessage](0)
         ended, stderr_done = anyio.Event(), anyio.Event()
+        raw = self.raw = RawChannel(stdin.send)
 
         async def read() -> None:
             async with read_writer:
                 async for line in _lines(stdout, ended):
-                    if not line.strip():
+                    if not line.strip() or raw.taken(line):  # the fast lane's answers
                         continue
                     item: SessionMessage | Exception
                     try:
@@ -237,6 +241,7 @@ class UpstreamStart:
                         await read_writer.send(item)
                     except (anyio.ClosedResourceError, anyio.BrokenResourceError):
                         return
+                raw.end()  # its stdout ended: the fast lane's calls get an error
 
         async def write() -> None:
             async with write_reader:
