@@ -94,9 +94,7 @@ def _free_port() -> int:
         return port
 
 
-def _gateway_command(
-    upstream: Path, db: Path, port: int, listen: str | None = None
-) -> list[str]:
+def _gateway_command(upstream: Path, db: Path, port: int, listen: str | None = None) -> list[str]:
     command = [
         sys.executable,
         "-m",
@@ -117,7 +115,7 @@ def _gateway_command(
 
 @asynccontextmanager
 async def _stdio_client(command: Sequence[str], env: dict[str, str]) -> AsyncIterator[Any]:
-    from mcp import Client, StdioServerParameters  # noqa: PLC0415
+    from mcp import Client, StdioServerParameters
 
     params = StdioServerParameters(command=command[0], args=list(command[1:]), env=env, cwd=ROOT)
     async with Client(params, mode="legacy") as client:
@@ -150,7 +148,8 @@ async def hop(calls: int, work: Path) -> dict[str, Any]:
                     result = await client.call_tool("get_time", {"zone": "UTC"})
                     times.append(time.perf_counter() - started)
                     if result.is_error:
-                        raise RuntimeError(f"a read call failed: {result}")
+                        msg = f"a read call failed: {result}"
+                        raise RuntimeError(msg)
     direct_ms = statistics.median(direct_times)
     gateway_ms = statistics.median(gateway_times)
     return {
@@ -171,20 +170,96 @@ async def _wait_for_page(page: str, process: subprocess.Popen[bytes]) -> None:
     async with httpx.AsyncClient() as http:
         for _ in range(600):
             if process.poll() is not None:
-                raise RuntimeError("the gateway stopped during start-up")
+                msg = "the gateway stopped during start-up"
+                raise RuntimeError(msg)
             try:
                 if (await http.get(f"{page}hitl/reviews")).status_code == 200:
                     return
             except httpx.HTTPError:
                 pass
             await anyio.sleep(0.05)
-    raise RuntimeError("the gateway's page did not answer")
+    msg = "the gateway's page did not answer"
+    raise RuntimeError(msg)
+
+
+class _Load:
+    """One load run's clients and what they saw."""
+
+    def __init__(self, listen: str, page: str, reads: int, held: int) -> None:
+        self.listen, self.page, self.reads, self.held = listen, page, reads, held
+        self.read_times: list[float] = []
+        self.errors: list[str] = []
+        self.answered: list[bool] = []
+
+    async def reader(self) -> None:
+        from mcp import Client
+
+        async with Client(self.listen) as client:
+            for _ in range(self.reads):
+                started = time.perf_counter()
+                try:
+                    result = await client.call_tool("get_time", {"zone": "UTC"})
+                except Exception as exc:  # counted, never hidden
+                    self.errors.append(repr(exc))
+                    continue
+                self.read_times.append(time.perf_counter() - started)
+                if result.is_error:
+                    self.errors.append("read call answered isError")
+
+    async def writer(self, index: int) -> None:
+        from mcp import Client
+
+        try:
+            async with Client(self.listen, read_timeout_seconds=600) as client:
+                result = await client.call_tool("write_note", {"text": f"note {index}"})
+        except Exception as exc:  # counted, never hidden
+            self.errors.append(repr(exc))
+            return
+        self.answered.append(not result.is_error)
+        if result.is_error:
+            self.errors.append("held call answered isError")
+
+    async def approve_all(self) -> None:
+        """Once every held call waits, approve them all at once on the page."""
+        async with httpx.AsyncClient(timeout=60) as http:
+            while True:
+                waiting = (await http.get(f"{self.page}hitl/reviews")).json().get("reviews", [])
+                if len(waiting) >= self.held:
+                    break
+                await anyio.sleep(0.05)
+
+            async def approve(item: dict[str, Any]) -> None:
+                answer = await http.post(
+                    f"{self.page}hitl/review",
+                    json={
+                        "thread_id": item["thread_id"],
+                        "review_id": item["review_id"],
+                        "decisions": [{"type": "approve"}],
+                    },
+                )
+                if answer.status_code != 200:
+                    self.errors.append(f"approve answered {answer.status_code}")
+
+            async with anyio.create_task_group() as together:
+                for item in waiting:
+                    together.start_soon(approve, item)
+
+    async def run(self, clients: int) -> float:
+        """Every client at once; the seconds it took."""
+        started = time.perf_counter()
+        with anyio.fail_after(600):
+            async with anyio.create_task_group() as tasks:
+                for index in range(self.held):
+                    tasks.start_soon(self.writer, index)
+                if self.held:
+                    tasks.start_soon(self.approve_all)
+                for _ in range(clients):
+                    tasks.start_soon(self.reader)
+        return time.perf_counter() - started
 
 
 async def load(clients: int, reads: int, held: int, work: Path) -> dict[str, Any]:
     """A --listen gateway under ``clients`` x ``reads`` read calls and ``held`` held calls."""
-    from mcp import Client  # noqa: PLC0415
-
     upstream = work / "upstream.py"
     log = work / "held.jsonl"
     port, mcp_port = _free_port(), _free_port()
@@ -192,91 +267,31 @@ async def load(clients: int, reads: int, held: int, work: Path) -> dict[str, Any
     command = _gateway_command(upstream, work / "load.sqlite3", port, listen)
     env = {**os.environ, "PYTHONPATH": str(ROOT), "BENCH_GATEWAY_LOG": str(log)}
     page = f"http://127.0.0.1:{port}/"
-    process = subprocess.Popen(  # noqa: S603 - our own command line
+    process = subprocess.Popen(  # noqa: ASYNC220 - started once, before the measured part
         command, cwd=ROOT, env=env, stdin=subprocess.DEVNULL, stderr=subprocess.DEVNULL
     )
-    read_times: list[float] = []
-    errors: list[str] = []
-    answered: list[bool] = []
+    run = _Load(listen, page, reads, held)
     try:
         await _wait_for_page(page, process)
-
-        async def reader() -> None:
-            async with Client(listen) as client:
-                for _ in range(reads):
-                    started = time.perf_counter()
-                    try:
-                        result = await client.call_tool("get_time", {"zone": "UTC"})
-                    except Exception as exc:  # counted, never hidden
-                        errors.append(repr(exc))
-                        continue
-                    read_times.append(time.perf_counter() - started)
-                    if result.is_error:
-                        errors.append("read call answered isError")
-
-        async def writer(index: int) -> None:
-            try:
-                async with Client(listen, read_timeout_seconds=600) as client:
-                    result = await client.call_tool("write_note", {"text": f"note {index}"})
-            except Exception as exc:  # counted, never hidden
-                errors.append(repr(exc))
-                return
-            answered.append(not result.is_error)
-            if result.is_error:
-                errors.append("held call answered isError")
-
-        async def approve_all() -> None:
-            async with httpx.AsyncClient(timeout=60) as http:
-                while True:
-                    listing = (await http.get(f"{page}hitl/reviews")).json()
-                    waiting = listing.get("reviews", [])
-                    if len(waiting) >= held:
-                        break
-                    await anyio.sleep(0.05)
-
-                async def approve(item: dict[str, Any]) -> None:
-                    answer = await http.post(
-                        f"{page}hitl/review",
-                        json={
-                            "thread_id": item["thread_id"],
-                            "review_id": item["review_id"],
-                            "decisions": [{"type": "approve"}],
-                        },
-                    )
-                    if answer.status_code != 200:
-                        errors.append(f"approve answered {answer.status_code}")
-
-                async with anyio.create_task_group() as together:
-                    for item in waiting:
-                        together.start_soon(approve, item)
-
-        started = time.perf_counter()
-        with anyio.fail_after(600):
-            async with anyio.create_task_group() as tasks:
-                for index in range(held):
-                    tasks.start_soon(writer, index)
-                if held:
-                    tasks.start_soon(approve_all)
-                for _ in range(clients):
-                    tasks.start_soon(reader)
-        elapsed = time.perf_counter() - started
+        elapsed = await run.run(clients)
     finally:
         process.terminate()
         process.wait(30)
-    ran = [json.loads(line)["text"] for line in log.read_text().splitlines()] if log.exists() else []
-    once = sorted(ran) == sorted(f"note {index}" for index in range(held))
+    lines = log.read_text().splitlines() if log.exists() else []
+    ran = [json.loads(line)["text"] for line in lines]
+    times = run.read_times
     return {
         "clients": clients,
         "reads_per_client": reads,
-        "read_calls": len(read_times),
-        "read_p50_ms": _ms(_percentile(read_times, 0.5)) if read_times else None,
-        "read_p99_ms": _ms(_percentile(read_times, 0.99)) if read_times else None,
+        "read_calls": len(times),
+        "read_p50_ms": _ms(_percentile(times, 0.5)) if times else None,
+        "read_p99_ms": _ms(_percentile(times, 0.99)) if times else None,
         "held_calls": held,
-        "held_answered": sum(answered),
+        "held_answered": sum(run.answered),
         "held_runs_upstream": len(ran),
-        "every_held_call_once": once,
-        "errors": len(errors),
-        "first_error": errors[0] if errors else None,
+        "every_held_call_once": sorted(ran) == sorted(f"note {i}" for i in range(held)),
+        "errors": len(run.errors),
+        "first_error": run.errors[0] if run.errors else None,
         "seconds": round(elapsed, 2),
     }
 
