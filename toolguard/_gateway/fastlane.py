@@ -165,6 +165,7 @@ class FastLane:
         def deliver(reply: dict[str, Any]) -> None:  # in the upstream's reader
             self._running.pop(key, None)
             reply["id"] = key
+            _unstamped(reply.get("result"))  # that connection's protocol stamps are its own
             write(_line(reply))
 
         channel.waiting[lane_id] = deliver
@@ -247,6 +248,19 @@ class FastLane:
         for lane_id, channel in running.values():
             channel.waiting.pop(lane_id, None)
             await self._cancel(channel, lane_id, "the MCP client disconnected")
+
+
+def _unstamped(result: Any) -> None:
+    """Take the upstream connection's protocol stamps (``_meta`` keys of
+    ``io.modelcontextprotocol/``) out of ``result``, as the SDK's path does."""
+    meta = result.get("_meta") if isinstance(result, dict) else None
+    if not isinstance(meta, dict) or not any(k.startswith(_ENVELOPE) for k in meta):
+        return
+    kept = {k: v for k, v in meta.items() if not k.startswith(_ENVELOPE)}
+    if kept:
+        result["_meta"] = kept
+    else:
+        del result["_meta"]
 
 
 def _without(mapping: dict[str, Any], key: str) -> dict[str, Any]:
