@@ -41,7 +41,8 @@ forwarded as they are (they read; no review).
 At start-up every review a previous proxy process left open on the same
 store is cancelled (and a thread left applying decisions is recovered
 without running anything again): a call whose proxy died never runs later.
-Run one proxy per store file.
+Run one proxy per SQLite file; several share a PostgreSQL store, each closing
+only the reviews of processes that are gone (see :mod:`toolguard._gateway.shared`).
 """
 
 from __future__ import annotations
