@@ -48,7 +48,10 @@ class LineReader:
 
     async def __anext__(self) -> str:
         while True:
-            line = await self._reader.readline()
+            try:
+                line = await self._reader.readline()
+            except ValueError:  # a line beyond MAX_LINE_BYTES: the channel is closed
+                line = b""
             if not line:
                 if self.lane is not None:
                     await self.lane.close()
