@@ -151,3 +151,72 @@ async def test_a_client_that_gives_up_on_a_call_in_the_lane_cancels_it_upstream(
     assert [c.get("event") for c in waited] == [None, "cancelled"]
     assert str(waited[0]["id"]).startswith("toolguard-fast-")
     assert waited[0]["id"] == waited[1]["id"]
+
+
+# --------------------------------------------------------------------------- which calls may
+
+
+async def lane_over(upstream_log: Path, **options: Any) -> tuple[Any, Any]:
+    """A lane of a proxy over the test upstream (``options`` are the proxy's)."""
+    from toolguard import MemoryStore
+    from toolguard._gateway.fastlane import FastLane
+    from toolguard._gateway.proxy import MCPProxy
+
+    from .mcp_proxy_upstream import TOOLS, build_server
+
+    client = Client(build_server(upstream_log), mode="legacy")
+    upstream = await client.__aenter__()
+    proxy = MCPProxy(upstream, TOOLS, store=MemoryStore(), **options)
+    return FastLane(proxy, lambda _: None), client
+
+
+@pytest.mark.parametrize(
+    ("params", "takes"),
+    [
+        ({"name": "read_file", "arguments": {"path": "a"}}, True),
+        ({"name": "read_file"}, True),
+        ({"name": "delete_file", "arguments": {"path": "a"}}, False),  # needs a review
+        ({"name": "read_file", "arguments": {"path": "/etc/passwd"}}, False),  # denied
+        ({"name": "read_file", "arguments": {"path": "/secret/x"}}, False),  # asks
+        ({"name": "archive_file", "arguments": {"path": "/srv/x"}}, True),  # allowed
+        ({"name": "no_such_tool", "arguments": {}}, False),
+        ({"name": "read_file", "arguments": {"path": "a"}, "_meta": {"progressToken": 1}}, False),
+        ({"name": "read_file", "arguments": {"path": "a"}, "requestState": "s"}, False),
+        ({"name": "read_file", "arguments": ["a"]}, False),
+        ({"name": 7, "arguments": {}}, False),
+    ],
+)
+async def test_only_a_call_that_runs_at_once_may_take_the_lane(
+    tmp_path: Path, params: dict[str, Any], takes: bool
+) -> None:
+    from toolguard import Rules
+
+    rules = Rules(
+        deny=['read_file(path="/etc/*")'],
+        ask=['read_file(path="/secret/*")'],
+        allow=['archive_file(path="/srv/*")'],
+    )
+    lane, client = await lane_over(tmp_path / "log.jsonl", rules=rules)
+    try:
+        assert lane._runs_at_once(params) is takes
+    finally:
+        await client.__aexit__(None, None, None)
+
+
+async def test_no_call_takes_the_lane_while_a_judge_sees_every_call(tmp_path: Path) -> None:
+    lane, client = await lane_over(tmp_path / "log.jsonl")
+    read = {"name": "read_file", "arguments": {"path": "a"}}
+    try:
+        assert lane._runs_at_once(read) is True
+        lane.proxy.judges_every_call = True
+        assert lane._runs_at_once(read) is False
+    finally:
+        await client.__aexit__(None, None, None)
+
+
+async def test_no_call_takes_the_lane_while_the_gateway_traces(tmp_path: Path, spans: Any) -> None:
+    lane, client = await lane_over(tmp_path / "log.jsonl")
+    try:  # every call then has its span, which the lane would not give it
+        assert lane._runs_at_once({"name": "read_file", "arguments": {"path": "a"}}) is False
+    finally:
+        await client.__aexit__(None, None, None)
