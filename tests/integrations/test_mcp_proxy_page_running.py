@@ -60,12 +60,14 @@ class Calling:
             cwd=str(ROOT),
         )  # fmt: skip
         self.result: list[Any] = []
+        self.seen = threading.Event()  # the page showed the result: the client may close
         self.thread = threading.Thread(target=anyio.run, args=(self._call,), daemon=True)
 
     async def _call(self) -> None:
         with anyio.fail_after(LIMIT):
             async with Client(self.params, mode="legacy") as client:
                 self.result.append(await client.call_tool("slow_write", {"seconds": 2}))
+                await anyio.to_thread.run_sync(self.seen.wait, LIMIT)  # the gateway stays
 
 
 @pytest.fixture
@@ -73,8 +75,11 @@ def calling(tmp_path: Path) -> Iterator[tuple[Calling, str]]:
     port = free_port()
     running = Calling(tmp_path, port)
     running.thread.start()
-    yield running, f"http://127.0.0.1:{port}/"
-    running.thread.join(timeout=LIMIT)
+    try:
+        yield running, f"http://127.0.0.1:{port}/"
+    finally:
+        running.seen.set()
+        running.thread.join(timeout=LIMIT)
 
 
 def test_the_page_shows_the_approved_call_running_then_its_result(
@@ -100,5 +105,6 @@ def test_the_page_shows_the_approved_call_running_then_its_result(
     expect(status).to_have_text("running")
     expect(status).to_have_text("executed")
     expect(tab.get_by_test_id("mcp-text")).to_have_text("written")
+    client.seen.set()
     client.thread.join(timeout=LIMIT)
     assert [block.text for block in client.result[0].content] == ["written"]

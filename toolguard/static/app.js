@@ -294,6 +294,10 @@
     state.busy = busy;
     dom.status.textContent = busy ? text : "";
     updateControls();
+    if (!busy && live.again && !live.refreshing) {
+      live.again = false; // the thread changed while the page was busy: show it as it is now
+      setTimeout(refreshOpenThread, 0);
+    }
   }
 
   function updateControls() {
