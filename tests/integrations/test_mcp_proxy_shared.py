@@ -235,3 +235,29 @@ async def test_a_grant_made_on_one_process_counts_its_uses_across_both(
                     tasks.start_soon(call, (a, b)[index % 2], index)
             covered = [r for r in a.ran() + b.ran() if r["args"]["path"] != "first"]
             assert (len(covered), answers) == (4, [False] * 4)
+
+
+async def test_the_call_run_in_a_links_the_request_that_decided_it_on_b(
+    table: str, tmp_path: Path, spans: Any
+) -> None:
+    from opentelemetry import trace
+    from opentelemetry.context import Context
+
+    app = trace.get_tracer("test app")
+    with anyio.fail_after(LIMIT):
+        async with (
+            gateway(table, tmp_path / "a.jsonl") as a,
+            gateway(table, tmp_path / "b.jsonl") as b,
+            anyio.create_task_group() as tasks,
+        ):
+            with app.start_as_current_span("agent turn") as agent:
+                tasks.start_soon(a.client.call_tool, "delete_file", {"path": "x"})
+            thread_id, review_id = await waiting(b.proxy)
+            with app.start_as_current_span("POST /hitl/review", context=Context()) as request:
+                await b.proxy.chat.submit_review(
+                    [{"type": "approve"}], thread_id, review_id=review_id, reviewer="ana"
+                )
+    [call] = [s for s in spans.get_finished_spans() if s.name == "execute_tool delete_file"]
+    assert call.context.trace_id == agent.get_span_context().trace_id
+    assert [link.context.span_id for link in call.links] == [request.get_span_context().span_id]
+    assert len(a.ran()) == 1

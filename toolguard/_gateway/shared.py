@@ -334,8 +334,8 @@ class GatewayChat(ReviewedChat):
         # Applied to the end whatever happens to the waiting client meanwhile, as a decision
         # made in place; the deciding request's span is linked to the call's.
         with anyio.CancelScope(shield=True), telemetry.current(handed.get("traceparent")):
-            try:
-                await super().submit_review(
+            try:  # as a decision made on this process's page (in the call's request)
+                await self.submit_review(
                     handed["decisions"],
                     state.thread_id,
                     review_id=state.pending.review_id,
