@@ -261,3 +261,37 @@ async def test_the_call_run_in_a_links_the_request_that_decided_it_on_b(
     assert call.context.trace_id == agent.get_span_context().trace_id
     assert [link.context.span_id for link in call.links] == [request.get_span_context().span_id]
     assert len(a.ran()) == 1
+
+
+async def test_a_judges_limits_count_across_both_processes(table: str, tmp_path: Path) -> None:
+    """Two processes' judges (each allowing everything, at most 3 auto-approvals in all) share
+    the count in the store: 8 different calls, 4 on each, racing: exactly 3 run."""
+    from tests.adversarial.test_judge_gateway_limits import ALLOW, PAY, payment_server
+    from toolguard import Judge, ScriptedModel
+
+    paid: list[tuple[str, Any]] = []
+
+    @asynccontextmanager
+    async def judged() -> AsyncIterator[tuple[Client, MCPProxy]]:
+        judge = Judge(ScriptedModel([ALLOW], repeat=True), auto_approve=True, max_auto_approvals=3)
+        async with (
+            PostgresStore(postgres_dsn(), table=table) as store,
+            Client(payment_server(paid), mode="legacy") as upstream,
+        ):
+            proxy = MCPProxy(upstream, [PAY], store=store, ttl=60, judge=judge)
+            share(proxy.chat, proxy.model)
+            async with anyio.create_task_group() as tasks:
+                proxy._tasks = tasks
+                async with Client(proxy.server(), mode="legacy") as client:
+                    yield client, proxy
+                tasks.cancel_scope.cancel()
+
+    async def pay(client: Client, amount: int) -> None:
+        with anyio.move_on_after(3):  # one the judge may not approve waits for a person
+            await client.call_tool("pay_invoice", {"to": "eve", "amount": amount})
+
+    with anyio.fail_after(LIMIT):
+        async with judged() as (a, _), judged() as (b, _), anyio.create_task_group() as tasks:
+            for amount in range(8):
+                tasks.start_soon(pay, (a, b)[amount % 2], 100 + amount)
+    assert len(paid) == 3
