@@ -43,7 +43,7 @@ CLASSIFIERS: dict[str, toolguard.Classifier] = {
     "default": toolguard.Classifier(),
     'default, unknown="allow"': toolguard.Classifier(unknown="allow"),
 }
-"""The classifiers compared: the original 13 verbs, the default, the default allowing unknowns."""
+"""The classifiers compared: the 13 seed verbs, the default, the default allowing unknowns."""
 
 
 @dataclass(frozen=True)
