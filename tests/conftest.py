@@ -50,6 +50,19 @@ def spans() -> Iterator[Any]:
     before = (trace._TRACER_PROVIDER_SET_ONCE, trace._TRACER_PROVIDER)
     trace._TRACER_PROVIDER_SET_ONCE, trace._TRACER_PROVIDER = Once(), None
     trace.set_tracer_provider(provider)
+    _unbind_library_tracers()
     yield exporter
     trace._TRACER_PROVIDER_SET_ONCE, trace._TRACER_PROVIDER = before
+    _unbind_library_tracers()
     provider.shutdown()
+
+
+def _unbind_library_tracers() -> None:
+    """Make the MCP SDK's module-level tracer use the provider set now: OpenTelemetry's proxy
+    tracer keeps the first provider it saw, which a previous test may have shut down."""
+    import sys
+
+    sdk = sys.modules.get("mcp.shared._otel")
+    proxy = getattr(sdk, "_tracer", None)
+    if proxy is not None and hasattr(proxy, "_real_tracer"):
+        proxy._real_tracer = None
