@@ -13,7 +13,10 @@ client says it is initialized (if the client declared roots) and again on
 - ``summarise`` (needs approval): asks its client's model (``sampling/createMessage``,
   related to the call) and answers what it said;
 - ``slow_write`` (needs approval): sleeps ``seconds``, then answers ``written``; a call
-  cancelled meanwhile (``notifications/cancelled``) stops there.
+  cancelled meanwhile (``notifications/cancelled``) stops there;
+- ``ask_model`` (read-only), listed only to a client that declared sampling (as
+  ``@modelcontextprotocol/server-everything`` lists more tools to such a client): asks its
+  client's model.
 
 What happened is written to the JSON lines file of ``TOOLGUARD_MCP_LOG`` (over stdio:
 ``python -m tests.integrations.mcp_roots_upstream``) or kept in :class:`Log`. With
@@ -72,6 +75,17 @@ TOOLS: list[dict[str, Any]] = [
 ]
 
 
+ASK_MODEL: dict[str, Any] = {
+    "name": "ask_model",
+    "inputSchema": {
+        "type": "object",
+        "properties": {"text": {"type": "string"}},
+        "required": ["text"],
+    },
+    "annotations": READ_ONLY,
+}
+
+
 class Log:
     """What the server did: ``[event, ...]`` items, kept and (with a path) appended to a file."""
 
@@ -126,7 +140,9 @@ def build_server(log: Log, *, noisy: int = 0) -> Server[Any]:
     async def list_tools(ctx: Any, params: Any) -> types.ListToolsResult:
         if noisy:
             log.add("listed")
-        return types.ListToolsResult.model_validate({"tools": TOOLS})
+        seen = ctx.session.client_capabilities
+        more = [ASK_MODEL] if seen is not None and seen.sampling is not None else []
+        return types.ListToolsResult.model_validate({"tools": [*TOOLS, *more]})
 
     async def call_tool(ctx: Any, params: types.CallToolRequestParams) -> Any:
         args = params.arguments or {}
@@ -139,7 +155,7 @@ def build_server(log: Log, *, noisy: int = 0) -> Server[Any]:
             return _text(json.dumps(dumped, sort_keys=True))
         if name == "environment":
             return _text(json.dumps({key: os.environ.get(key) for key in args["names"]}))
-        if name == "summarise":
+        if name in {"summarise", "ask_model"}:
             message = types.SamplingMessage(
                 role="user", content=types.TextContent(text=args["text"])
             )

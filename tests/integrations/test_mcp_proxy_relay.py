@@ -480,6 +480,7 @@ async def test_a_new_listing_that_cannot_be_guarded_leaves_the_tools_as_they_wer
     seen = Seen()
     state = State()
     async with relayed(seen, state=state, redact={"ask_user": ["text"]}) as (client, proxy, _):
+        await client.list_tools()  # its own connection is open (and listed the tools)
         state.tools = [
             {**tool, "inputSchema": NOTHING} if tool["name"] == "ask_user" else tool
             for tool in [*state.tools, *ADDED]

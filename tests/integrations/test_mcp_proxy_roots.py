@@ -128,6 +128,29 @@ async def test_a_client_that_declares_nothing_is_declared_nothing(tmp_path: Path
     assert roots == {"roots": [], "asked": 0}
 
 
+async def listed_tools(target: Any, **callbacks: Any) -> tuple[list[str], list[str]]:
+    """The tools the upstream lists to a client with ``callbacks``, and what ``ask_model``
+    answers it (when listed)."""
+    async with Client(target, mode="legacy", **callbacks) as client:
+        names = [tool.name for tool in (await client.list_tools()).tools]
+        asked = (
+            await client.call_tool("ask_model", {"text": "hi"}) if "ask_model" in names else None
+        )
+    return names, [block.text for block in asked.content] if asked is not None else []  # type: ignore[union-attr]
+
+
+async def test_a_client_is_listed_the_tools_the_upstream_lists_to_it(tmp_path: Path) -> None:
+    """The upstream lists ``ask_model`` only to a client that declared sampling: through the
+    gateway too, a plain client is not shown it and a sampling client is (and can call it)."""
+    with anyio.fail_after(LIMIT):
+        plain = await listed_tools(through_the_gateway(tmp_path))
+        sampling = await listed_tools(through_the_gateway(tmp_path), sampling_callback=sample)
+        straight = await listed_tools(direct(tmp_path), sampling_callback=sample)
+    tools = ["roots_seen", "capabilities", "environment", "summarise", "slow_write"]
+    assert plain == (tools, [])
+    assert sampling == straight == ([*tools, "ask_model"], ["model said: ok"])
+
+
 # ---------------------------------------------------------------------------- --listen
 
 

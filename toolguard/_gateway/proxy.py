@@ -358,11 +358,13 @@ class MCPProxy:
 
     # ------------------------------------------------------------------ tools/list and tools/call
 
-    def list_result(self) -> Any:
-        """The ``tools/list`` answer: the upstream's tools, unchanged."""
+    def list_result(self, ctx: Any = None) -> Any:
+        """The ``tools/list`` answer: the upstream's tools, unchanged (as the connection to the
+        upstream of the client of ``ctx`` lists them: see :mod:`~toolguard._gateway.relay`)."""
         from mcp import types  # noqa: PLC0415
 
-        return types.ListToolsResult.model_validate({"tools": self.listed})
+        listed = self.relay.listed_for(ctx) if self.relay is not None else self.listed
+        return types.ListToolsResult.model_validate({"tools": listed})
 
     async def call(self, ctx: Any, params: Any) -> Any:
         """Answer one ``tools/call`` (the low-level server's handler)."""
@@ -654,7 +656,9 @@ class MCPProxy:
         from mcp.server import Server  # noqa: PLC0415
 
         async def list_tools(ctx: Any, params: Any) -> types.ListToolsResult:
-            result: types.ListToolsResult = self.list_result()
+            if self.relay is not None:  # a client's own upstream connection lists its tools
+                await self.relay.ready_for(ctx)
+            result: types.ListToolsResult = self.list_result(ctx)
             return result
 
         async def call_tool(ctx: Any, params: types.CallToolRequestParams) -> Any:

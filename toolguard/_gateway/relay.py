@@ -256,6 +256,7 @@ class _Link:
         assert self.opened is not None  # noqa: S101 - set by open_soon
         try:
             async with opener(self.declared, self.relay.client_options(self)) as client:
+                await self.relay.listed_by(self, client)  # what it lists to this client
                 self.client = client
                 self.opened.set()
                 await self.closed.wait()
@@ -354,6 +355,7 @@ class Relay:
         self._subscribed: dict[tuple[int, str], set[int]] = {}  # (upstream, URI) -> clients
         self._relisting = anyio.Lock()
         self._stale: set[int] = set()  # the connections whose tools changed, not yet listed
+        self._listings: dict[int, list[dict[str, Any]]] = {}  # each connection's tools (0: first)
         self._ready = anyio.Event()  # set by attach: notifications wait for it
 
     # ------------------------------------------------------------------ set-up
@@ -404,6 +406,7 @@ class Relay:
         """
         self.client = client
         self.proxy = proxy
+        self._listings[0] = [dict(item) for item in proxy.listed]
         proxy.upstream = _Upstream(client, self)
         proxy.relay = self
         proxy.progress_interval, proxy.page_url = progress_interval, page_url
@@ -487,6 +490,7 @@ class Relay:
     def _closed(self, key: int) -> None:
         """A client connection closed: its own upstream connection closes, it is forgotten."""
         link = self._links.pop(key, None)
+        self._listings.pop(key, None)
         if link is not None:
             link.closed.set()
         for subscription in list(self._subscribed):
@@ -636,11 +640,23 @@ class Relay:
         (see :func:`schema_tools`), leaves the tools as they were (one line on
         stderr); the clients are not told.
         """
+        key = next(
+            (
+                link.key
+                for link in self._links.values()
+                if source is not None and link.client is source
+            ),
+            0,
+        )
         async with self._relisting:
+            previous = self._listings.get(key)
             try:
                 listed = await list_upstream(source if source is not None else self.client)
-                adopt_listing(self.proxy, listed)
+                self._listings[key] = listed
+                self._adopt()
             except Exception as exc:  # the previous tools stay in force
+                if previous is not None:
+                    self._listings[key] = previous
                 why = " ".join(str(exc).split()) or "it did not answer tools/list"
                 sys.stderr.write(
                     f"toolguard mcp-proxy: the upstream's tools changed but could not be"
@@ -648,6 +664,56 @@ class Relay:
                 )
                 return
         await self._tell(lambda session: session.send_tool_list_changed(), self._links.values())
+
+    async def listed_by(self, link: _Link, client: Any) -> None:
+        """Take what the own connection of ``link`` lists (a server may list more tools to a
+        client that declared more capabilities): that client's ``tools/list`` answer, and
+        guarded with the others'. A listing that cannot be taken leaves it the first one's."""
+        async with self._relisting:
+            try:
+                self._listings[link.key] = await list_upstream(client)
+                self._adopt()
+            except Exception as exc:
+                self._listings.pop(link.key, None)
+                why = " ".join(str(exc).split()) or "it did not answer tools/list"
+                sys.stderr.write(
+                    f"toolguard mcp-proxy: the tools the upstream lists to a client could not"
+                    f" be taken ({why}); it is shown the tools listed at start-up\n"
+                )
+
+    def _adopt(self) -> None:
+        """Guard every tool a connection lists: the first connection's, then the others' new
+        names (see :func:`adopt_listing`; ``ValueError``: nothing is changed)."""
+        union = list(self._listings.get(0, []))
+        names = {item.get("name") for item in union}
+        for key, listed in self._listings.items():
+            for item in listed if key != 0 else []:
+                if item.get("name") not in names:
+                    names.add(item.get("name"))
+                    union.append(item)
+        if union != self.proxy.listed:
+            adopt_listing(self.proxy, union)
+
+    async def ready_for(self, ctx: Any) -> None:
+        """Wait until the own upstream connection of the client of ``ctx`` (if it has one) is
+        open, or could not be opened."""
+        from mcp.shared.exceptions import MCPError  # noqa: PLC0415
+
+        link = self.link_of(ctx)
+        if link is not None and link.declared is not None:
+            with contextlib.suppress(MCPError):  # its calls say why; it is listed the first's
+                await link.upstream()
+
+    def listed_for(self, ctx: Any) -> list[dict[str, Any]]:
+        """The ``tools/list`` answer for the client of ``ctx``: the tools its connection lists,
+        each as the gateway guards it (a name listed differently by two connections is
+        shown, and guarded, as the first connection lists it)."""
+        guarded = {item.get("name"): item for item in self.proxy.listed}
+        key = _upstream_key(self.link_of(ctx))
+        own = self._listings.get(key) if key != 0 else None
+        if own is None:
+            own = self._listings.get(0, self.proxy.listed)
+        return [guarded[item.get("name")] for item in own if item.get("name") in guarded]
 
     async def _tell(self, send: Callable[[Any], Awaitable[None]], links: Any) -> None:
         """Notify the clients of ``links``; a client gone is skipped."""
