@@ -51,25 +51,43 @@ class RawChannel:
         self.send = send
         self.waiting: dict[str, Callable[[dict[str, Any]], None]] = {}
         self.session: Any = None  # the SDK's session on this connection, once connected
+        self._stamped: tuple[Any, dict[str, Any]] | None = None  # its stamp, and what it adds
 
     def stamp(self, params: dict[str, Any]) -> dict[str, Any] | None:
         """``params`` as this connection sends them: the client's protocol envelope
         (``_meta`` keys of ``io.modelcontextprotocol/``) replaced by the one this connection
         negotiated, as the SDK stamps its own requests; ``None`` when that cannot be done."""
+        envelope = self._envelope()
+        if envelope is None:
+            return None
+        meta = params.get("_meta")
+        kept = (
+            {k: v for k, v in meta.items() if not k.startswith(_ENVELOPE)}
+            if isinstance(meta, dict)
+            else {}
+        )
+        kept.update(envelope)
+        return {**params, "_meta": kept} if kept else _without(params, "_meta")
+
+    def _envelope(self) -> dict[str, Any] | None:
+        """The ``_meta`` keys the SDK stamps on this connection's requests (the same for
+        each request of a connection: read once per stamp); ``None``: none can be read."""
         stamp = getattr(self.session, "_stamp", None)
         if not callable(stamp):
             return None
-        meta = params.get("_meta")
-        if isinstance(meta, dict):
-            kept = {k: v for k, v in meta.items() if not k.startswith(_ENVELOPE)}
-            params = {**params, "_meta": kept} if kept else _without(params, "_meta")
-        data: dict[str, Any] = {"method": "tools/call", "params": params}
+        if self._stamped is not None and self._stamped[0] is stamp:
+            return self._stamped[1]
+        data: dict[str, Any] = {"method": "tools/call", "params": {}}
         try:
             stamp(data, {})
         except Exception:  # an SDK that stamps otherwise: the SDK's path
             return None
-        stamped = data.get("params")
-        return stamped if isinstance(stamped, dict) else None
+        params = data.get("params")
+        meta = params.get("_meta", {}) if isinstance(params, dict) else None
+        if not isinstance(meta, dict) or any(not k.startswith(_ENVELOPE) for k in meta):
+            return None  # a stamp this lane does not know: the SDK's path
+        self._stamped = (stamp, dict(meta))
+        return self._stamped[1]
 
     def taken(self, line: bytes) -> bool:
         """Whether ``line`` answers a request of the lane (then it is handed over)."""
@@ -202,10 +220,10 @@ class FastLane:
     def _channel(self) -> RawChannel | None:
         """The raw channel of the upstream connection serving the one client, if open."""
         relay: Any = getattr(self.proxy, "relay", None)
-        links = list(getattr(relay, "_links", {}).values())
-        if relay is None or len(links) != 1:
+        links = getattr(relay, "_links", None)
+        if relay is None or not links or len(links) != 1:
             return None
-        link = links[0]
+        link = next(iter(links.values()))
         client = relay.client if link.declared is None else link.client
         return self.channel_of(client) if client is not None else None
 
