@@ -39,7 +39,7 @@ from collections.abc import Callable, Iterable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass, replace
 from datetime import datetime, timezone
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Protocol
 
 from toolguard._core.records import Action, ToolResult
 from toolguard._version import __version__
@@ -48,7 +48,15 @@ if TYPE_CHECKING:
     from opentelemetry.context import Context
     from opentelemetry.trace import Link, Span, Tracer
 
-    from toolguard._tools.tool import Tool
+class Tool(Protocol):
+    """What a span reads of a tool (a :class:`toolguard.Tool`): its function and description."""
+
+    @property
+    def func(self) -> Any: ...
+
+    @property
+    def description(self) -> str: ...
+
 
 TRACER_NAME = "toolguard"
 """The instrumentation scope of every span toolguard emits."""
@@ -126,7 +134,7 @@ def mark_type(func: Callable[..., Any], tool_type: str) -> None:
     setattr(func, TOOL_TYPE_ATTRIBUTE, tool_type)
 
 
-def _tool_facts(tool: Tool[Any, Any] | None) -> dict[str, Any]:
+def _tool_facts(tool: Tool | None) -> dict[str, Any]:
     """``gen_ai.tool.type`` and, when it has one, ``gen_ai.tool.description`` of ``tool``.
 
     Without the tool (a framework's call whose tool was not handed over, an
@@ -283,7 +291,7 @@ def outcome_of(result: ToolResult) -> str:
 
 
 def _call_attributes(
-    call_id: str, name: str, decided: Decided | None, tool: Tool[Any, Any] | None
+    call_id: str, name: str, decided: Decided | None, tool: Tool | None
 ) -> dict[str, Any]:
     attributes: dict[str, Any] = {
         "gen_ai.operation.name": "execute_tool",
@@ -340,7 +348,7 @@ def running(
     name: str,
     decided: Decided | None,
     *,
-    tool: Tool[Any, Any] | None = None,
+    tool: Tool | None = None,
 ) -> Iterator[Span]:
     """The ``execute_tool`` span of a call about to run, current while it runs.
 
@@ -388,7 +396,7 @@ def ended(
     result: ToolResult,
     decided: Decided | None,
     *,
-    tool: Tool[Any, Any] | None = None,
+    tool: Tool | None = None,
 ) -> None:
     """The span of a call that reached its outcome without running (refused, rejected...)."""
     outcome = outcome_of(result)

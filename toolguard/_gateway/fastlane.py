@@ -29,7 +29,6 @@ from typing import Any, Final
 import anyio
 
 from toolguard._core import telemetry
-from toolguard._policy.rules import rule_for
 
 __all__ = ["CLOSED", "PREFIX", "Channels", "FastLane", "RawChannel"]
 
@@ -209,13 +208,10 @@ class FastLane:
             return False
         if proxy.judges_every_call or name in proxy.unguardable or telemetry.tracer() is not None:
             return False
-        tool = proxy.toolset.get(name)
-        if tool is None:
+        if proxy.toolset.get(name) is None:
             return False
-        rule = rule_for(proxy.toolset.rules, name, args) if proxy.toolset.rules else None
-        if rule is not None:
-            return bool(rule.effect == "allow")
-        return tool.approval is None
+        runs: bool = proxy.at_once(name, args)[1]  # the gateway's one answer
+        return runs
 
     def _channel(self) -> RawChannel | None:
         """The raw channel of the upstream connection serving the one client, if open."""

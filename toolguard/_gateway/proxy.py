@@ -308,6 +308,18 @@ class MCPProxy:
             telemetry.finish(span, "executed")  # the upstream answered, as a reviewed call's span
         return answer
 
+    def at_once(self, name: str, args: dict[str, Any]) -> tuple[Rule | None, bool]:
+        """The rule deciding a call (``rule_for``), and whether the call runs without a review.
+
+        The one answer both the gateway's ``tools/call`` and its stdio fast lane
+        follow: an ``allow`` rule runs it, ``ask`` and ``deny`` never do, with no
+        rule the tool's policy decides (an unknown tool waits: it is refused).
+        """
+        rule = rule_for(self.toolset.rules, name, args)
+        if rule is not None:
+            return rule, rule.effect == "allow"
+        return None, not self.needs_approval(name)
+
     def needs_approval(self, name: str) -> bool:
         """Whether a call to ``name`` waits for a human (unknown or unguardable tools: yes)."""
         tool = self.toolset.get(name)
@@ -377,11 +389,10 @@ class MCPProxy:
             )
         if self.toolset.get(name) is None:
             return self._error(f"Unknown tool `{name}`: the upstream MCP server did not list it.")
-        rule = rule_for(self.toolset.rules, name, args)
+        rule, runs_at_once = self.at_once(name, args)
         if rule is not None and rule.effect == "deny":
             return await self._deny(name, args, rule)
         effect = rule.effect if rule is not None else None
-        runs_at_once = effect == "allow" or (effect is None and not self.needs_approval(name))
         if runs_at_once and not self.judges_every_call:
             return await self._forward_at_once(name, args, by_rule=effect == "allow")
         session = ctx.session
