@@ -356,7 +356,8 @@ async def test_the_gateway_page_answers_only_the_link_and_the_model_never_reads_
                 assert (status, err) == (0, "")
                 [line] = listed.splitlines()
                 assert re.fullmatch(
-                    rf"toolguard mcp-proxy \(pid \d+, upstream: {re.escape(shlex.join(UPSTREAM))}\):"
+                    rf"toolguard mcp-proxy \(pid \d+, upstream:"
+                    rf" {re.escape(shlex.join(UPSTREAM))}\):"
                     rf" {re.escape(page)}hitl/sign-in\?code=[A-Za-z0-9_-]{{43}}",
                     line,
                 ), line

@@ -393,8 +393,10 @@ def test_mcp_proxy_help_shows_the_defaults(
 ) -> None:
     lines = help_lines("mcp-proxy", capsys, monkeypatch)
     expected = [
-        "--db PATH the SQLite file of the reviews, or a postgresql:// URL that several gateway"
-        " processes share (default: toolguard-mcp.sqlite3)",
+        (
+            "--db PATH the SQLite file of the reviews, or a postgresql:// URL that several gateway"
+            " processes share (default: toolguard-mcp.sqlite3)"
+        ),
         "--host HOST the approval page's address (default: 127.0.0.1)",
         "--port PORT the approval page's port; 0: any free port (default: 8765)",
         "--ttl SECONDS seconds a call waits for a decision (default: 300)",

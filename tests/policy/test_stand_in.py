@@ -309,8 +309,7 @@ async def test_fixed_decisions_exhausted_in_the_runner() -> None:
             ]
         )
     assert str(info.value) == (
-        "fixed_decisions got 1 decision, but another call needs approval:"
-        " send_email({'to': 'b@x'})"
+        "fixed_decisions got 1 decision, but another call needs approval: send_email({'to': 'b@x'})"
     )
     assert SENT == []
 

@@ -48,6 +48,7 @@ if TYPE_CHECKING:
     from opentelemetry.context import Context
     from opentelemetry.trace import Link, Span, Tracer
 
+
 class Tool(Protocol):
     """What a span reads of a tool (a :class:`toolguard.Tool`): its function and description."""
 
