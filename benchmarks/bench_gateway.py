@@ -25,6 +25,8 @@ Nothing is asserted: it prints figures (recorded in benchmarks/README.md).
 from __future__ import annotations
 
 import argparse
+import contextlib
+import functools
 import json
 import os
 import socket
@@ -126,38 +128,91 @@ def _ms(seconds: float) -> float:
     return round(seconds * 1000, 3)
 
 
-async def hop(calls: int, work: Path) -> dict[str, Any]:
-    """Median latency of a read call directly and through the gateway, alternated."""
+RELAY = '''\
+"""The floor of any process in the middle: pass each line on, rewriting tools/call ids."""
+import asyncio, json, sys
+
+
+async def main():
+    loop = asyncio.get_running_loop()
+    upstream = await asyncio.create_subprocess_exec(
+        *sys.argv[1:], stdin=asyncio.subprocess.PIPE, stdout=asyncio.subprocess.PIPE
+    )
+    reader = asyncio.StreamReader(limit=2**26)
+    await loop.connect_read_pipe(lambda: asyncio.StreamReaderProtocol(reader), sys.stdin.buffer)
+    transport, protocol = await loop.connect_write_pipe(
+        asyncio.streams.FlowControlMixin, sys.stdout.buffer
+    )
+    out = asyncio.StreamWriter(transport, protocol, None, loop)
+    ids, count = {}, 0
+
+    async def answers():
+        while line := await upstream.stdout.readline():
+            message = json.loads(line)
+            if isinstance(message.get("id"), str) and message["id"] in ids:
+                message["id"] = ids.pop(message["id"])
+                line = (json.dumps(message) + "\\n").encode()
+            out.write(line)
+
+    task = asyncio.create_task(answers())
+    while line := await reader.readline():
+        message = json.loads(line)
+        if message.get("method") == "tools/call":
+            count += 1
+            ids[f"relay-{count}"], message["id"] = message["id"], f"relay-{count}"
+            line = (json.dumps(message) + "\\n").encode()
+        upstream.stdin.write(line)
+    upstream.stdin.close()
+    await upstream.wait()
+    task.cancel()
+
+
+asyncio.run(main())
+'''
+
+
+async def hop(calls: int, work: Path, *, floor: bool = False) -> dict[str, Any]:
+    """Median latency of a read call directly and through the gateway (and, with ``floor``,
+    through a bare relay), alternated."""
     upstream = work / "upstream.py"
     env = {**os.environ, "PYTHONPATH": str(ROOT)}
     port = _free_port()
-    gateway = _gateway_command(upstream, work / "hop.sqlite3", port)
-    direct_times: list[float] = []
-    gateway_times: list[float] = []
+    paths = {
+        "direct": [sys.executable, str(upstream)],
+        "gateway": _gateway_command(upstream, work / "hop.sqlite3", port),
+    }
+    if floor:
+        (work / "relay.py").write_text(RELAY, encoding="utf-8")
+        paths["relay"] = [sys.executable, str(work / "relay.py"), sys.executable, str(upstream)]
+    times: dict[str, list[float]] = {name: [] for name in paths}
     with anyio.fail_after(120 + calls):
-        async with (
-            _stdio_client([sys.executable, str(upstream)], env) as direct,
-            _stdio_client(gateway, env) as through,
-        ):
-            for client in (direct, through):  # warm up both paths
+        async with contextlib.AsyncExitStack() as stack:
+            clients = {
+                name: await stack.enter_async_context(_stdio_client(command, env))
+                for name, command in paths.items()
+            }
+            for client in clients.values():  # warm up every path
                 for _ in range(10):
                     await client.call_tool("get_time", {"zone": "UTC"})
             for _ in range(calls):
-                for client, times in ((direct, direct_times), (through, gateway_times)):
+                for name, client in clients.items():
                     started = time.perf_counter()
                     result = await client.call_tool("get_time", {"zone": "UTC"})
-                    times.append(time.perf_counter() - started)
+                    times[name].append(time.perf_counter() - started)
                     if result.is_error:
                         msg = f"a read call failed: {result}"
                         raise RuntimeError(msg)
-    direct_ms = statistics.median(direct_times)
-    gateway_ms = statistics.median(gateway_times)
-    return {
+    medians = {name: statistics.median(values) for name, values in times.items()}
+    figures: dict[str, Any] = {
         "calls": calls,
-        "direct_median_ms": _ms(direct_ms),
-        "gateway_median_ms": _ms(gateway_ms),
-        "ratio": round(gateway_ms / direct_ms, 3),
+        "direct_median_ms": _ms(medians["direct"]),
+        "gateway_median_ms": _ms(medians["gateway"]),
+        "ratio": round(medians["gateway"] / medians["direct"], 3),
     }
+    if floor:
+        figures["relay_median_ms"] = _ms(medians["relay"])
+        figures["relay_ratio"] = round(medians["relay"] / medians["direct"], 3)
+    return figures
 
 
 def _percentile(values: Sequence[float], share: float) -> float:
@@ -303,11 +358,14 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument("--reads", type=int, default=100, help="read calls per client")
     parser.add_argument("--held", type=int, default=50, help="held calls approved together")
     parser.add_argument("--skip-load", action="store_true", help="measure the hop only")
+    parser.add_argument(
+        "--floor", action="store_true", help="also time a bare relay in the middle (the floor)"
+    )
     args = parser.parse_args(argv)
     with tempfile.TemporaryDirectory(prefix="bench-gateway-") as folder:
         work = Path(folder)
         (work / "upstream.py").write_text(UPSTREAM, encoding="utf-8")
-        figures = {"hop": anyio.run(hop, args.calls, work)}
+        figures = {"hop": anyio.run(functools.partial(hop, args.calls, work, floor=args.floor))}
         print(json.dumps({"hop": figures["hop"]}), flush=True)
         if not args.skip_load:
             figures["load"] = anyio.run(load, args.clients, args.reads, args.held, work)
