@@ -24,7 +24,12 @@ from toolguard._cli.auth import (
     no_auth_warning,
     reviewers_problem,
 )
-from toolguard._cli.gateway_options import add_gateway_options, address_problem, gateway_options
+from toolguard._cli.gateway_options import (
+    add_gateway_options,
+    address_problem,
+    gateway_options,
+    port_holder,
+)
 from toolguard._cli.judge import JudgeOptionError, add_judge_options, build_judge
 from toolguard._cli.options import port_number, positive_int
 from toolguard._cli.serve_db import ServeError, check_store
@@ -321,7 +326,7 @@ def _address_problem(args: argparse.Namespace, listen: Any) -> str | None:
             )
         return (
             f"--port {args.port}: the approval page cannot listen on {where}:"
-            f" {exc.reason}; choose another --port (or --host)"
+            f" {exc.reason}{port_holder(args.host, args.port)}; choose another --port (or --host)"
         )
     problem = address_problem(listen.host, listen.port) if listen is not None else None
     if problem is not None:
