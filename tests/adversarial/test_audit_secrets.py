@@ -52,6 +52,14 @@ from toolguard._http.app import create_app
 from toolguard._stores.protocol import Store
 
 PIN = "4821"
+
+_PIN_TOKEN = re.compile(rf"(?<![0-9A-Za-z]){PIN}(?![0-9A-Za-z])")
+
+
+def quotes_pin(text: str) -> bool:
+    """Whether ``text`` holds the PIN as a value of its own (not four digits inside a random
+    id, a hex digest or a timestamp's microseconds, where they turn up by chance)."""
+    return _PIN_TOKEN.search(text) is not None
 LIMIT = 30
 HEX64 = re.compile(r"(?<![0-9a-f])[0-9a-f]{64}(?![0-9a-f])")
 ASK = json.dumps(
@@ -226,7 +234,7 @@ async def test_no_pin_in_the_audit_exports_webhooks_or_http_of_a_chat(opener: Op
     assert sum(1 for e in trail if e.digest) >= 6  # the digests are there, keyed
     webhooks = [json.dumps(body) for body in receiver.accepted]
     texts = [to_text(trail), exported, *webhooks, audit.text, thread.text]
-    assert all(PIN not in text for text in texts)
+    assert not any(quotes_pin(text) for text in texts)
     thread_ids, review_ids = ids_in(exported)
     assert recovered(texts, thread_ids, review_ids) == set()
 
@@ -321,6 +329,6 @@ async def test_no_pin_in_the_gateways_audit(opener: Opener) -> None:
     events = [json.loads(line) for line in exported.text.splitlines()]
     assert {"requested", "decided", "judged"} <= {e["kind"] for e in events}
     assert any(e["thread_id"] == JUDGE_THREAD and e["digest"] for e in events)
-    assert PIN not in exported.text
+    assert not quotes_pin(exported.text)
     thread_ids, review_ids = ids_in(exported.text)
     assert recovered([exported.text], thread_ids, review_ids) == set()

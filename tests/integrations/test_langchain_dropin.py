@@ -542,12 +542,10 @@ def test_per_call_a_deny_rule_refuses_unasked_and_a_replay_runs_nothing_twice() 
         world.resume({intr.id: {"type": "approve", "reviewer": "alice"}}, checkpoint)
     assert world.ran == [("send_email", MAIL)]
     kinds = [(e.kind, e.actor) for e in anyio_run(store.load, "langgraph:t1").audit]
-    assert kinds == [
-        ("denied", None),
-        ("requested", None),
-        ("decided", "alice"),
-        ("executed", None),
-    ]
+    # The denied call and the call asking for review are recorded by two of LangGraph's
+    # tasks, in whichever order they finish; the decision and the run follow.
+    assert sorted(kinds[:2]) == [("denied", None), ("requested", None)]
+    assert kinds[2:] == [("decided", "alice"), ("executed", None)]
 
 
 async def test_the_async_hooks_keep_the_store_and_the_quorum() -> None:
