@@ -60,6 +60,8 @@ def quotes_pin(text: str) -> bool:
     """Whether ``text`` holds the PIN as a value of its own (not four digits inside a random
     id, a hex digest or a timestamp's microseconds, where they turn up by chance)."""
     return _PIN_TOKEN.search(text) is not None
+
+
 LIMIT = 30
 HEX64 = re.compile(r"(?<![0-9a-f])[0-9a-f]{64}(?![0-9a-f])")
 ASK = json.dumps(
