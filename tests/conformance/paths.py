@@ -25,6 +25,7 @@ A new path joins by adding an adapter to :data:`ADAPTERS`.
 
 from __future__ import annotations
 
+import importlib
 import json
 import os
 import re
@@ -1664,3 +1665,11 @@ class MCPProxyHTTPPath(MCPProxyPath):
 
 
 ADAPTERS[MCPProxyHTTPPath.name] = MCPProxyHTTPPath
+
+
+# ------------------------------------------------------------------ paths in modules of their own
+
+# A path kept in a module of its own (``paths_<name>.py`` beside this one) adds its adapter
+# to ADAPTERS when imported; all of them are imported here, in name order.
+for _module in sorted(Path(__file__).parent.glob("paths_*.py")):
+    importlib.import_module(f"{__package__}.{_module.stem}")
