@@ -51,6 +51,7 @@ from toolguard._core.standing import GrantScope, StandingGrant
 from toolguard._enforce import grant_use, pipeline
 from toolguard._enforce.judge import Judge
 from toolguard._enforce.runner import EditPolicy, Runner
+from toolguard._enforce.shadow import Candidate, ShadowMode
 from toolguard._policy.redact import SecretVault
 from toolguard._stores.memory import MemoryStore
 from toolguard._stores.outbox import Webhook
@@ -145,6 +146,16 @@ class ReviewedChat:
             the thread and the proposed call, never tool results; each
             verdict is a ``judged`` audit event. ``None`` (the default): no
             judge.
+        shadow: shadow mode (see "Shadow mode" in docs/policies.md):
+            ``True`` runs at once every call that would wait for a person,
+            each with a ``shadow`` audit event (``would`` ``"ask"``, the
+            rule or policy that would have asked, the judge's verdict) and a
+            ``review.shadow`` notification; deny rules still refuse.
+            ``"all"``: calls a deny rule refuses run too (``would``
+            ``"deny"``). ``False`` (the default): enforce.
+        candidate: a :class:`~toolguard.Candidate` (other rules and/or
+            judge) evaluated on every call next to the enforced policy, each
+            verdict a ``candidate`` audit event; it never changes what happens.
 
     Attributes:
         max_recorded_refusals: most ``refused`` audit events kept per review
@@ -179,6 +190,8 @@ class ReviewedChat:
         notify: Webhook | None = None,
         store_secrets: bool = True,
         judge: Judge | None = None,
+        shadow: ShadowMode = False,
+        candidate: Candidate | None = None,
     ) -> None:
         notify_arg: object = notify
         if notify_arg is not None and not isinstance(notify_arg, Webhook):
@@ -202,6 +215,8 @@ class ReviewedChat:
             signing_key=signing_key,
             limits=limits,
             judge=judge,
+            shadow=shadow,
+            candidate=candidate,
         )
         self.toolset = self.runner.toolset
         self.store: Store = store if store is not None else MemoryStore()

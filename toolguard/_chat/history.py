@@ -149,6 +149,8 @@ def decided_event(
             "detail": detail,
             "digest": action.digest,
             "judgement": None,
+            "would": None,
+            "candidate": None,
         },
     )
 
@@ -186,6 +188,8 @@ def step_events(
     calls = {c.id: c for c in step.calls} if fresh else {}
     if fresh and step.judgements:
         events += judged_events(thread_id, step, toolset, now, key=key)
+    if fresh and (step.shadowed or step.candidates):
+        events += watched_events(thread_id, step, toolset, now)
     for result in step.results:
         if result.outcome == "denied" and result.call_id in calls:
             # A deny rule refused the call: nobody was asked, so no action; audit it here.
@@ -255,6 +259,41 @@ def judged_events(
                 judgement=judgement,
             )
         )
+    return events
+
+
+def watched_events(thread_id: str, step: Step, toolset: Toolset, now: datetime) -> list[AuditEvent]:
+    """A ``shadow`` event per call shadow mode ran, then a ``candidate`` event per call.
+
+    Both in call order, with the arguments as a reviewer sees them (secrets
+    redacted); see :class:`~toolguard._core.audit.AuditEvent`.
+    """
+    calls = {c.id: c for c in step.calls}
+    events = [
+        AuditEvent(
+            at=now,
+            kind="shadow",
+            thread_id=thread_id,
+            tool=record.tool,
+            args=shown_call_args(calls[record.call_id], toolset),
+            detail=record.reason,
+            would=record.would,
+            judgement=record.judgement,
+        )
+        for record in step.shadowed
+    ]
+    events += [
+        AuditEvent(
+            at=now,
+            kind="candidate",
+            thread_id=thread_id,
+            tool=verdict.tool,
+            args=shown_call_args(calls[verdict.call_id], toolset),
+            detail=verdict.reason,
+            candidate=verdict,
+        )
+        for verdict in step.candidates
+    ]
     return events
 
 

@@ -11,6 +11,7 @@ from pydantic import BaseModel, ConfigDict, Field, SerializerFunctionWrapHandler
 
 from toolguard._core.judgement import Judgement
 from toolguard._core.records import EXCLUDE_IF, Action, is_none, new_id, omit_when, trusted
+from toolguard._core.shadowing import CandidateVerdict, Would
 
 AuditKind = Literal[
     "requested",
@@ -30,6 +31,8 @@ AuditKind = Literal[
     "grant_revoked",
     "grant_ended",
     "judged",
+    "shadow",
+    "candidate",
 ]
 
 
@@ -69,6 +72,20 @@ class AuditEvent(BaseModel):
     without ``judgement`` counts one auto-approval through the gateway (the
     tool and ``digest`` only, never the arguments).
 
+    ``shadow`` records a call that ran at once in shadow mode
+    (``ReviewedChat(shadow=True)``) where the enforced policy would have
+    asked a person (``would`` ``"ask"``) or, with ``shadow="all"``, refused
+    it by a deny rule (``would`` ``"deny"``): ``tool``, ``args`` (secrets
+    redacted), ``detail`` (the rule or the tool's policy that would have
+    decided) and, with a judge, its verdict as ``judgement``. It has no
+    approval request; the call's result follows as usual.
+
+    ``candidate`` records what a candidate policy (``candidate=``) would have
+    done with a call, never enforced: ``tool``, ``args`` (secrets redacted),
+    ``detail`` (its reason) and ``candidate`` (outcome ``run``, ``ask`` or
+    ``deny``, the rule, its judge's verdict, or the error that kept it from
+    deciding).
+
     ``digest`` covers the real arguments, secrets included: it is an
     HMAC-SHA-256 keyed with the chat's ``signing_key`` or, without one, its
     store's own secret, so it lets no reader test guesses of a secret.
@@ -102,15 +119,20 @@ class AuditEvent(BaseModel):
     """Digest of the name and arguments shown for review, bound to the thread and the review
     (``judged``: of the validated call in the thread); keyed, see above."""
     judgement: Judgement | None = Field(None, **omit_when(is_none))
-    """The judge's verdict (``judged`` events only); left out of dumps when ``None``."""
+    """The judge's verdict (``judged`` and ``shadow`` events); left out of dumps when ``None``."""
+    would: Would | None = Field(None, **omit_when(is_none))
+    """What would have happened (``shadow`` events only); left out of dumps when ``None``."""
+    candidate: CandidateVerdict | None = Field(None, **omit_when(is_none))
+    """The candidate's verdict (``candidate`` events only); left out of dumps when ``None``."""
 
     if not EXCLUDE_IF:  # pragma: no cover - pydantic < 2.12 has no Field(exclude_if=...)
 
         @model_serializer(mode="wrap")
         def _dump(self, handler: SerializerFunctionWrapHandler) -> dict[str, Any]:
             data: dict[str, Any] = handler(self)
-            if self.judgement is None:
-                data.pop("judgement", None)
+            for name in ("judgement", "would", "candidate"):
+                if getattr(self, name) is None:
+                    data.pop(name, None)
             return data
 
 
@@ -134,6 +156,8 @@ def requested_event(thread_id: str, review_id: str, action: Action) -> AuditEven
             ),
             "digest": action.digest,
             "judgement": None,
+            "would": None,
+            "candidate": None,
         },
     )
 
@@ -159,6 +183,8 @@ def final_event(
             "detail": result.content if result is not None else None,
             "digest": None,
             "judgement": None,
+            "would": None,
+            "candidate": None,
         },
     )
 

@@ -95,6 +95,9 @@ BY_GRANT = "grant"
 """``toolguard.decided_by`` when a standing grant let the call run."""
 BY_JUDGE = "judge"
 """``toolguard.decided_by`` when a judge approved the call on its own."""
+BY_SHADOW = "shadow"
+"""``toolguard.decided_by`` when shadow mode ran a call a person (or a deny rule) would have
+stopped; ``toolguard.shadow.would`` says which (``ask`` or ``deny``)."""
 
 _cached: tuple[object, Tracer] | None = None
 
@@ -128,6 +131,9 @@ class Decided:
     trace_parent: str | None = None
     """The W3C ``traceparent`` of the span current when the call was proposed (its caller):
     the call's span joins that trace (``None``: the span current where it runs)."""
+    would: str | None = None
+    """In shadow mode: what the enforced policy would have done (``ask`` or ``deny``), the
+    span's ``toolguard.shadow.would``."""
 
 
 def mark_type(func: Callable[..., Any], tool_type: str) -> None:
@@ -306,6 +312,8 @@ def _call_attributes(
     by = decided.outcome_by or decided.by
     if by is not None:
         attributes["toolguard.decided_by"] = by
+    if decided.would is not None:
+        attributes["toolguard.shadow.would"] = decided.would
     if decided.review_id is not None:
         attributes["toolguard.review_id"] = decided.review_id
         if decided.requested_at is not None and decided.decided_at is not None:

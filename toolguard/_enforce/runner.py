@@ -12,7 +12,7 @@ from __future__ import annotations
 import functools
 from collections.abc import Awaitable, Callable, Sequence
 from datetime import datetime, timedelta
-from typing import Any, ClassVar, Literal, cast
+from typing import TYPE_CHECKING, Any, ClassVar, Literal, cast
 from uuid import UUID
 
 import anyio
@@ -32,20 +32,33 @@ from toolguard._core.records import (
     trusted,
     utcnow,
 )
+from toolguard._core.shadowing import CandidateVerdict
 from toolguard._enforce import pipeline
 from toolguard._enforce.actions import allowed_decisions as allowed_for
 from toolguard._enforce.actions import check_decisions_allowed, review_action
 from toolguard._enforce.calls import check_thread_id, parse_tool_call, unique_ids
 from toolguard._enforce.close import CloseOutcome, close_turn, interrupted_turn
-from toolguard._enforce.decide import decide
+from toolguard._enforce.decide import Verdict, decide
 from toolguard._enforce.execute import Executor, Job
 from toolguard._enforce.judge import Judge
 from toolguard._enforce.once import FINISHED, Claims
+from toolguard._enforce.shadow import (
+    Candidate,
+    ShadowMode,
+    Watch,
+    candidate_toolset,
+    check_candidate,
+    check_shadow,
+    evaluate,
+)
 from toolguard._enforce.step import Step, error_result
 from toolguard._tools.approval import ttl_seconds
 from toolguard._tools.classify import Classifier
 from toolguard._tools.tool import Tool
 from toolguard._tools.toolset import Tools, Toolset
+
+if TYPE_CHECKING:
+    from opentelemetry.trace import Tracer
 
 # ReviewedChat imports Step, CloseOutcome, close_turn and interrupted_turn from this module
 # (they are defined in step.py and close.py); listing them here exports them.
@@ -104,12 +117,23 @@ class Runner:
             ``None``: ``Limits()``.
         judge: a :class:`~toolguard.Judge`: a model's second opinion on the
             calls (see docs/judge.md). ``None`` (the default): no judge.
+        shadow: shadow mode (see "Shadow mode" in docs/policies.md):
+            ``True`` runs at once every call that would wait for a person and
+            lists it in the step's ``shadowed`` (``would`` ``"ask"``, the rule
+            or policy's reason, the judge's verdict); a deny rule still
+            refuses. ``"all"``: calls a deny rule refuses run too
+            (``would`` ``"deny"``). ``False`` (the default): enforce.
+        candidate: a :class:`~toolguard.Candidate` (other rules and/or
+            judge) evaluated on every call next to the enforced policy; its
+            verdicts are the step's ``candidates``, never enforced.
     """
 
     _toolguard_component: ClassVar[str] = "Runner"
     """Named when a framework integration is given a Runner instead of tools."""
 
     __slots__ = (
+        "_candidate_tools",
+        "candidate",
         "claims",
         "clock",
         "edit_policy",
@@ -117,6 +141,7 @@ class Runner:
         "judge",
         "limits",
         "review_ttl",
+        "shadow",
         "signing_key",
         "sync_in_thread",
         "toolset",
@@ -136,6 +161,8 @@ class Runner:
         claims: Claims | None = None,
         limits: Limits | None = None,
         judge: Judge | None = None,
+        shadow: ShadowMode = False,
+        candidate: Candidate | None = None,
     ) -> None:
         policy: object = edit_policy  # checked at run time for untyped callers
         if not isinstance(policy, str) or policy not in ("run", "recheck"):
@@ -170,6 +197,9 @@ class Runner:
             msg = f"judge must be a toolguard.Judge or None, got {type(given).__name__}"
             raise TypeError(msg)
         self.judge: Judge | None = judge
+        self.shadow: ShadowMode = check_shadow(shadow)
+        self.candidate: Candidate | None = check_candidate(candidate)
+        self._candidate_tools = candidate_toolset(self.candidate, self.toolset)
 
     def allowed_decisions(self, action: Action) -> tuple[str, ...]:
         """The decision types ``action`` may get: shown to the reviewer AND allowed by the tool.
@@ -240,18 +270,16 @@ class Runner:
         actions: list[Action] = []
         reviews: list[Review] = []
         decided: dict[str, telemetry.Decided] = {}  # who let a call run, for its span
+        verdicts: dict[str, Verdict] = {}
+        watch = Watch(self.shadow)  # what shadow mode ran that would have been stopped
         otel = telemetry.tracer()
         for call in parsed:
             # One core decides for every path: run now, ask a person, or refuse.
-            verdict = decide(self.toolset, call)
+            verdict = verdicts[call.id] = decide(self.toolset, call)
+            if watch.denied(call, verdict, jobs, decided):  # shadow="all": it runs
+                continue
             if verdict.outcome == "deny":  # a deny verdict always carries its text and kind
-                kind = cast("ResultOutcome", verdict.refusal_kind)
-                results[call.id] = error_result(call, cast("str", verdict.refusal), kind)
-                if otel is not None:
-                    by = telemetry.BY_RULE if verdict.rule is not None else None
-                    refused = telemetry.Decided(by=by)
-                    known = self.toolset.get(call.name)  # None: an unknown tool
-                    telemetry.ended(otel, call.id, call.name, results[call.id], refused, tool=known)
+                results[call.id] = self._refused(call, verdict, otel)
                 continue
             # A run or ask verdict always carries the tool and the validated arguments.
             tool = cast("Tool[Any, Any]", verdict.tool)
@@ -278,6 +306,9 @@ class Runner:
         for call, _, _ in granted:
             decided[call.id] = telemetry.Decided(by=telemetry.BY_GRANT)
         jobs += granted
+        # Shadow mode: what would wait for a person runs now, recorded as such.
+        reviews = watch.asked(reviews, verdicts, judgements, jobs, decided)
+        candidates = await self._candidates(parsed, verdicts, thread_id, conversation)
         for call, tool, _, _ in reviews:
             opinion = judgements.get(call.id)
             actions.append(review_action(self, call, tool, thread_id, review_id, judgement=opinion))
@@ -289,7 +320,13 @@ class Runner:
             for result in ran:
                 results[result.call_id] = result
         if not actions:
-            return Step(calls=parsed, results=[results[c.id] for c in parsed], judgements=judged)
+            return Step(
+                calls=parsed,
+                results=[results[c.id] for c in parsed],
+                judgements=judged,
+                shadowed=watch.records(parsed),
+                candidates=candidates,
+            )
         pending = trusted(
             PendingTurn,
             {
@@ -306,8 +343,39 @@ class Runner:
             pending=pending,
             actions=actions,
             judgements=judged,
+            shadowed=watch.records(parsed),
+            candidates=candidates,
         )
         return await pipeline.answer_with_stand_in(self, step, thread_id)
+
+    def _refused(self, call: ToolCall, verdict: Verdict, otel: Tracer | None) -> ToolResult:
+        """The error result of a refused call (its span ended when tracing)."""
+        kind = cast("ResultOutcome", verdict.refusal_kind)
+        result = error_result(call, cast("str", verdict.refusal), kind)
+        if otel is not None:
+            by = telemetry.BY_RULE if verdict.rule is not None else None
+            known = self.toolset.get(call.name)  # None: an unknown tool
+            telemetry.ended(otel, call.id, call.name, result, telemetry.Decided(by=by), tool=known)
+        return result
+
+    async def _candidates(
+        self,
+        calls: list[ToolCall],
+        verdicts: dict[str, Verdict],
+        thread_id: str,
+        conversation: Sequence[Message],
+    ) -> list[CandidateVerdict]:
+        """What the candidate policy says about each call (empty without one); never enforced."""
+        if self.candidate is None or self._candidate_tools is None:
+            return []
+        return await evaluate(
+            self.candidate,
+            self._candidate_tools,
+            calls,
+            verdicts,
+            thread_id=thread_id,
+            conversation=conversation,
+        )
 
     async def _judged(
         self,

@@ -16,6 +16,7 @@ from toolguard._core.records import (
     args_json,
 )
 from toolguard._core.results import ResultTemplates, check_templates, result_text
+from toolguard._core.shadowing import CandidateVerdict, Shadowed
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -33,6 +34,11 @@ class Step:
         actions: the approval requests this step touched, with their status.
         judgements: what a :class:`~toolguard.Judge` said about this step's
             calls, in call order (empty without a judge).
+        shadowed: the calls shadow mode ran at once that the policy would
+            have stopped (asked a person, or with ``shadow="all"`` refused by a
+            deny rule), in call order (empty outside shadow mode).
+        candidates: what a candidate policy said about each of this step's
+            calls, in call order (empty without a candidate); never enforced.
     """
 
     calls: list[ToolCall]
@@ -41,6 +47,8 @@ class Step:
     replaced_calls: list[ToolCall] = field(default_factory=list)
     actions: list[Action] = field(default_factory=list)
     judgements: list[Judgement] = field(default_factory=list)
+    shadowed: list[Shadowed] = field(default_factory=list)
+    candidates: list[CandidateVerdict] = field(default_factory=list)
 
     @property
     def paused(self) -> bool:

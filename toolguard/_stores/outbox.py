@@ -27,7 +27,12 @@ from toolguard._core.audit import AuditEvent
 from toolguard._core.records import new_id
 
 NotificationEvent = Literal[
-    "review.judged", "review.requested", "review.decided", "review.expired", "review.cancelled"
+    "review.judged",
+    "review.requested",
+    "review.decided",
+    "review.expired",
+    "review.cancelled",
+    "review.shadow",
 ]
 
 SIGNATURE_HEADER = "X-Toolguard-Signature"
@@ -187,6 +192,20 @@ def review_items(
         )
         for e in added
         if e.kind == "judged" and e.judgement is not None
+    ]
+    items += [  # shadow mode: a call ran at once where a person would have been asked
+        _item(
+            "review.shadow",
+            now,
+            thread_id=thread_id,
+            tool=e.tool,
+            args=e.args,
+            would=e.would,
+            reason=e.detail,
+            judgement=e.judgement.model_dump(mode="json") if e.judgement else None,
+        )
+        for e in added
+        if e.kind == "shadow"
     ]
     requested = [e for e in added if e.kind == "requested"]
     pending = changes.get("pending")

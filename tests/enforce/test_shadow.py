@@ -1,0 +1,199 @@
+"""Shadow mode: what would wait for a person runs at once, recorded as a ``shadow`` audit event."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import AsyncIterator
+from datetime import datetime, timezone
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from tests.helpers import (
+    ALICE_MAIL,
+    ASK_ALICE,
+    WEBHOOK_SECRET,
+    Receiver,
+    calls,
+    fresh_postgres_table,
+    make_mail_tools,
+    postgres_dsn,
+    receiver,
+)
+from toolguard import (
+    Judge,
+    MemoryStore,
+    ReviewedChat,
+    Rules,
+    Runner,
+    ScriptedModel,
+    SQLiteStore,
+    Webhook,
+    guard,
+)
+
+__all__ = ["receiver"]  # a fixture, used by name
+
+START = datetime(2026, 1, 2, 3, 4, 5, tzinfo=timezone.utc)
+ASKS = "the tool's policy asks for a review of this call"
+SENT = "Email sent to alice@example.com"
+ALLOW = {
+    "risk": "low",
+    "user_authorized": True,
+    "outcome": "allow",
+    "rationale": "The user asked to write to Alice.",
+}
+Log = list[tuple[str, dict[str, Any]]]
+
+
+@pytest.fixture(params=["memory", "sqlite", "postgres"])
+async def store(request: pytest.FixtureRequest, tmp_path: Path) -> AsyncIterator[Any]:
+    """A fresh store of each kind."""
+    if request.param == "memory":
+        yield MemoryStore()
+    elif request.param == "sqlite":
+        async with SQLiteStore(tmp_path / "t.db") as sqlite_store:
+            yield sqlite_store
+    else:
+        from toolguard.postgres import PostgresStore
+
+        dsn = postgres_dsn()
+        async with fresh_postgres_table() as table, PostgresStore(dsn, table=table) as pg_store:
+            yield pg_store
+
+
+def chat_of(log: Log, *script: Any, **options: Any) -> ReviewedChat:
+    tools = guard(make_mail_tools(log), rules=options.pop("rules", None))
+    return ReviewedChat(ScriptedModel(list(script)), tools, clock=lambda: START, **options)
+
+
+def audit(events: Any) -> list[dict[str, Any]]:
+    """The events as dicts without their random ids."""
+    return [{k: v for k, v in e.model_dump(mode="json").items() if k != "id"} for e in events]
+
+
+def shadow_event(thread_id: str, **fields: Any) -> dict[str, Any]:
+    return {
+        "at": "2026-01-02T03:04:05Z",
+        "kind": "shadow",
+        "thread_id": thread_id,
+        "review_id": None,
+        "action_id": None,
+        "tool": "send_email",
+        "args": ALICE_MAIL,
+        "actor": None,
+        "decision": None,
+        "detail": ASKS,
+        "digest": None,
+        "would": "ask",
+        **fields,
+    }
+
+
+async def test_a_guarded_call_runs_at_once_and_is_recorded_would_ask(store: Any) -> None:
+    log: Log = []
+    chat = chat_of(log, calls(("c1", "send_email", ALICE_MAIL)), "Sent.", store=store, shadow=True)
+    turn = await chat.send_message(ASK_ALICE)
+    assert (turn.pending_review, turn.reply) == (None, "Sent.")
+    assert log == [("send_email", ALICE_MAIL)]
+    assert audit(await chat.audit_trail(turn.thread_id)) == [shadow_event(turn.thread_id)]
+    state = await chat.get_thread(turn.thread_id)
+    assert state.messages[-2] == {
+        "role": "tool",
+        "tool_call_id": "c1",
+        "content": SENT,
+        "status": "success",
+    }
+
+
+async def test_a_deny_rule_still_denies_unless_shadow_is_all() -> None:
+    rules = Rules(deny=["send_email"])
+    script = (calls(("c1", "send_email", ALICE_MAIL)), "Done.")
+    log: Log = []
+    chat = chat_of(log, *script, rules=rules, shadow=True)
+    turn = await chat.send_message(ASK_ALICE)
+    assert log == []
+    denied = "The call to `send_email` is denied by the rule `deny send_email`. It was not executed."
+    assert [(e.kind, e.detail) for e in await chat.audit_trail(turn.thread_id)] == [
+        ("denied", denied)
+    ]
+    chat = chat_of(log, *script, rules=rules, shadow="all")
+    turn = await chat.send_message(ASK_ALICE)
+    assert log == [("send_email", ALICE_MAIL)]
+    assert audit(await chat.audit_trail(turn.thread_id)) == [
+        shadow_event(turn.thread_id, would="deny", detail="matched the deny rule 'send_email'")
+    ]
+
+
+async def test_the_judges_verdict_is_recorded_with_the_shadow_event() -> None:
+    log: Log = []
+    judge = Judge(ScriptedModel([json.dumps({**ALLOW, "outcome": "ask", "risk": "medium"})]))
+    chat = chat_of(log, calls(("c1", "send_email", ALICE_MAIL)), "Sent.", shadow=True, judge=judge)
+    turn = await chat.send_message(ASK_ALICE)
+    assert log == [("send_email", ALICE_MAIL)]
+    judged, shadowed = audit(await chat.audit_trail(turn.thread_id))
+    verdict = {
+        "call_id": "c1",
+        "tool": "send_email",
+        **ALLOW,
+        "outcome": "ask",
+        "risk": "medium",
+        "model": "ScriptedModel",
+        "latency_ms": shadowed["judgement"]["latency_ms"],
+        "decided": True,
+        "auto_approved": False,
+    }
+    assert judged["kind"] == "judged"
+    assert shadowed == shadow_event(turn.thread_id, judgement=verdict)
+
+
+async def test_a_shadow_event_is_posted_as_review_shadow(receiver: Receiver) -> None:
+    log: Log = []
+    notify = Webhook(receiver.url, secret=WEBHOOK_SECRET)
+    chat = chat_of(log, calls(("c1", "send_email", ALICE_MAIL)), "Sent.", shadow=True, notify=notify)
+    turn = await chat.send_message(ASK_ALICE)
+    assert await chat.deliver_notifications() == 1
+    [body] = receiver.accepted
+    assert body == {
+        "id": body["id"],
+        "event": "review.shadow",
+        "created_at": "2026-01-02T03:04:05+00:00",
+        "thread_id": turn.thread_id,
+        "tool": "send_email",
+        "args": ALICE_MAIL,
+        "would": "ask",
+        "reason": ASKS,
+        "judgement": None,
+    }
+
+
+async def test_a_runner_lists_what_it_ran_in_shadow_mode() -> None:
+    log: Log = []
+    runner = Runner(make_mail_tools(log), shadow=True)
+    step = await runner.run([{"id": "c1", "name": "send_email", "args": ALICE_MAIL}])
+    assert step.pending is None
+    assert [r.model_dump() for r in step.shadowed] == [
+        {
+            "call_id": "c1",
+            "tool": "send_email",
+            "would": "ask",
+            "reason": ASKS,
+            "rule": None,
+            "judgement": None,
+        }
+    ]
+    assert [r.content for r in step.results] == [SENT]
+
+
+@pytest.mark.parametrize(
+    ("value", "error"),
+    [
+        ("yes", "shadow must be True, False or 'all', got str 'yes'"),
+        (1, "shadow must be True, False or 'all', got int 1"),
+    ],
+)
+def test_shadow_takes_true_false_or_all(value: Any, error: str) -> None:
+    with pytest.raises(ValueError, match="^") as info:
+        Runner([], shadow=value)
+    assert str(info.value) == error
