@@ -74,6 +74,7 @@ from toolguard._core.records import (
     ToolResult,
 )
 from toolguard._enforce.judge import Judge
+from toolguard._enforce.shadow import Candidate
 from toolguard._enforce.runner import Runner
 from toolguard._enforce.step import Step
 from toolguard._policy.allow_once import allow_once
@@ -106,6 +107,7 @@ __all__ = [
     "ApproveDecision",
     "BlockingChat",
     "CallDeniedError",
+    "Candidate",
     "ChatModel",
     "ChatTurn",
     "Classifier",

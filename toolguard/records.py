@@ -15,6 +15,8 @@ This module holds their parts:
   tool may allow, ``respond`` included);
 - what ``Rules.decide`` and ``Rules.explain`` answer: :class:`RuleDecision`,
   naming the :class:`Rule` that decided;
+- what shadow mode and a candidate policy record: :class:`Shadowed` (a
+  call that ran at once, ``would`` ask or deny) and :class:`CandidateVerdict`;
 - :func:`parse_tool_call`, which reads one tool call in any common shape (an
   OpenAI tool call, a flat ``{"id", "name", "args"}`` dict) into a
   :class:`~toolguard.ToolCall`.
@@ -34,6 +36,7 @@ from toolguard._core.records import (
     ResultOutcome,
     ReviewConfig,
 )
+from toolguard._core.shadowing import CandidateVerdict, Shadowed
 from toolguard._core.standing import GrantTerms, StandingGrant
 from toolguard._enforce.calls import parse_tool_call
 from toolguard._policy.rules import Rule, RuleDecision
@@ -46,6 +49,7 @@ __all__ = [
     "ActionStatus",
     "AuditEvent",
     "AuditKind",
+    "CandidateVerdict",
     "DecisionType",
     "GrantTerms",
     "JudgeOutcome",
@@ -56,6 +60,7 @@ __all__ = [
     "Risk",
     "Rule",
     "RuleDecision",
+    "Shadowed",
     "StandingGrant",
     "ThreadStatus",
     "parse_tool_call",

@@ -22,6 +22,7 @@ from tests.helpers import (
     receiver,
 )
 from toolguard import (
+    Candidate,
     Judge,
     MemoryStore,
     ReviewedChat,
@@ -114,7 +115,9 @@ async def test_a_deny_rule_still_denies_unless_shadow_is_all() -> None:
     chat = chat_of(log, *script, rules=rules, shadow=True)
     turn = await chat.send_message(ASK_ALICE)
     assert log == []
-    denied = "The call to `send_email` is denied by the rule `deny send_email`. It was not executed."
+    denied = (
+        "The call to `send_email` is denied by the rule `deny send_email`. It was not executed."
+    )
     assert [(e.kind, e.detail) for e in await chat.audit_trail(turn.thread_id)] == [
         ("denied", denied)
     ]
@@ -151,7 +154,8 @@ async def test_the_judges_verdict_is_recorded_with_the_shadow_event() -> None:
 async def test_a_shadow_event_is_posted_as_review_shadow(receiver: Receiver) -> None:
     log: Log = []
     notify = Webhook(receiver.url, secret=WEBHOOK_SECRET)
-    chat = chat_of(log, calls(("c1", "send_email", ALICE_MAIL)), "Sent.", shadow=True, notify=notify)
+    script = (calls(("c1", "send_email", ALICE_MAIL)), "Sent.")
+    chat = chat_of(log, *script, shadow=True, notify=notify)
     turn = await chat.send_message(ASK_ALICE)
     assert await chat.deliver_notifications() == 1
     [body] = receiver.accepted
@@ -194,6 +198,149 @@ async def test_a_runner_lists_what_it_ran_in_shadow_mode() -> None:
     ],
 )
 def test_shadow_takes_true_false_or_all(value: Any, error: str) -> None:
-    with pytest.raises(ValueError, match="^") as info:
+    with pytest.raises(ValueError, match=r"^shadow") as info:
         Runner([], shadow=value)
     assert str(info.value) == error
+
+
+# --------------------------------------------------------------------------- candidate
+
+
+class FailingModel:
+    """A judge model whose every call fails."""
+
+    model = "failing-model"
+
+    async def complete(self, messages: Any, tools: Any) -> Any:
+        msg = "the model is down"
+        raise RuntimeError(msg)
+
+
+def candidate_event(thread_id: str, **verdict: Any) -> dict[str, Any]:
+    shown = {
+        "call_id": "c1",
+        "tool": "send_email",
+        "rule": None,
+        "judgement": None,
+        "error": None,
+        **verdict,
+    }
+    return {
+        "at": "2026-01-02T03:04:05Z",
+        "kind": "candidate",
+        "thread_id": thread_id,
+        "review_id": None,
+        "action_id": None,
+        "tool": "send_email",
+        "args": ALICE_MAIL,
+        "actor": None,
+        "decision": None,
+        "detail": shown["reason"],
+        "digest": None,
+        "candidate": shown,
+    }
+
+
+async def test_candidate_rules_are_recorded_and_change_nothing(store: Any) -> None:
+    log: Log = []
+    candidate = Candidate(rules=Rules(allow=["send_email"]))
+    script = (calls(("c1", "send_email", ALICE_MAIL)), "Sent.")
+    chat = chat_of(log, *script, store=store, candidate=candidate)
+    turn = await chat.send_message(ASK_ALICE)
+    assert turn.pending_review is not None  # the enforced policy still asks
+    assert log == []
+    events = audit(await chat.audit_trail(turn.thread_id))
+    assert [e["kind"] for e in events] == ["candidate", "requested"]
+    assert events[0] == candidate_event(
+        turn.thread_id,
+        outcome="run",
+        reason="matched the allow rule 'send_email'",
+        rule="send_email",
+    )
+
+
+async def test_a_candidate_judge_that_fails_is_recorded_and_blocks_nothing() -> None:
+    log: Log = []
+    candidate = Candidate(judge=Judge(FailingModel(), auto_approve=True))
+    chat = chat_of(
+        log,
+        calls(("c1", "send_email", ALICE_MAIL)),
+        "Sent.",
+        candidate=candidate,
+        rules=Rules(allow=["send_email"]),
+    )
+    turn = await chat.send_message(ASK_ALICE)
+    assert (turn.pending_review, turn.reply) == (None, "Sent.")  # enforced: the allow rule
+    assert log == [("send_email", ALICE_MAIL)]
+    [event] = audit(await chat.audit_trail(turn.thread_id))
+    # The candidate's own rules are the enforced ones (it has none): the allow rule runs it,
+    # and its judge is asked about calls that would ask only.
+    assert event == candidate_event(
+        turn.thread_id,
+        outcome="run",
+        reason="matched the allow rule 'send_email'",
+        rule="send_email",
+    )
+    candidate = Candidate(judge=Judge(FailingModel(), scope="all"))
+    chat = chat_of(
+        log,
+        calls(("c1", "send_email", ALICE_MAIL)),
+        "Sent.",
+        candidate=candidate,
+        rules=Rules(allow=["send_email"]),
+    )
+    turn = await chat.send_message(ASK_ALICE)
+    assert turn.reply == "Sent."
+    [event] = audit(await chat.audit_trail(turn.thread_id))
+    judgement = event["candidate"]["judgement"]
+    assert judgement == {
+        "call_id": "c1",
+        "tool": "send_email",
+        "risk": None,
+        "user_authorized": None,
+        "outcome": "ask",
+        "rationale": "the model failed (RuntimeError)",
+        "model": "failing-model",
+        "latency_ms": judgement["latency_ms"],
+        "decided": False,
+        "auto_approved": False,
+    }
+    assert event == candidate_event(
+        turn.thread_id,
+        outcome="ask",
+        reason="its judge would ask a person",
+        rule="send_email",
+        judgement=judgement,
+        error="its judge could not decide: the model failed (RuntimeError)",
+    )
+
+
+async def test_a_candidate_judge_that_would_approve_is_recorded_and_a_person_still_decides() -> (
+    None
+):
+    log: Log = []
+    candidate = Candidate(judge=Judge(ScriptedModel([json.dumps(ALLOW)]), auto_approve=True))
+    chat = chat_of(log, calls(("c1", "send_email", ALICE_MAIL)), "Sent.", candidate=candidate)
+    turn = await chat.send_message(ASK_ALICE)
+    assert turn.pending_review is not None
+    assert log == []
+    event = audit(await chat.audit_trail(turn.thread_id))[0]
+    judgement = event["candidate"]["judgement"]
+    assert (judgement["outcome"], judgement["auto_approved"]) == ("allow", False)
+    assert event == candidate_event(
+        turn.thread_id,
+        outcome="run",
+        reason="its judge would approve the call",
+        judgement=judgement,
+    )
+
+
+def test_a_candidate_needs_rules_or_a_judge() -> None:
+    with pytest.raises(ValueError, match=r"^A Candidate") as info:
+        Candidate()
+    assert str(info.value) == "A Candidate needs rules=, judge= or both"
+    with pytest.raises(TypeError, match=r"^candidate") as error:
+        Runner([], candidate="rules.toml")  # type: ignore[arg-type]
+    assert str(error.value) == (
+        "candidate must be a toolguard.Candidate or None, got str 'rules.toml'"
+    )
