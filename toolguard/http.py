@@ -78,6 +78,7 @@ authenticating reverse proxy names the user in a header) or :class:`TokenAuth`
 ``authorize`` hook saying who may decide which tool.
 """
 
+from toolguard._http.ai_sdk import create_ai_sdk_router
 from toolguard._http.answers import CONTENT_SECURITY_POLICY
 from toolguard._http.app import create_app
 from toolguard._http.auth import HeaderAuth, TokenAuth, new_token
@@ -113,6 +114,7 @@ __all__ = [
     "Reviewers",
     "ThreadResponse",
     "TokenAuth",
+    "create_ai_sdk_router",
     "create_app",
     "create_router",
     "new_token",
