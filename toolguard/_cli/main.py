@@ -1,9 +1,10 @@
-"""The ``toolguard`` command line: ``demo``, ``serve``, ``mcp-proxy``, ``tools``, ``token`` and
-``link``.
+"""The ``toolguard`` command line: ``demo``, ``serve``, ``mcp-proxy``, ``tools``, ``token``,
+``link`` and ``review``.
 
 Each command has its parser and its handler: ``demo`` in
 :mod:`toolguard._cli.demo`, ``mcp-proxy`` in :mod:`toolguard._cli.mcp_proxy`,
-``token`` and ``link`` in :mod:`toolguard._cli.auth`, ``serve`` and ``tools`` here (``serve`` itself
+``token`` and ``link`` in :mod:`toolguard._cli.auth`, ``review`` in
+:mod:`toolguard._cli.review`, ``serve`` and ``tools`` here (``serve`` itself
 is :mod:`toolguard._cli.serve`, imported only when it runs, since it needs the ``http``
 extra).
 """
@@ -18,7 +19,7 @@ import sys
 from collections.abc import Callable, Sequence
 from typing import Any, NoReturn
 
-from toolguard._cli import demo, mcp_proxy
+from toolguard._cli import demo, mcp_proxy, review
 from toolguard._cli.auth import add_auth_options, add_link_parser, add_token_parser
 from toolguard._cli.judge import add_judge_options
 from toolguard._cli.options import port_number, positive_int
@@ -258,6 +259,7 @@ def _parser() -> argparse.ArgumentParser:
     _add_tools(commands)
     add_token_parser(commands)
     add_link_parser(commands)
+    review.add_parser(commands)
     return parser
 
 

@@ -392,6 +392,8 @@ def ask_decisions(
     review: PendingReview,
     tools: Mapping[str, Tool[..., Any]] | None = None,
     actions: Sequence[Action] = (),
+    *,
+    reasons: Mapping[str, str] | None = None,
 ) -> list[dict[str, Any]]:
     """One decision per action, asked card by card (wire-format dicts, in order).
 
@@ -403,6 +405,8 @@ def ask_decisions(
             one line of JSON.
         actions: the actions of the turn that asked (``ChatTurn.actions``):
             a card shows the judge's verdict on its action, if one judged it.
+        reasons: why each tool needs approval, by tool name (a server's
+            ``GET /hitl/tools``); without it, ``tools`` says when it is a toolset.
 
     Raises:
         InputEndedError: the input ended before every action was decided.
@@ -423,7 +427,7 @@ def ask_decisions(
             index=index + 1,
             total=total,
             mark=term.mark,
-            why=_why(tools, request.name),
+            why=reasons.get(request.name) if reasons is not None else _why(tools, request.name),
             judgement=verdicts[index],
         )
         term.say(term.strong(card))
