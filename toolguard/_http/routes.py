@@ -37,6 +37,7 @@ from toolguard._http.schemas import (
     ReviewRequest,
     ThreadResponse,
 )
+from toolguard._http.stats import add_stats_route
 from toolguard._policy.redact import shown_messages
 
 _log = logging.getLogger("toolguard.http")
@@ -147,6 +148,7 @@ def routes(
     _add_turn_routes(router, get_chat, who_asks, prefix, messages=mode == "chat")
     _add_thread_routes(router, get_chat, who_asks, prefix)
     _add_listing_routes(router, get_chat, who_asks, review_fields)
+    add_stats_route(router, get_chat, who_asks)
     _add_info_route(router, mode, info)
     if auth is None:
         _add_no_session_route(router)
