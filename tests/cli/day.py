@@ -17,14 +17,22 @@ is answered with text. The day, 2026-03-02 from 09:00 UTC:
 from __future__ import annotations
 
 import json
+import uuid
+from collections.abc import Iterator
 from datetime import datetime, timedelta, timezone
+from pathlib import Path
 from typing import Any
 
+import anyio
+import pytest
+
+from tests.helpers import admin_execute, postgres_dsn
 from toolguard import (
     Judge,
     ModelResponse,
     ReviewedChat,
     Rules,
+    SQLiteStore,
     ToolCall,
     guard,
     requires_approval,
@@ -205,3 +213,38 @@ async def record_day(store: Any) -> None:
         assert paid.pending_review is None
     refused = await ask(400, says("wipe_disk", disk="/dev/sda"))
     assert refused.pending_review is None
+
+
+async def _record_in_sqlite(path: Path) -> None:
+    async with SQLiteStore(path) as store:
+        await record_day(store)
+
+
+@pytest.fixture(scope="module")
+def sqlite_day(tmp_path_factory: pytest.TempPathFactory) -> str:
+    """The day recorded in a SQLite file (once for the module)."""
+    path = tmp_path_factory.mktemp("day") / "toolguard.sqlite3"
+    anyio.run(_record_in_sqlite, path)
+    return str(path)
+
+
+async def _record_in_postgres(dsn: str) -> None:
+    from toolguard.postgres import PostgresStore
+
+    async with PostgresStore(dsn) as store:
+        await record_day(store)
+
+
+@pytest.fixture(scope="module")
+def postgres_day() -> Iterator[str]:
+    """The day recorded in a fresh PostgreSQL database (the store's default table)."""
+    admin = postgres_dsn()
+    name = f"tg_stats_{uuid.uuid4().hex[:12]}"
+    anyio.run(admin_execute, f"CREATE DATABASE {name}")
+    base, _, _ = admin.rpartition("/")
+    dsn = f"{base}/{name}"
+    try:
+        anyio.run(_record_in_postgres, dsn)
+        yield dsn
+    finally:
+        anyio.run(admin_execute, f"DROP DATABASE IF EXISTS {name} WITH (FORCE)")

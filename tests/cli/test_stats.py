@@ -4,21 +4,20 @@ recorded in SQLite and in PostgreSQL."""
 from __future__ import annotations
 
 import json
-import uuid
-from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
-import anyio
 import httpx
 import pytest
 
-from tests.cli.day import record_day
-from tests.helpers import admin_execute, postgres_dsn, serve_in_thread
+from tests.cli.day import postgres_day, sqlite_day
+from tests.helpers import serve_in_thread
 from toolguard import ReviewedChat, ScriptedModel, SQLiteStore
 from toolguard._cli.main import main
 from toolguard._gateway.routes import build_app as gateway_app
 from toolguard.http import HeaderAuth, create_app
+
+__all__ = ["postgres_day", "sqlite_day"]  # fixtures, used by name
 
 UNTIL = "2026-03-02T18:00:00Z"
 SEND_EMAIL_HINT = (
@@ -87,41 +86,6 @@ DAY = {
     "suggestions": [DELETE_FILE_HINT, SEND_EMAIL_HINT],
 }
 """The statistics of the whole day."""
-
-
-async def _record_in_sqlite(path: Path) -> None:
-    async with SQLiteStore(path) as store:
-        await record_day(store)
-
-
-@pytest.fixture(scope="module")
-def sqlite_day(tmp_path_factory: pytest.TempPathFactory) -> str:
-    """The day recorded in a SQLite file (once for the module)."""
-    path = tmp_path_factory.mktemp("day") / "toolguard.sqlite3"
-    anyio.run(_record_in_sqlite, path)
-    return str(path)
-
-
-async def _record_in_postgres(dsn: str) -> None:
-    from toolguard.postgres import PostgresStore
-
-    async with PostgresStore(dsn) as store:
-        await record_day(store)
-
-
-@pytest.fixture(scope="module")
-def postgres_day() -> Iterator[str]:
-    """The day recorded in a fresh PostgreSQL database (the store's default table)."""
-    admin = postgres_dsn()
-    name = f"tg_stats_{uuid.uuid4().hex[:12]}"
-    anyio.run(admin_execute, f"CREATE DATABASE {name}")
-    base, _, _ = admin.rpartition("/")
-    dsn = f"{base}/{name}"
-    try:
-        anyio.run(_record_in_postgres, dsn)
-        yield dsn
-    finally:
-        anyio.run(admin_execute, f"DROP DATABASE IF EXISTS {name} WITH (FORCE)")
 
 
 def stats(capsys: pytest.CaptureFixture[str], *argv: str) -> tuple[int, str, str]:

@@ -43,8 +43,10 @@ __all__ = [
     "SinceError",
     "compute_stats",
     "format_stats",
+    "iso",
     "parse_since",
     "stored_states",
+    "utc",
 ]
 
 MIN_SAMPLE: Final = 5
@@ -105,7 +107,8 @@ class _Tool:
     deciders: Counter[str] = field(default_factory=Counter)
 
 
-def _utc(moment: datetime) -> datetime:
+def utc(moment: datetime) -> datetime:
+    """``moment`` with a time zone (a naive one is read as UTC)."""
     return moment if moment.tzinfo is not None else moment.replace(tzinfo=timezone.utc)
 
 
@@ -123,7 +126,7 @@ def _gather(
         settled: set[str] = set()
         for event in state.audit:
             kind: str = event.kind
-            at = _utc(event.at)
+            at = utc(event.at)
             if at > until:
                 continue
             if kind == "requested" and event.action_id is not None:
@@ -167,7 +170,7 @@ def _settle(
         entry.outcomes[_CLOSED[kind]] += 1
         return
     entry.outcomes[_DECISIONS.get(event.decision or "", "responded")] += 1
-    entry.waits.append(max(0.0, (_utc(event.at) - requested_at).total_seconds()))
+    entry.waits.append(max(0.0, (utc(event.at) - requested_at).total_seconds()))
     entry.deciders[event.actor if event.actor is not None else UNNAMED] += 1
 
 
@@ -247,15 +250,15 @@ def compute_stats(
         decision), ``deciders`` (who decided how often) and ``suggestions``.
     """
     states = list(states)
-    start = _utc(since) if since is not None else None
-    now = _utc(now)
+    start = utc(since) if since is not None else None
+    now = utc(now)
     tools = _gather(states, start, now)
     first = min(
         (
-            _utc(e.at)
+            utc(e.at)
             for s in states
             for e in s.audit
-            if (start is None or _utc(e.at) >= start) and _utc(e.at) <= now
+            if (start is None or utc(e.at) >= start) and utc(e.at) <= now
         ),
         default=now,
     )
@@ -291,16 +294,16 @@ def compute_stats(
         suggestions += row["suggestions"]
         rows[name] = row
     return {
-        "since": _iso(start) if start is not None else None,
-        "until": _iso(now),
+        "since": iso(start) if start is not None else None,
+        "until": iso(now),
         "tools": rows,
         "suggestions": suggestions,
     }
 
 
-def _iso(moment: datetime) -> str:
+def iso(moment: datetime) -> str:
     """``moment`` in UTC, ISO 8601 with ``Z``."""
-    return _utc(moment).astimezone(timezone.utc).isoformat().replace("+00:00", "Z")
+    return utc(moment).astimezone(timezone.utc).isoformat().replace("+00:00", "Z")
 
 
 async def stored_states(store: Store) -> list[ThreadState]:

@@ -19,7 +19,7 @@ import sys
 from collections.abc import Callable, Sequence
 from typing import Any, NoReturn
 
-from toolguard._cli import demo, mcp_proxy, review, stats
+from toolguard._cli import demo, mcp_proxy, replay, review, stats
 from toolguard._cli.auth import add_auth_options, add_link_parser, add_token_parser
 from toolguard._cli.judge import add_judge_options
 from toolguard._cli.options import port_number, positive_int
@@ -261,6 +261,7 @@ def _parser() -> argparse.ArgumentParser:
     add_link_parser(commands)
     review.add_parser(commands)
     stats.add_parser(commands)
+    replay.add_parser(commands)
     return parser
 
 
