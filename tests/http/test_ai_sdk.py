@@ -17,7 +17,6 @@ import pytest
 from tests.helpers import ALICE_MAIL, BOB_MEETING_MAIL, make_mail_tools, too_large
 from toolguard import ModelResponse, ReviewedChat, ScriptedModel, ToolCall, requires_approval
 from toolguard._http.ai_sdk import (
-    ANSWERED,
     BAD_THREAD,
     MALFORMED,
     NO_ANSWER,
@@ -26,6 +25,7 @@ from toolguard._http.ai_sdk import (
     OTHER_CALL,
     REGENERATE,
     TWICE,
+    TWO_REVIEWS,
     UNANSWERED,
     UNKNOWN,
 )
@@ -185,6 +185,14 @@ async def stored(chat: ReviewedChat, thread_id: str) -> Any:
     return state.model_dump(mode="json")
 
 
+def stale(review_id: str) -> str:
+    """The chat's text for decisions of a review that is no longer waiting."""
+    return (
+        f"The review {review_id} is no longer current in this conversation. Load the thread"
+        " and decide on its current review."
+    )
+
+
 def error(text: str) -> list[dict[str, Any]]:
     return [{"type": "error", "errorText": text}]
 
@@ -227,14 +235,14 @@ async def test_a_paused_turn_then_an_approval(
         {"type": "tool-output-available", "toolCallId": "call_s", "output": '["result for alice"]'},
         {
             "type": "tool-approval-request",
-            "approvalId": action.id,
+            "approvalId": f"{review_id}.{action.id}",
             "toolCallId": "call_1",
             "reason": WAITING,
             "approvalDescriptor": {
                 "threadId": thread_id,
                 "reviewId": review_id,
                 "toolName": "send_email",
-                "allowedDecisions": ["approve", "reject"],
+                "allowedDecisions": ["approve", "edit", "reject"],
                 "reviewUrl": f"https://reviews.example/?thread={thread_id}",
             },
         },
@@ -243,7 +251,8 @@ async def test_a_paused_turn_then_an_approval(
     ]
     assert log == [("search", {"query": "alice"})]
 
-    parts = await post(client, answered(thread_id, ("call_1", action.id, {"approved": True})))
+    approval = f"{review_id}.{action.id}"
+    parts = await post(client, answered(thread_id, ("call_1", approval, {"approved": True})))
     assert parts == [
         {
             "type": "start",
@@ -265,9 +274,8 @@ async def test_a_paused_turn_then_an_approval(
 
     # The same approval again (a replayed request): refused, nothing runs or changes.
     before = await stored(chat, thread_id)
-    again = answered(thread_id, ("call_1", action.id, {"approved": True}))
-    shown = repr(action.id)
-    assert await post(client, again) == error(ANSWERED.format(approval=shown, status="executed"))
+    again = answered(thread_id, ("call_1", approval, {"approved": True}))
+    assert await post(client, again) == error(stale(review_id))
     assert await stored(chat, thread_id) == before
     assert log == [("search", {"query": "alice"}), ("send_email", ALICE_MAIL)]
 
@@ -328,23 +336,32 @@ async def test_the_next_message_continues_the_thread(client: httpx.AsyncClient) 
 async def test_approvals_that_do_not_fit_the_review_change_nothing(
     client: httpx.AsyncClient, chat: ReviewedChat, log: list[Any]
 ) -> None:
-    """Unknown, foreign, twice-answered, misplaced, partial and malformed answers are refused
+    """Unknown, foreign, mixed, twice-answered, misplaced, partial and malformed answers are refused
     with their text; the stored thread stays as it was; then a fitting answer runs both."""
     log.clear()
     other_thread, _, [other] = await paused(client)
-    thread_id, _, [first, second] = await paused(client, "two")
+    thread_id, review_id, [first, second] = await paused(client, "two")
     log.clear()
     before = await stored(chat, thread_id)
+    other_before = await stored(chat, other_thread)
     yes = {"approved": True}
-    forged = "f" * 32
+    forged, forged_action = "f" * 32, f"{review_id}.{'0' * 32}"
+    unknown_review = (
+        f"The review {review_id} is unknown in this conversation: it was never one of its"
+        " reviews. Load the thread and decide on its current review."
+    )
     cases = [
         (
             answered(thread_id, ("call_a", first, yes), ("call_b", forged, yes)),
             UNKNOWN.format(approval=repr(forged)),
         ),
-        (  # an approval of another thread, sent as this thread's
+        (
+            answered(thread_id, ("call_a", first, yes), ("call_b", forged_action, yes)),
+            UNKNOWN.format(approval=repr(forged_action)),
+        ),
+        (  # an approval of another thread, sent with this thread's
             answered(thread_id, ("call_a", first, yes), ("call_1", other, yes)),
-            UNKNOWN.format(approval=repr(other)),
+            TWO_REVIEWS,
         ),
         (
             answered(
@@ -363,14 +380,15 @@ async def test_approvals_that_do_not_fit_the_review_change_nothing(
         ),
         (answered(thread_id), NO_ANSWER),
         (answered(None, ("call_a", first, yes), ("call_b", second, yes)), NO_THREAD),
-        (  # this thread's approvals, sent as another thread's
+        (  # this thread's approvals, sent as another thread's: the chat refuses them
             answered(other_thread, ("call_a", first, yes), ("call_b", second, yes)),
-            UNKNOWN.format(approval=repr(first)),
+            unknown_review,
         ),
     ]
     for message, text in cases:
         assert await post(client, message) == error(text)
         assert await stored(chat, thread_id) == before
+        assert await stored(chat, other_thread) == other_before
     assert log == []
     sent = answered(thread_id, ("call_a", first, yes), ("call_b", second, yes))
     parts = await post(client, sent)

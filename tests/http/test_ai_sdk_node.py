@@ -20,7 +20,7 @@ import pytest
 from tests.helpers import ALICE_MAIL, make_mail_tools, serve_in_thread
 from tests.node import JS, node
 from toolguard import ModelResponse, ReviewedChat, ScriptedModel, ToolCall
-from toolguard._http.ai_sdk import ANSWERED, served_ai_sdk_routes
+from toolguard._http.ai_sdk import served_ai_sdk_routes
 from toolguard._http.app import protected_app
 
 SCRIPT = JS / "ai_sdk_chat.mjs"
@@ -95,11 +95,11 @@ def test_use_chat_approves_denies_and_a_replay_is_refused(
         "threadId": thread_id,
         "reviewId": first["metadata"]["toolguard"]["reviewId"],
         "toolName": "send_email",
-        "allowedDecisions": ["approve", "reject"],
+        "allowedDecisions": ["approve", "edit", "reject"],
         "reviewUrl": f"{url}/?thread={thread_id}",
     }
     asked = {
-        "id": one["id"],
+        "id": f"{descriptor['reviewId']}.{one['id']}",
         "descriptor": descriptor,
         "requestReason": "Tool `send_email` is awaiting approval",
     }
@@ -127,7 +127,10 @@ def test_use_chat_approves_denies_and_a_replay_is_refused(
     ]
 
     assert out["replay"] == {
-        "error": ANSWERED.format(approval=repr(one["id"]), status="executed"),
+        "error": (
+            f"The review {descriptor['reviewId']} is no longer current in this conversation."
+            " Load the thread and decide on its current review."
+        ),
         "messages": [],
     }
 
@@ -139,7 +142,7 @@ def test_use_chat_approves_denies_and_a_replay_is_refused(
         "call_2",
         "output-denied",
         {
-            "id": two["id"],
+            "id": f"{second['metadata']['toolguard']['reviewId']}.{two['id']}",
             "descriptor": {**descriptor, "reviewId": second["metadata"]["toolguard"]["reviewId"]},
             "requestReason": "Tool `send_email` is awaiting approval",
             "approved": False,

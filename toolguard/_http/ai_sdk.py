@@ -8,13 +8,15 @@ approved, reason}``), which become the decisions of
 :meth:`~toolguard.ReviewedChat.submit_review` for the review they answer, with its checks
 (once only, deadlines, reviewers, quorum, rules). The answer is the turn as a UI message
 stream (:mod:`~toolguard._http.ui_stream`): a call awaiting review is a
-``tool-approval-request`` whose ``approvalId`` is the action's id.
+``tool-approval-request`` whose ``approvalId`` names its review and its action.
 
-Whatever a request cannot do is refused with an ``error`` part and changes nothing: an
-approval id that is not a call awaiting review in the thread (unknown, forged, of another
-thread, already answered), a review answered in part, the same approval answered twice, a
-message while a review waits. The protocol has no edits and no standing grants: those are
-made on the approval page, whose address each approval request carries (``reviewUrl``).
+Whatever a request cannot do is refused with an ``error`` part and changes nothing. Answers
+to the review awaiting decisions must name its calls (an unknown or forged approval id, a
+call answered twice or not at all, approvals of two reviews at once are refused here);
+answers to any other review (answered already, being applied, of another thread) go to the
+chat bound to that review, which refuses them with its own text, as ``POST /hitl/review``
+does. The protocol has no edits and no standing grants: those are made on the approval page,
+whose address each approval request carries (``reviewUrl``).
 """
 
 # No ``from __future__ import annotations`` here: FastAPI reads the route's annotations.
@@ -30,7 +32,6 @@ from pydantic import BaseModel, ConfigDict, Field
 
 from toolguard._chat.chat import ReviewedChat
 from toolguard._chat.turns import ChatTurn
-from toolguard._core.records import Action
 from toolguard._http.answers import ECHO_LIMIT, Refusal, answer, shorten
 from toolguard._http.auth import Authenticator, check_auth, identity_dependency
 from toolguard._http.guards import Guard, route_class
@@ -41,6 +42,7 @@ from toolguard._http.ui_stream import (
     STREAM_HEADERS,
     Link,
     Part,
+    approval_id,
     error_parts,
     sse,
     turn_parts,
@@ -70,15 +72,14 @@ MALFORMED: Final = (
     " and approval.approved (true or false), and approval.reason must be text if given."
 )
 UNKNOWN: Final = (
-    "The approval {approval} is not a call awaiting review in this conversation. Nothing was"
-    " changed."
-)
-ANSWERED: Final = (
-    "The approval {approval} was already answered (the call is {status}); it is not applied"
-    " again. Nothing was changed."
+    "The approval {approval} is not a call awaiting review in this review. Nothing was changed."
 )
 OTHER_CALL: Final = (
     "The approval {approval} belongs to another tool call than {call}. Nothing was changed."
+)
+TWO_REVIEWS: Final = (
+    "The approvals answer two different reviews; answer the calls of one review at a time."
+    " Nothing was changed."
 )
 TWICE: Final = "The approval {approval} is answered twice. Nothing was changed."
 UNANSWERED: Final = (
@@ -87,6 +88,7 @@ UNANSWERED: Final = (
 )
 
 _TOOL_PARTS: Final = ("tool-", "dynamic-tool")
+_ID_LIMIT: Final = 128  # the longest review or action id (as the HTTP API's ids)
 
 
 class _UnanswerableError(Exception):
@@ -179,44 +181,59 @@ def _answers(message: UIMessageBody) -> dict[str, tuple[str, bool, str | None]]:
     return found
 
 
+def _decision(answer: tuple[str, bool, str | None]) -> dict[str, Any]:
+    _, approved, reason = answer
+    if approved:
+        return {"type": "approve"}
+    return {"type": "reject", **({"message": reason} if reason else {})}
+
+
+def _review_of(answers: Mapping[str, Any]) -> str:
+    """The one review the answers' approval ids name."""
+    reviews = set()
+    for answered in answers:
+        review_id, dot, action_id = answered.partition(".")
+        if not (dot and 0 < len(review_id) <= _ID_LIMIT and 0 < len(action_id) <= _ID_LIMIT):
+            raise _UnanswerableError(UNKNOWN.format(approval=shorten(repr(answered), ECHO_LIMIT)))
+        reviews.add(review_id)
+    if len(reviews) > 1:
+        raise _UnanswerableError(TWO_REVIEWS)
+    return reviews.pop()
+
+
 def decisions_for(
     state: ThreadState, answers: Mapping[str, tuple[str, bool, str | None]]
 ) -> tuple[list[dict[str, Any]], str]:
-    """The decisions of ``answers`` for the thread's pending review, and that review's id.
+    """The decisions of ``answers`` and the id of the review they answer.
 
-    One decision per action awaiting review, in the review's order: ``approve``, or
-    ``reject`` with the reason as its message. Every answer must name an action awaiting
-    review in this thread, with its tool call, and every such action needs one.
+    For the review awaiting decisions: one decision per action awaiting review, in the
+    review's order (``approve``, or ``reject`` with the reason as its message); every
+    answer must name one of them, with its tool call, and each needs one. For any other
+    review (answered already, being applied, of another thread, never made), the
+    decisions as sent, bound to that review: the chat refuses them, with its own text.
 
     Raises:
-        _UnanswerableError: an answer does not fit the review (the text says how).
+        _UnanswerableError: an answer does not fit the review awaiting decisions.
     """
-    pending = state.pending if state.status == "awaiting_review" else None
-    waiting = [a for a in pending.actions if a.status == "requested"] if pending else []
-    by_id: dict[str, Action] = {action.id: action for action in state.actions}
-    for approval_id, (call_id, _, _) in answers.items():
-        shown = shorten(repr(approval_id), ECHO_LIMIT)
-        action = by_id.get(approval_id)
+    review_id = _review_of(answers)
+    pending = state.pending
+    if pending is None or pending.review_id != review_id or state.status != "awaiting_review":
+        return [_decision(answer) for answer in answers.values()], review_id
+    waiting = {approval_id(review_id, a): a for a in pending.actions if a.status == "requested"}
+    for answered, (call_id, _, _) in answers.items():
+        shown = shorten(repr(answered), ECHO_LIMIT)
+        action = waiting.get(answered)
         if action is None:
             raise _UnanswerableError(UNKNOWN.format(approval=shown))
-        if action not in waiting:
-            raise _UnanswerableError(ANSWERED.format(approval=shown, status=action.status))
         if action.call_id != call_id:
             raise _UnanswerableError(
                 OTHER_CALL.format(approval=shown, call=shorten(repr(call_id), ECHO_LIMIT))
             )
-    missing = [a.name for a in waiting if a.id not in answers]
-    if missing or pending is None:
+    missing = [action.name for key, action in waiting.items() if key not in answers]
+    if missing:
         names = ", ".join(f"`{name}`" for name in missing)
         raise _UnanswerableError(UNANSWERED.format(names=names))
-    decisions: list[dict[str, Any]] = []
-    for action in waiting:
-        _, approved, reason = answers[action.id]
-        if approved:
-            decisions.append({"type": "approve"})
-        else:
-            decisions.append({"type": "reject", **({"message": reason} if reason else {})})
-    return decisions, pending.review_id
+    return [_decision(answers[key]) for key in waiting], review_id
 
 
 # --------------------------------------------------------------------------- one request

@@ -33,9 +33,6 @@ METADATA_KEY: Final = "toolguard"
 """The key of the assistant message's metadata that names the thread: ``{"toolguard":
 {"threadId": ..., "reviewId": ...}}``."""
 
-_ANSWERS: Final = ("approve", "reject")
-"""The decisions an approval response carries: approved, or not."""
-
 DENIED_STATUSES: Final = frozenset({"rejected"})
 """Action statuses shown as ``tool-output-denied`` (a person said no)."""
 
@@ -57,6 +54,12 @@ def error_parts(text: str) -> list[Part]:
     """The stream of a refused request: one ``error`` part (``useChat`` shows it as its
     ``error``); no message is started, so the conversation on the page stays as it was."""
     return [{"type": "error", "errorText": clean_text(text)}]
+
+
+def approval_id(review_id: str, action: Action) -> str:
+    """The ``approvalId`` of an action awaiting review: its review's id, ``.``, its own id
+    (so an answer names the review it answers, and the chat checks that review)."""
+    return f"{review_id}.{action.id}"
 
 
 def _arguments(text: object) -> Any:
@@ -180,7 +183,7 @@ class Rendering:
             "threadId": self.state.thread_id,
             "reviewId": review_id,
             "toolName": action.name,
-            "allowedDecisions": [d for d in action.allowed_decisions if d in _ANSWERS],
+            "allowedDecisions": list(action.allowed_decisions),
         }
         if action.approvals_required > 1:
             descriptor["approvals"] = {
@@ -195,7 +198,7 @@ class Rendering:
             descriptor["reviewUrl"] = url
         return {
             "type": "tool-approval-request",
-            "approvalId": action.id,
+            "approvalId": approval_id(review_id, action),
             "toolCallId": action.call_id,
             "reason": action.description,
             "approvalDescriptor": descriptor,
