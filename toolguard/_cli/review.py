@@ -27,6 +27,7 @@ import http.client
 import json
 import os
 import sys
+import time
 from collections.abc import Mapping, Sequence
 from functools import partial
 from typing import Any
@@ -59,6 +60,9 @@ from toolguard._core.reveal import reveal_text
 from toolguard._tools.tool import Tool
 
 __all__ = ["add_parser", "review_loop"]
+
+_SETTLE_SECONDS = 5.0
+"""How long the outcome of an approved call still under way is waited for."""
 
 
 class _InterruptedError(Exception):
@@ -113,8 +117,18 @@ def _thread_actions(server: Server, thread_id: str) -> list[Action]:
 
 
 def _outcomes(term: Terminal, server: Server, thread_id: str, ids: Sequence[str]) -> list[Action]:
-    """Show the outcome of the actions ``ids`` of the thread; the actions."""
-    mine = [a for a in _thread_actions(server, thread_id) if a.id in ids]
+    """Show the outcome of the actions ``ids`` of the thread; the actions.
+
+    An approved call still under way (a gateway forwards it once the decision is taken) is
+    waited for, at most :data:`_SETTLE_SECONDS`.
+    """
+    deadline = time.monotonic() + _SETTLE_SECONDS
+    while True:
+        mine = [a for a in _thread_actions(server, thread_id) if a.id in ids]
+        running = any(a.status == "approved" and a.result is None for a in mine)
+        if not running or time.monotonic() > deadline:
+            break
+        time.sleep(0.05)
     for action in mine:
         by = f" (by {prose(action.reviewer)})" if action.reviewer else ""
         term.say(render_outcome(action) + by)
