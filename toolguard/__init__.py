@@ -74,8 +74,8 @@ from toolguard._core.records import (
     ToolResult,
 )
 from toolguard._enforce.judge import Judge
-from toolguard._enforce.shadow import Candidate
 from toolguard._enforce.runner import Runner
+from toolguard._enforce.shadow import Candidate
 from toolguard._enforce.step import Step
 from toolguard._policy.allow_once import allow_once
 from toolguard._policy.decisions import validate_decisions

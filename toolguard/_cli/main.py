@@ -22,6 +22,7 @@ from typing import Any, NoReturn
 from toolguard._cli import demo, mcp_proxy, replay, review, stats
 from toolguard._cli.auth import add_auth_options, add_link_parser, add_token_parser
 from toolguard._cli.judge import add_judge_options
+from toolguard._cli.metrics_options import add_metrics_options
 from toolguard._cli.options import port_number, positive_int
 from toolguard._tools.toolset import Toolset, guard
 from toolguard._version import __version__
@@ -187,6 +188,7 @@ def _add_serve(commands: Any) -> None:
     add_judge_options(serve)
     add_auth_options(serve)
     serve.set_defaults(handler=_serve)
+    add_metrics_options(serve)  # after the handler: it wraps it
 
 
 # ---------------------------------------------------------------------------- tools

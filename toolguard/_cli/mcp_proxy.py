@@ -31,6 +31,7 @@ from toolguard._cli.gateway_options import (
     port_holder,
 )
 from toolguard._cli.judge import JudgeOptionError, add_judge_options, build_judge
+from toolguard._cli.metrics_options import add_metrics_options
 from toolguard._cli.options import port_number, positive_int
 from toolguard._cli.serve_db import ServeError, check_store
 from toolguard._cli.startup import (
@@ -169,6 +170,7 @@ def add_parser(commands: Any) -> None:
         "upstream", nargs=argparse.REMAINDER, help="the upstream server's command, after --"
     )
     proxy.set_defaults(handler=run_command)
+    add_metrics_options(proxy)  # after the handler: it wraps it
 
 
 def run_command(args: argparse.Namespace) -> int:

@@ -45,10 +45,12 @@ from toolguard._cli.judge import JudgeOptionError, build_judge, describe_judge
 from toolguard._cli.running import run_uvicorn
 from toolguard._cli.serve_db import DEFAULT_DB, ServeError, check_store, open_store, shown_db
 from toolguard._cli.startup import ListenError, listening_socket, one_line
+from toolguard._cli.watch_options import attach_watch
 from toolguard._core.errors import RuleSyntaxError
 from toolguard._core.hosts import default_hosts
 from toolguard._core.llm import ChatModel, close_client
 from toolguard._enforce.judge import Judge
+from toolguard._enforce.shadow import watch_part
 from toolguard._policy.reviewers import Reviewers
 from toolguard._policy.rules import Rules
 from toolguard._stores.outbox import Webhook
@@ -307,6 +309,7 @@ def build_app(
     session_secret: str | None = None,
     link_sign_in: bool = False,
     openapi: bool = False,
+    watch: dict[str, Any] | None = None,
 ) -> FastAPI:
     """The app ``toolguard serve`` runs: the chat API under ``/hitl`` and the page at ``/``.
 
@@ -320,6 +323,7 @@ def build_app(
     signs the person at the machine in with the sign-in link. A ``[reviewers]`` table in
     ``rules`` is the chat's ``authorize`` hook and needs ``auth_header`` or ``tokens``.
     ``openapi`` (``--openapi``) serves the OpenAPI document at ``/openapi.json``.
+    ``watch``: shadow mode and a candidate (:mod:`toolguard._cli.watch_options`).
     The chat is ``app.state.chat``; close its store
     (``app.state.chat.store.close()``) when done.
 
@@ -354,6 +358,7 @@ def build_app(
         judge_auto_approve=judge_auto_approve,
         judge_scope=judge_scope,
     )
+    attach_watch(chat, watch)
     try:
         app = protected_app(
             chat,
@@ -506,7 +511,8 @@ def _describe(model: ChatModel) -> str:
 def _judge_part(chat: ReviewedChat) -> str:
     """`` | judge: ...`` for the startup line of a chat with a judge, else nothing."""
     judge = chat.runner.judge
-    return f" | judge: {describe_judge(judge)}" if judge is not None else ""
+    judged = f" | judge: {describe_judge(judge)}" if judge is not None else ""
+    return judged + watch_part(chat.runner.shadow, chat.runner.candidate)  # said loudly
 
 
 def serve(
@@ -532,6 +538,7 @@ def serve(
     tokens: str | None = None,
     no_auth: bool = False,
     openapi: bool = False,
+    watch: dict[str, Any] | None = None,
 ) -> int:
     """Serve the chat API and the approval page until interrupted.
 
@@ -570,6 +577,7 @@ def serve(
             database the processes share (a SQLite file or PostgreSQL, not
             ``":memory:"``). Each worker builds its app with :func:`app_from_env`.
         openapi: serve the OpenAPI document at ``/openapi.json`` (``--openapi``).
+        watch: ``--shadow``, ``--shadow-all`` and the candidate options.
 
     Returns:
         The exit code: 130 after Ctrl-C, 2 for a setting that cannot be
@@ -619,6 +627,7 @@ def serve(
                 "session_secret": secrets.token_hex(32) if tokens is not None else None,
                 "link_sign_in": (auth_header is None and tokens is None and not no_auth) or None,
                 "openapi": openapi or None,
+                "watch": watch,
             },
             host=host,
             workers=workers,

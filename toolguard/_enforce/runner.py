@@ -132,7 +132,6 @@ class Runner:
     """Named when a framework integration is given a Runner instead of tools."""
 
     __slots__ = (
-        "_candidate_tools",
         "candidate",
         "claims",
         "clock",
@@ -199,7 +198,6 @@ class Runner:
         self.judge: Judge | None = judge
         self.shadow: ShadowMode = check_shadow(shadow)
         self.candidate: Candidate | None = check_candidate(candidate)
-        self._candidate_tools = candidate_toolset(self.candidate, self.toolset)
 
     def allowed_decisions(self, action: Action) -> tuple[str, ...]:
         """The decision types ``action`` may get: shown to the reviewer AND allowed by the tool.
@@ -366,11 +364,11 @@ class Runner:
         conversation: Sequence[Message],
     ) -> list[CandidateVerdict]:
         """What the candidate policy says about each call (empty without one); never enforced."""
-        if self.candidate is None or self._candidate_tools is None:
+        if self.candidate is None:
             return []
         return await evaluate(
             self.candidate,
-            self._candidate_tools,
+            candidate_toolset(self.candidate, self.toolset),
             calls,
             verdicts,
             thread_id=thread_id,

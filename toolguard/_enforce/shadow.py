@@ -36,6 +36,37 @@ from toolguard._tools.toolset import Toolset
 ShadowMode = bool | Literal["all"]
 """``False``: enforce; ``True``: run what would ask, record it; ``"all"``: deny rules too."""
 
+SHADOW_BANNER = (
+    "SHADOW MODE: nothing waits for a person; calls that would be asked run at once and are"
+    " recorded"
+)
+"""How a command says loudly that shadow mode is on (``--shadow``)."""
+
+SHADOW_ALL_BANNER = (
+    "SHADOW MODE (all): nothing waits for a person and deny rules do not refuse; every call"
+    " runs at once and what would have happened is recorded"
+)
+"""How a command says loudly that ``--shadow-all`` is on."""
+
+
+def shadow_banner(shadow: ShadowMode) -> str | None:
+    """The line saying loudly that shadow mode is on, or ``None`` when it is off."""
+    if shadow == "all":
+        return SHADOW_ALL_BANNER
+    return SHADOW_BANNER if shadow else None
+
+
+def watch_part(shadow: ShadowMode, candidate: Candidate | None) -> str:
+    """`` | SHADOW MODE ...`` and `` | candidate ...`` for a command's startup line, or nothing."""
+    banner = shadow_banner(shadow)
+    text = f" | {banner}" if banner is not None else ""
+    if candidate is not None:
+        parts = ["rules"] if candidate.rules is not None else []
+        if candidate.judge is not None:
+            parts.append(f"judge {candidate.judge.model_name}")
+        text += f" | candidate (recorded only): {', '.join(parts)}"
+    return text
+
 
 def check_shadow(value: object) -> ShadowMode:
     """``shadow=`` as given: ``True``, ``False`` or ``"all"``.
@@ -227,10 +258,8 @@ class Watch:
 # --------------------------------------------------------------------------- candidate
 
 
-def candidate_toolset(candidate: Candidate | None, toolset: Toolset) -> Toolset | None:
+def candidate_toolset(candidate: Candidate, toolset: Toolset) -> Toolset:
     """The toolset the candidate decides with: its rules in place of the enforced ones."""
-    if candidate is None:
-        return None
     if candidate.rules is None:
         return toolset
     return Toolset(toolset, rules=candidate.rules)

@@ -68,6 +68,7 @@ from toolguard._core.errors import ToolguardError
 from toolguard._core.llm import Message, ModelResponse
 from toolguard._core.records import Action, ToolCall
 from toolguard._enforce.judge import Judge
+from toolguard._enforce.shadow import Candidate, ShadowMode, check_candidate, check_shadow
 from toolguard._gateway.calls_info import CallsInfo
 from toolguard._gateway.grants import GatewayGrants
 from toolguard._gateway.handoff import ABANDONED, WaitingChat, abandon
@@ -278,6 +279,16 @@ class MCPProxy:
         self.progress_interval = DEFAULT_PROGRESS_INTERVAL
         self.page_url: str | None = None  # named in the progress notifications
 
+    def watch(self, shadow: ShadowMode, candidate: Candidate | None) -> None:
+        """Put the chat in shadow mode and give it a candidate policy (see ReviewedChat).
+
+        With ``shadow="all"`` a call a deny rule matches goes to the chat, which runs it;
+        with a candidate every call does (none takes the fast lane), so it sees them all.
+        """
+        self.chat.runner.shadow = check_shadow(shadow)
+        self.chat.runner.candidate = check_candidate(candidate)
+        self.judges_every_call = self.judges_every_call or candidate is not None
+
     # ------------------------------------------------------------------ helpers
 
     def _forwarder(self, name: str) -> Callable[..., Awaitable[dict[str, Any]]]:
@@ -390,7 +401,7 @@ class MCPProxy:
         if self.toolset.get(name) is None:
             return self._error(f"Unknown tool `{name}`: the upstream MCP server did not list it.")
         rule, runs_at_once = self.at_once(name, args)
-        if rule is not None and rule.effect == "deny":
+        if rule is not None and rule.effect == "deny" and self.chat.runner.shadow != "all":
             return await self._deny(name, args, rule)
         effect = rule.effect if rule is not None else None
         if runs_at_once and not self.judges_every_call:

@@ -22,6 +22,7 @@ import anyio.from_thread
 
 from toolguard._core import telemetry
 from toolguard._enforce.judge import Judge
+from toolguard._enforce.shadow import Candidate, ShadowMode, watch_part
 from toolguard._gateway.calls_info import upstream_target
 from toolguard._gateway.fastlane import Channels, FastLane
 from toolguard._gateway.listen import Listen, quiet_server, serve_listening
@@ -84,6 +85,8 @@ async def run(
     listen: Listen | None = None,
     progress_interval: float = DEFAULT_PROGRESS_INTERVAL,
     openapi: bool = False,
+    shadow: ShadowMode = False,
+    candidate: Candidate | None = None,
 ) -> int:
     """Run the gateway until the client closes stdin; return the exit code.
 
@@ -111,6 +114,8 @@ async def run(
     for a person (see :mod:`toolguard._gateway.relay`, which also passes the upstream's
     requests and notifications to the client). ``openapi``: the HTTP app serves its OpenAPI
     document at ``/openapi.json`` (``--openapi``).
+    ``shadow`` and ``candidate``: the chat's shadow mode and candidate policy (see
+    :class:`~toolguard.ReviewedChat`); with a candidate every call goes through the chat.
     """
     from toolguard._http.auth import with_proxy_headers  # noqa: PLC0415
 
@@ -141,6 +146,7 @@ async def run(
             )
             proxy.chat.notify = notify  # webhooks: review.requested / decided / expired
             proxy.chat.authorize = reviewers
+            proxy.watch(shadow, candidate)
             relay.attach(  # sampling, elicitation, roots, list_changed; progress
                 proxy, upstream, progress_interval=progress_interval, page_url=_page_url(host, port)
             )
@@ -189,6 +195,7 @@ async def run(
                             f"approval page {_page_url(host, port)} | db: {shown_db(db)}"
                             f" | ttl: {ttl:g}s"
                             f" | {upstream_part}{_judge_part(judge)}{_auth_part(auth)}"
+                            f"{watch_part(shadow, candidate)}"
                             f"\n{signing}"
                         ),
                         lines,

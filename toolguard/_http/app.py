@@ -21,6 +21,7 @@ from toolguard._enforce.grant_use import check_grant_decisions
 from toolguard._http.auth import Authenticator, check_auth, identity_dependency
 from toolguard._http.guards import Guard, Hosts, Protect, route_class
 from toolguard._http.live import ReviewFields
+from toolguard._http.metrics import mount_metrics
 from toolguard._http.parsing import DEFAULT_MAX_BODY_BYTES
 from toolguard._http.routes import check_chat, routes
 from toolguard._stores.protocol import ThreadState
@@ -198,6 +199,7 @@ def protected_app(
     required = [Depends(identity_dependency(auth))] if auth is not None else []
     for make_router in routers:
         app.include_router(make_router(route_class(guard)), dependencies=required)
+    mount_metrics(app, required)  # GET /metrics, with --metrics
     app.add_middleware(Protect, hosts=hosts, guard=guard, docs=frozenset())
     folder = _page_dir() if page else None
     if folder is not None:

@@ -407,7 +407,8 @@ def _add_info_route(
         """What serves this API: ``{"mode": "chat"}`` (a chat with an agent: ``toolguard serve``,
         :func:`create_app`) or ``{"mode": "gateway", "server": {...}}`` (``toolguard
         mcp-proxy``: its calls come from MCP clients; ``server`` is the upstream MCP server:
-        ``target`` (its command line or URL), ``name``, ``version``, ``title``)."""
+        ``target`` (its command line or URL), ``name``, ``version``, ``title``). In shadow mode
+        it also has ``"shadow"``: ``true``, or ``"all"`` when deny rules do not refuse either."""
         extra = info() if info is not None else {}
         return {"mode": mode, **{key: value for key, value in extra.items() if key != "mode"}}
 

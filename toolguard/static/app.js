@@ -77,6 +77,7 @@
     chatHint: $("chat-hint"),
     newThread: $("new-thread"),
     subtitle: $("subtitle"),
+    shadowBanner: $("shadow-banner"),
     conversation: $("conversation"),
     callResult: $("call-result"),
     callResultTitle: $("call-result-title"),
@@ -1844,8 +1845,17 @@
       info = null;
     }
     if (state.mode !== null) return;
+    if (info && info.shadow) showShadow(info.shadow);
     if (info && info.mode === "gateway" && gateway) showGateway(info);
     else showChat();
+  }
+
+  // Shadow mode (toolguard serve --shadow): nothing waits here, so the page says so loudly.
+  function showShadow(shadow) {
+    dom.shadowBanner.textContent = shadow === "all"
+      ? "Shadow mode (all): nothing waits for approval and deny rules do not refuse. Every call runs at once; what would have happened is recorded in the audit trail."
+      : "Shadow mode: nothing waits for approval. Calls that would ask run at once; what would have happened is recorded in the audit trail. Deny rules still refuse.";
+    dom.shadowBanner.hidden = false;
   }
 
   function showChat() {
