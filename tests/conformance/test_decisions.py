@@ -396,6 +396,20 @@ CASES = {
 for _table in [NOT_EVES]:
     _table["mcp_proxy_http"] = _table["mcp_proxy"]
 
+# The Vercel AI SDK path: an approval response carries approved and a reason only.
+for _kind in ["edit", "edit-ask", "edit-others", "edit-quorum", "edit-denied"]:
+    NA[(_kind, "ai_sdk")] = (
+        "not applicable: an approval response carries approved and a reason only; edits are"
+        " made on the approval page each approval request links (the HTTP API's cells), and an"
+        " approval that carries one is refused with an error part"
+    )
+REJECTED_MAIL["ai_sdk"] = REJECTED["ai_sdk"]
+GRANTED["ai_sdk"] = Refused(  # loudly: never dropped
+    "error part",
+    "An approval response carries approved and a reason only: edits and standing grants are"
+    " made on the approval page (approvalDescriptor.reviewUrl). Nothing was changed.",
+)
+
 
 # ---------------------------------------------------------------------------- the documented axis
 

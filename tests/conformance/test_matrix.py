@@ -667,6 +667,49 @@ for _by_path in _gateway_tables:
         _by_path["mcp_proxy_http"] = _by_path["mcp_proxy"]
 
 
+# The Vercel AI SDK path (useChat's UI message stream): the chat's answers, its refusals as an
+# `error` part with the chat's own text; approval responses carry approve and deny only.
+def _as_error_part(value: Any) -> Any:
+    if isinstance(value, Refused):
+        return Refused("error part", value.text)
+    if isinstance(value, list | tuple):
+        return type(value)(_as_error_part(item) for item in value)
+    return value
+
+
+for _by_path in [
+    REJECTED, DENIED_AT, DENIED_LATER, SECRET_INVALID, TWICE, EXPIRED, FOREIGN, FOREIGN_AFTER,
+]:  # fmt: skip
+    _by_path["ai_sdk"] = _as_error_part(_by_path["chat"])
+DURING["ai_sdk"] = [TWICE["ai_sdk"][0], Refused("error part", DURING["http"][1].text)]
+NA[("c", "ai_sdk")] = (
+    "not applicable: an approval response carries approved and a reason only, so an edit is"
+    " made on the approval page each approval request links (`reviewUrl`: the HTTP API's"
+    " cell); an approval that carries an edit is refused with an error part"
+)
+_TWICE_ANSWERED = "The approval '<id>.<id>' is answered twice. Nothing was changed."
+WRONG_COUNTS["ai_sdk"] = _TWICE_ANSWERED
+INVALID_BY_PATH["ai_sdk"] = [
+    ([APPROVE, APPROVE], _TWICE_ANSWERED),
+    (
+        [{"type": "approve", "approval_id": "f" * 32}],
+        "The approval '<id>' is not a call awaiting review in this review. Nothing was changed.",
+    ),
+    (
+        [{"type": "approve", "approved": "yes"}],
+        (
+            "The approval response of the tool call 'c1' is malformed: it needs approval.id"
+            " (text) and approval.approved (true or false), and approval.reason must be text if"
+            " given."
+        ),
+    ),
+    (
+        [{"type": "approve", "tool_call_id": "c9"}],
+        "The approval '<id>.<id>' belongs to another tool call than 'c9'. Nothing was changed.",
+    ),
+]
+
+
 # ---------------------------------------------------------------------------- (j)
 
 C = {"path": "/srv/c"}

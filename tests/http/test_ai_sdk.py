@@ -22,6 +22,7 @@ from toolguard._http.ai_sdk import (
     NO_ANSWER,
     NO_TEXT,
     NO_THREAD,
+    NOT_CARRIED,
     OTHER_CALL,
     REGENERATE,
     TWICE,
@@ -379,6 +380,14 @@ async def test_approvals_that_do_not_fit_the_review_change_nothing(
             MALFORMED.format(call="'call_a'"),
         ),
         (answered(thread_id), NO_ANSWER),
+        (  # an edit or a standing grant: not in the protocol, refused (never dropped)
+            answered(thread_id, ("call_a", first, {**yes, "grant": {"scope": "thread"}})),
+            NOT_CARRIED,
+        ),
+        (
+            answered(thread_id, ("call_a", first, {**yes, "editedArgs": BOB_MEETING_MAIL})),
+            NOT_CARRIED,
+        ),
         (answered(None, ("call_a", first, yes), ("call_b", second, yes)), NO_THREAD),
         (  # this thread's approvals, sent as another thread's: the chat refuses them
             answered(other_thread, ("call_a", first, yes), ("call_b", second, yes)),

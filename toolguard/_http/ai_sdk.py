@@ -77,6 +77,10 @@ UNKNOWN: Final = (
 OTHER_CALL: Final = (
     "The approval {approval} belongs to another tool call than {call}. Nothing was changed."
 )
+NOT_CARRIED: Final = (
+    "An approval response carries approved and a reason only: edits and standing grants are"
+    " made on the approval page (approvalDescriptor.reviewUrl). Nothing was changed."
+)
 TWO_REVIEWS: Final = (
     "The approvals answer two different reviews; answer the calls of one review at a time."
     " Nothing was changed."
@@ -88,6 +92,8 @@ UNANSWERED: Final = (
 )
 
 _TOOL_PARTS: Final = ("tool-", "dynamic-tool")
+_NOT_CARRIED: Final = frozenset({"grant", "edit", "edited_action", "editedArgs", "editedInput"})
+"""Fields of an approval that would ask for what the protocol cannot carry: refused."""
 _ID_LIMIT: Final = 128  # the longest review or action id (as the HTTP API's ids)
 
 
@@ -173,6 +179,8 @@ def _answers(message: UIMessageBody) -> dict[str, tuple[str, bool, str | None]]:
             or not (reason is None or isinstance(reason, str))
         ):
             raise _UnanswerableError(MALFORMED.format(call=shown_call))
+        if _NOT_CARRIED & approval.keys():
+            raise _UnanswerableError(NOT_CARRIED)
         if approval_id in found:
             raise _UnanswerableError(TWICE.format(approval=shorten(repr(approval_id), ECHO_LIMIT)))
         found[approval_id] = (call, approved, reason)
