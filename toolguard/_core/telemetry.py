@@ -28,6 +28,11 @@ applied; the span current there (a reviewer's HTTP request) is linked to it.
 No attribute holds an argument, a result, a reason or an error message: only
 names, ids, outcomes, times and the tool's own description, so no secret can
 reach an exporter.
+
+The same outcome is counted by :mod:`toolguard._core.metrics` in :func:`finish`
+(the one place every call's outcome is recorded): while metrics are recorded
+but nothing traces, :func:`tracer` gives a tracer whose spans go nowhere, so
+every path still reaches :func:`finish`.
 """
 
 from __future__ import annotations
@@ -37,10 +42,12 @@ import re
 import sys
 from collections.abc import Callable, Iterable, Iterator
 from contextlib import contextmanager
+from contextvars import ContextVar
 from dataclasses import dataclass, replace
 from datetime import datetime, timezone
-from typing import TYPE_CHECKING, Any, Protocol
+from typing import TYPE_CHECKING, Any, Protocol, cast
 
+from toolguard._core import metrics
 from toolguard._core.records import Action, ToolResult
 from toolguard._version import __version__
 
@@ -184,7 +191,7 @@ def current(trace_parent: str | None) -> Iterator[None]:
     the application does not trace.
     """
     found = _TRACEPARENT.fullmatch(trace_parent) if trace_parent else None
-    if found is None or tracer() is None:
+    if found is None or _tracing() is None:
         yield
         return
     from opentelemetry import context, trace  # noqa: PLC0415 - loaded by the application
@@ -232,11 +239,50 @@ def _placement(trace_parent: str | None) -> tuple[Context | None, list[Link] | N
 
 
 def tracer() -> Tracer | None:
+    """toolguard's tracer when the application set a tracer provider, else ``None``.
+
+    While metrics are recorded (:func:`toolguard._core.metrics.active`) and
+    nothing traces, a tracer whose spans go nowhere, so that every call's
+    outcome still reaches :func:`finish`, where it is counted.
+    """
+    found = _tracing()
+    if found is None and metrics.active():
+        return _NOWHERE
+    return found
+
+
+def _tracing() -> Tracer | None:
     """toolguard's tracer when the application set a tracer provider, else ``None``."""
     trace = sys.modules.get("opentelemetry.trace")
     if trace is None:
         return None
     return _tracer(trace)
+
+
+class _NowhereSpan:
+    """A span that records nothing (no OpenTelemetry needed)."""
+
+    def set_attribute(self, key: str, value: Any) -> None:
+        """Nothing."""
+
+    def end(self, end_time: int | None = None) -> None:
+        """Nothing."""
+
+
+class _Nowhere:
+    """The tracer of :func:`tracer` while only metrics are recorded: its spans go nowhere."""
+
+    def start_span(self, name: str, **_: Any) -> Any:
+        """A span that records nothing."""
+        return _NOWHERE_SPAN
+
+
+_NOWHERE_SPAN: Span = cast("Span", _NowhereSpan())
+"""The span :func:`running` gives while only metrics are recorded."""
+_NOWHERE: Tracer = cast("Tracer", _Nowhere())
+"""The tracer :func:`tracer` gives while only metrics are recorded (the parts used here)."""
+_CALL: ContextVar[tuple[str, Decided | None] | None] = ContextVar("toolguard_call", default=None)
+"""The call whose span is current (its name and how it was decided), for :func:`finish`."""
 
 
 def _tracer(trace: Any) -> Tracer | None:
@@ -367,17 +413,24 @@ def running(
     ``gen_ai.tool.type`` and ``gen_ai.tool.description``. The caller sets the
     outcome with :func:`finish` before leaving.
     """
-    parent, links = _placement(decided.trace_parent if decided is not None else None)
-    with otel.start_as_current_span(
-        f"execute_tool {name}",
-        context=parent,
-        links=links,
-        attributes=_call_attributes(call_id, name, decided, tool),
-        record_exception=False,  # an exception's text may quote a secret
-        set_status_on_exception=False,
-    ) as span:
-        _review_span(otel, name, decided)
-        yield span
+    token = _CALL.set((name, decided))
+    try:
+        if otel is _NOWHERE:  # only metrics are recorded: counted in finish()
+            yield _NOWHERE_SPAN
+            return
+        parent, links = _placement(decided.trace_parent if decided is not None else None)
+        with otel.start_as_current_span(
+            f"execute_tool {name}",
+            context=parent,
+            links=links,
+            attributes=_call_attributes(call_id, name, decided, tool),
+            record_exception=False,  # an exception's text may quote a secret
+            set_status_on_exception=False,
+        ) as span:
+            _review_span(otel, name, decided)
+            yield span
+    finally:
+        _CALL.reset(token)
 
 
 def finish(span: Span, outcome: str, error_type: str | None = None) -> None:
@@ -386,8 +439,14 @@ def finish(span: Span, outcome: str, error_type: str | None = None) -> None:
     ``error.type`` is the outcome (``rejected``, ``denied``, ``expired``,
     ``cancelled``...), so a dashboard counts executed and refused calls from
     the standard attributes; a ``failed`` call's is ``error_type`` (the
-    exception's class, or why it could not run).
+    exception's class, or why it could not run). The call is counted in the
+    metrics here (:func:`toolguard._core.metrics.record`), once.
     """
+    call = _CALL.get()
+    if call is not None:
+        _count(call[0], outcome, call[1])
+    if span is _NOWHERE_SPAN:
+        return
     span.set_attribute("toolguard.outcome", outcome)
     if outcome != "executed":
         from opentelemetry.trace import StatusCode  # noqa: PLC0415 - loaded by the application
@@ -396,6 +455,19 @@ def finish(span: Span, outcome: str, error_type: str | None = None) -> None:
             "error.type", (error_type or "failed") if outcome == "failed" else outcome
         )
         span.set_status(StatusCode.ERROR)
+
+
+def _count(name: str, outcome: str, decided: Decided | None) -> None:
+    """Count a call of ``name`` that reached ``outcome`` in the metrics."""
+    if decided is None:
+        metrics.record(name, outcome, "none", None, None)
+        return
+    decision = decided.decision
+    waited = None
+    if decision is not None and decided.requested_at is not None and decided.decided_at:
+        waited = max(0.0, (decided.decided_at - decided.requested_at).total_seconds())
+    by = metrics.decided_by(decided.outcome_by or decided.by, decision)
+    metrics.record(name, outcome, by, decision, waited)
 
 
 def ended(
