@@ -13,7 +13,18 @@ import pytest
 
 PACKAGE = Path(__file__).resolve().parents[2] / "toolguard"
 
-LAYERS = ["_core", "_policy", "_tools", "_enforce", "_stores", "_chat", "_http", "_gateway", "_cli"]
+LAYERS = [
+    "_core",
+    "_policy",
+    "_tools",
+    "_enforce",
+    "_stores",
+    "_notify",
+    "_chat",
+    "_http",
+    "_gateway",
+    "_cli",
+]
 """The private layers, from the ground up: each imports only the ones before it."""
 
 TOP = {"_gateway", "_cli"}

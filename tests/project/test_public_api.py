@@ -14,7 +14,13 @@ import pytest
 import toolguard
 from toolguard._core import errors as _errors
 
-PUBLIC_MODULES = ("toolguard.classify", "toolguard.hooks", "toolguard.records", "toolguard.text")
+PUBLIC_MODULES = (
+    "toolguard.classify",
+    "toolguard.hooks",
+    "toolguard.notify",
+    "toolguard.records",
+    "toolguard.text",
+)
 """The small public modules that hold what is not at the top level."""
 
 TOP_LEVEL = [
@@ -93,6 +99,7 @@ TOP_LEVEL = [
 MODULE_NAMES = {
     "toolguard.classify": ["READ_VERBS", "Classification", "split_words"],
     "toolguard.hooks": ["AccessHook", "AccessOperation", "Authorizer", "Claims", "EditPolicy"],
+    "toolguard.notify": ["Email", "Slack"],
     "toolguard.records": [
         "DECISION_TYPES",
         "Action",

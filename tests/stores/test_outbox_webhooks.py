@@ -331,7 +331,10 @@ def test_bad_webhook_settings_are_refused(
 def test_notify_must_be_a_webhook() -> None:
     with pytest.raises(TypeError) as caught:
         ReviewedChat(ScriptedModel([]), [send_email], notify="http://x")  # type: ignore[arg-type]
-    assert str(caught.value) == "notify must be a toolguard.Webhook or None, got str 'http://x'"
+    assert str(caught.value) == (
+        "notify must be a toolguard.Webhook, Slack or Email, a list of them, or None,"
+        " got str 'http://x'"
+    )
 
 
 # --- toolguard serve ----------------------------------------------------------------------------

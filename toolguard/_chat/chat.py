@@ -30,6 +30,7 @@ from anyio.from_thread import BlockingPortal, start_blocking_portal
 from toolguard._chat.access import AccessGate, AccessHook, Authorizer, reviewer_id
 from toolguard._chat.history import with_reviewer
 from toolguard._chat.notifications import Notifications
+from toolguard._chat.reminders import check_remind_after
 from toolguard._chat.reviews import Reviews
 from toolguard._chat.threads import Save, Threads, no_save, retry_on_conflict, text_arg
 from toolguard._chat.turns import ChatTurn, TurnLoop, check_model
@@ -52,9 +53,9 @@ from toolguard._enforce import grant_use, pipeline
 from toolguard._enforce.judge import Judge
 from toolguard._enforce.runner import EditPolicy, Runner
 from toolguard._enforce.shadow import Candidate, ShadowMode
+from toolguard._notify.channels import Notify, check_notify
 from toolguard._policy.redact import SecretVault
 from toolguard._stores.memory import MemoryStore
-from toolguard._stores.outbox import Webhook
 from toolguard._stores.protocol import Store, ThreadState
 from toolguard._tools.classify import Classifier
 from toolguard._tools.toolset import Tools
@@ -128,10 +129,15 @@ class ReviewedChat:
         limits: how deep and large tool-call arguments and tool results may
             be (see :class:`~toolguard.Limits`); ``None``: ``Limits()``.
         notify: a :class:`~toolguard.Webhook` that gets ``review.requested``,
-            ``review.decided``, ``review.expired`` and ``review.cancelled`` events. They are written
+            ``review.decided``, ``review.expired`` and ``review.cancelled`` events, a
+            :class:`~toolguard.notify.Slack` channel, an :class:`~toolguard.notify.Email` one, or a list of
+            them (one of each at most). They are written
             to the thread's outbox in the same save as the event and sent by
             :meth:`deliver_notifications` (``toolguard serve`` runs it in the
             background; otherwise call it or :meth:`run_notifications`).
+        remind_after: with ``notify``, re-notify every channel of a review still
+            waiting after this many seconds (or a ``timedelta``), once per interval, until
+            it is decided or expires (``review.reminder``). ``None`` (default): never.
         store_secrets: ``True`` (the default): the store holds the real
             values of redacted arguments in the paused turn's calls and in
             the history's tool calls (reviews, audit and the HTTP views show
@@ -187,16 +193,14 @@ class ReviewedChat:
         signing_key: bytes | None = None,
         result_templates: ResultTemplates | None = None,
         limits: Limits | None = None,
-        notify: Webhook | None = None,
+        notify: Notify = None,
+        remind_after: float | timedelta | None = None,
         store_secrets: bool = True,
         judge: Judge | None = None,
         shadow: ShadowMode = False,
         candidate: Candidate | None = None,
     ) -> None:
-        notify_arg: object = notify
-        if notify_arg is not None and not isinstance(notify_arg, Webhook):
-            msg = f"notify must be a toolguard.Webhook or None, got {check.kind(notify_arg)}"
-            raise TypeError(msg)
+        check_notify(notify)
         self.result_templates = check_templates(result_templates)
         check.positive_int(max_steps, "max_steps")
         check_model(model)
@@ -226,6 +230,7 @@ class ReviewedChat:
         self.access = access
         self.clock = clock
         self.notify = notify
+        self.remind_after = check_remind_after(remind_after)
         # store_secrets=False: redacted values are stored as REDACTED, the real ones kept here.
         self.store_secrets = check.flag(store_secrets, "store_secrets")
         # The judge reads the thread's user messages as the person's own words; a front
@@ -601,14 +606,15 @@ class ReviewedChat:
     # ------------------------------------------------------------------ webhook notifications
 
     async def deliver_notifications(self) -> int:
-        """Send the due webhook notifications once; returns how many were delivered.
+        """Send the due notifications once (every channel); returns how many were delivered.
 
         The first call (and every call after :meth:`run_notifications`'
         rescans) looks at every stored thread, so notifications a crashed
         process left in the outbox go out; later calls look at the threads
         this chat saved notifications for. Per thread, notifications go out
-        in order: a failed one is retried after the :class:`~toolguard.Webhook`'s
-        backoff and holds back the later ones. Each is leased with a
+        in order within a channel: a failed one is retried after its channel's
+        backoff and holds back that channel's later ones. With ``remind_after``, the
+        reminders that are due are added first. Each is leased with a
         compare-and-set save before it is sent (so two processes do not both
         send it) and removed after a 2xx answer. A crash between that answer
         and the removal sends it again later: delivery is at least once, and

@@ -21,7 +21,8 @@ from toolguard._core.errors import ConcurrentUpdateError, UnknownThreadError
 from toolguard._core.jsonable import clean_text
 from toolguard._core.records import utcnow
 from toolguard._enforce import grant_use
-from toolguard._stores.outbox import OutboxItem, Webhook, review_items
+from toolguard._notify.channels import Notify, channels_of, outbox_items
+from toolguard._stores.outbox import OutboxItem
 from toolguard._stores.protocol import (
     Changes,
     ChangesStore,
@@ -93,7 +94,7 @@ def only_refusals_added(read: ThreadState, fresh: ThreadState) -> bool:
         return False
     if len(fresh.audit) == count and fresh.outbox == read.outbox:
         return False  # nothing we can build on: a real conflict
-    same = {"version", "updated_at", "audit", "outbox"}
+    same = {"version", "updated_at", "audit", "outbox", "posted"}
     return read.model_dump(exclude=same) == fresh.model_dump(exclude=same)
 
 
@@ -190,7 +191,7 @@ class ThreadSettings(Protocol):
     def clock(self) -> Callable[[], datetime]: ...
 
     @property
-    def notify(self) -> Webhook | None: ...
+    def notify(self) -> Notify: ...
 
 
 class Threads:
@@ -300,7 +301,8 @@ class Threads:
         items: list[OutboxItem] = []
         if self.settings.notify is not None and "audit" in changes:
             added = changes["audit"][len(state.audit) :]
-            items = review_items(state.thread_id, added, changes, self.settings.clock())
+            channels = channels_of(self.settings.notify)
+            items = outbox_items(channels, state.thread_id, added, changes, self.settings.clock())
 
         async def attempt(at: tuple[ThreadState, int | None, dict[str, Any]]) -> Save[ThreadState]:
             state, expected, changes = at

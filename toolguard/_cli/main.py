@@ -22,6 +22,7 @@ from typing import Any, NoReturn
 from toolguard._cli import demo, mcp_proxy, replay, review, stats
 from toolguard._cli.auth import add_auth_options, add_link_parser, add_token_parser
 from toolguard._cli.judge import add_judge_options
+from toolguard._cli.notify_options import add_notify_options, notify_arguments
 from toolguard._cli.metrics_options import add_metrics_options
 from toolguard._cli.options import port_number, positive_int
 from toolguard._tools.toolset import Toolset, guard
@@ -71,6 +72,7 @@ def _serve(args: argparse.Namespace) -> int:
         **({"tokens": args.tokens} if args.tokens is not None else {}),
         **({"no_auth": True} if args.no_auth else {}),
         **({"openapi": True} if args.openapi else {}),
+        **({"channels": reach} if (reach := notify_arguments(args)) else {}),
     )
     return result if isinstance(result, int) else 0
 
@@ -187,6 +189,7 @@ def _add_serve(commands: Any) -> None:
     )
     add_judge_options(serve)
     add_auth_options(serve)
+    add_notify_options(serve)
     serve.set_defaults(handler=_serve)
     add_metrics_options(serve)  # after the handler: it wraps it
 

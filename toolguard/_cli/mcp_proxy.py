@@ -31,6 +31,12 @@ from toolguard._cli.gateway_options import (
     port_holder,
 )
 from toolguard._cli.judge import JudgeOptionError, add_judge_options, build_judge
+from toolguard._cli.notify_options import (
+    add_notify_options,
+    build_channels,
+    notify_arguments,
+    notify_settings,
+)
 from toolguard._cli.metrics_options import add_metrics_options
 from toolguard._cli.options import port_number, positive_int
 from toolguard._cli.serve_db import ServeError, check_store
@@ -166,6 +172,7 @@ def add_parser(commands: Any) -> None:
     add_gateway_options(proxy)
     add_judge_options(proxy)
     add_auth_options(proxy)
+    add_notify_options(proxy)
     proxy.add_argument(
         "upstream", nargs=argparse.REMAINDER, help="the upstream server's command, after --"
     )
@@ -216,6 +223,7 @@ def run_command(args: argparse.Namespace) -> int:
         rules, reviewers = _rules_of(rules_file)
         judge = judge_of(args)
         gateway = gateway_options(args)
+        reach = notify_settings(notify_arguments(args), rules=rules_file, webhook=bool(notify))
     except (ValueError, JudgeOptionError) as exc:
         sys.stderr.write(f"error: {exc}\n")
         return 2
@@ -249,9 +257,11 @@ def run_command(args: argparse.Namespace) -> int:
     if problem is not None:
         sys.stderr.write(f"error: {problem}\n")
         return 2
+    where = f"[{args.host}]" if ":" in args.host else args.host
     if getattr(args, "no_auth", False):
-        where = f"[{args.host}]" if ":" in args.host else args.host
         sys.stderr.write(no_auth_warning(f"http://{where}:{args.port}/"))
+    page = f"http://{where}:{args.port}/"  # --port 0: the port picked
+    channels = build_channels(reach, rules=rules_file, page_url=page, reviewers=reviewers)
     try:
         return anyio.run(
             lambda: _closing_judge(
@@ -265,7 +275,8 @@ def run_command(args: argparse.Namespace) -> int:
                 ttl=args.ttl,
                 progress_interval=getattr(args, "progress_interval", 2.0),
                 rules=rules,
-                notify=notify,
+                notify=[*([notify] if notify else []), *channels] or None,
+                remind_after=reach.get("remind_after"),
                 auth=auth,
                 reviewers=reviewers,
                 **gateway,

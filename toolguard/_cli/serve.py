@@ -42,6 +42,7 @@ from toolguard._cli.auth import (
     sign_in_link,
 )
 from toolguard._cli.judge import JudgeOptionError, build_judge, describe_judge
+from toolguard._cli.notify_options import attach_channels, served_channels
 from toolguard._cli.running import run_uvicorn
 from toolguard._cli.serve_db import DEFAULT_DB, ServeError, check_store, open_store, shown_db
 from toolguard._cli.startup import ListenError, listening_socket, one_line
@@ -309,6 +310,7 @@ def build_app(
     session_secret: str | None = None,
     link_sign_in: bool = False,
     openapi: bool = False,
+    channels: dict[str, Any] | None = None,
     watch: dict[str, Any] | None = None,
 ) -> FastAPI:
     """The app ``toolguard serve`` runs: the chat API under ``/hitl`` and the page at ``/``.
@@ -323,6 +325,7 @@ def build_app(
     signs the person at the machine in with the sign-in link. A ``[reviewers]`` table in
     ``rules`` is the chat's ``authorize`` hook and needs ``auth_header`` or ``tokens``.
     ``openapi`` (``--openapi``) serves the OpenAPI document at ``/openapi.json``.
+    ``channels``: Slack, email and reminders (:mod:`toolguard._cli.notify_options`).
     ``watch``: shadow mode and a candidate (:mod:`toolguard._cli.watch_options`).
     The chat is ``app.state.chat``; close its store
     (``app.state.chat.store.close()``) when done.
@@ -358,6 +361,7 @@ def build_app(
         judge_auto_approve=judge_auto_approve,
         judge_scope=judge_scope,
     )
+    attach_channels(chat, channels, rules)
     attach_watch(chat, watch)
     try:
         app = protected_app(
@@ -538,6 +542,7 @@ def serve(
     tokens: str | None = None,
     no_auth: bool = False,
     openapi: bool = False,
+    channels: dict[str, Any] | None = None,
     watch: dict[str, Any] | None = None,
 ) -> int:
     """Serve the chat API and the approval page until interrupted.
@@ -577,6 +582,7 @@ def serve(
             database the processes share (a SQLite file or PostgreSQL, not
             ``":memory:"``). Each worker builds its app with :func:`app_from_env`.
         openapi: serve the OpenAPI document at ``/openapi.json`` (``--openapi``).
+        channels: the Slack, email and reminder options (``--slack-channel``, ...).
         watch: ``--shadow``, ``--shadow-all`` and the candidate options.
 
     Returns:
@@ -627,6 +633,7 @@ def serve(
                 "session_secret": secrets.token_hex(32) if tokens is not None else None,
                 "link_sign_in": (auth_header is None and tokens is None and not no_auth) or None,
                 "openapi": openapi or None,
+                "channels": served_channels(channels, rules, notify_url, _page(host, port)),
                 "watch": watch,
             },
             host=host,
@@ -644,6 +651,10 @@ def serve(
         return 2
     assert listening is not None  # refused is raised by _checked_app  # noqa: S101
     return _run(app, listening, host=host, port=port, workers=workers, no_auth=no_auth)
+
+
+def _page(host: str, port: int) -> str:
+    return f"http://[{host}]:{port}/" if ":" in host else f"http://{host}:{port}/"
 
 
 def _listen_error_line(exc: ListenError, host: str, port: int) -> str:

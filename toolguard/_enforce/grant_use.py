@@ -364,5 +364,5 @@ def only_grants_changed(read: Any, fresh: Any) -> bool:
         return False
     if len(fresh.audit) == count and fresh.grants == read.grants and fresh.outbox == read.outbox:
         return False  # nothing we can build on: a real conflict
-    same = {"version", "updated_at", "audit", "outbox", "grants"}
+    same = {"version", "updated_at", "audit", "outbox", "posted", "grants"}
     return bool(read.model_dump(exclude=same) == fresh.model_dump(exclude=same))

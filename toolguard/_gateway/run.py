@@ -46,9 +46,9 @@ from toolguard._gateway.starting import (
 )
 from toolguard._gateway.stdio import native_stdio
 from toolguard._gateway.upstream import list_upstream
+from toolguard._notify.channels import Notify
 from toolguard._policy.reviewers import Reviewers
 from toolguard._policy.rules import Rules
-from toolguard._stores.outbox import Webhook
 
 __all__ = ["DEFAULT_DB", "STDOUT_EXPORTER", "run", "stdout_problem"]
 
@@ -72,7 +72,8 @@ async def run(
     ttl: float = DEFAULT_TTL,
     on_event: EventHook | None = None,
     rules: Rules | None = None,
-    notify: Webhook | None = None,
+    notify: Notify = None,
+    remind_after: float | None = None,
     allow_hosts: Sequence[str] = (),
     allow_origins: Sequence[str] = (),
     max_body_bytes: int = DEFAULT_MAX_BODY_BYTES,
@@ -113,7 +114,8 @@ async def run(
     ``progress_interval``: seconds between two progress notifications of a call waiting
     for a person (see :mod:`toolguard._gateway.relay`, which also passes the upstream's
     requests and notifications to the client). ``openapi``: the HTTP app serves its OpenAPI
-    document at ``/openapi.json`` (``--openapi``).
+    document at ``/openapi.json`` (``--openapi``). ``notify``: the chat's channels (webhook,
+    Slack, email); ``remind_after``: its reminders (see :class:`~toolguard.ReviewedChat`).
     ``shadow`` and ``candidate``: the chat's shadow mode and candidate policy (see
     :class:`~toolguard.ReviewedChat`); with a candidate every call goes through the chat.
     """
@@ -144,7 +146,8 @@ async def run(
                 judge=judge,
                 classifier=classifier,
             )
-            proxy.chat.notify = notify  # webhooks: review.requested / decided / expired
+            proxy.chat.notify = notify  # webhooks, Slack, email: review.requested / decided / ...
+            proxy.chat.remind_after = remind_after
             proxy.chat.authorize = reviewers
             proxy.watch(shadow, candidate)
             relay.attach(  # sampling, elicitation, roots, list_changed; progress

@@ -24,6 +24,7 @@ from toolguard._http.live import ReviewFields
 from toolguard._http.metrics import mount_metrics
 from toolguard._http.parsing import DEFAULT_MAX_BODY_BYTES
 from toolguard._http.routes import check_chat, routes
+from toolguard._http.slack import slack_routers
 from toolguard._stores.protocol import ThreadState
 from toolguard._version import __version__
 
@@ -199,6 +200,8 @@ def protected_app(
     required = [Depends(identity_dependency(auth))] if auth is not None else []
     for make_router in routers:
         app.include_router(make_router(route_class(guard)), dependencies=required)
+    for slack in slack_routers(chat):  # signed by Slack, not signed in: the route checks
+        app.include_router(slack)
     mount_metrics(app, required)  # GET /metrics, with --metrics
     app.add_middleware(Protect, hosts=hosts, guard=guard, docs=frozenset())
     folder = _page_dir() if page else None

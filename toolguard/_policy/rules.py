@@ -258,7 +258,7 @@ class Rules:
             msg = f"from_toml takes a Path or TOML text, got {type(source).__name__}"
             raise TypeError(msg)
         data = load_toml(text)
-        table = data.get("rules", {k: v for k, v in data.items() if k != "reviewers"})
+        table = data.get("rules", {k: v for k, v in data.items() if k not in _OTHER_TABLES})
         if not isinstance(table, dict):
             msg = "The [rules] entry of the TOML must be a table with allow, ask and deny lists"
             raise RuleSyntaxError(msg)
@@ -274,6 +274,10 @@ class Rules:
                 raise RuleSyntaxError(msg)
             lists[effect] = value
         return cls(allow=lists["allow"], ask=lists["ask"], deny=lists["deny"])
+
+
+_OTHER_TABLES = ("reviewers", "slack", "email")
+"""The tables of a rules file read elsewhere: who decides, Slack users, email addresses."""
 
 
 def load_toml(text: str) -> dict[str, Any]:

@@ -32,6 +32,8 @@ NotificationEvent = Literal[
     "review.decided",
     "review.expired",
     "review.cancelled",
+    "review.reminder",
+    "review.vote",
     "review.shadow",
 ]
 
@@ -45,7 +47,9 @@ class OutboxItem(BaseModel):
     model_config = ConfigDict(extra="ignore")
 
     id: str
-    """The event's id (also ``body["id"]``): receivers dedupe by it."""
+    """The item's id; for a webhook also the event's (``body["id"]``): receivers dedupe by it."""
+    channel: str = "webhook"
+    """Which channel sends it: ``webhook``, ``slack`` or ``email``."""
     body: dict[str, Any]
     """The JSON body to POST."""
     attempts: int = 0

@@ -90,6 +90,9 @@ class ThreadState(BaseModel):
     """The audit trail, oldest first."""
     outbox: list[OutboxItem] = Field(default_factory=list)
     """Webhook notifications not delivered yet, oldest first (``ReviewedChat(notify=...)``)."""
+    posted: dict[str, dict[str, Any]] = Field(default_factory=dict)
+    """What the notification channels keep per review id: where its Slack message is
+    (``{"slack": {"channel": ..., "ts": ...}}``) and how many reminders went out."""
     grants: list[StandingGrant] = Field(default_factory=list)
     """Standing grants made by approves in this thread, active or ended, oldest first."""
     created_at: datetime = Field(default_factory=utcnow)
