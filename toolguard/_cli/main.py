@@ -25,6 +25,12 @@ from toolguard._cli.judge import add_judge_options
 from toolguard._cli.notify_options import add_notify_options, notify_arguments
 from toolguard._cli.metrics_options import add_metrics_options
 from toolguard._cli.options import port_number, positive_int
+from toolguard._cli.watch_options import (
+    add_shadow_options,
+    add_watch_options,
+    shadow_lines,
+    watch_settings,
+)
 from toolguard._tools.toolset import Toolset, guard
 from toolguard._version import __version__
 
@@ -72,6 +78,7 @@ def _serve(args: argparse.Namespace) -> int:
         **({"tokens": args.tokens} if args.tokens is not None else {}),
         **({"no_auth": True} if args.no_auth else {}),
         **({"openapi": True} if args.openapi else {}),
+        **({"watch": watch_settings(args)} if watch_settings(args) else {}),
         **({"channels": reach} if (reach := notify_arguments(args)) else {}),
     )
     return result if isinstance(result, int) else 0
@@ -188,6 +195,7 @@ def _add_serve(commands: Any) -> None:
         help="run N server processes on the one --db (default: 1)",
     )
     add_judge_options(serve)
+    add_watch_options(serve)
     add_auth_options(serve)
     add_notify_options(serve)
     serve.set_defaults(handler=_serve)
@@ -226,7 +234,7 @@ def _tools(args: argparse.Namespace) -> int:
     except (ImportError, ValueError, TypeError) as exc:
         sys.stderr.write(f"error: {exc}\n")
         return 2
-    sys.stdout.write(toolset.table() + "\n")
+    sys.stdout.write(shadow_lines(args, toolset.guarded) + toolset.table() + "\n")
     return 0
 
 
@@ -238,6 +246,7 @@ def _add_tools(commands: Any) -> None:
         description="Print the classification table of a tool registry.",
     )
     tools.add_argument("registry", metavar="MODULE:ATTR", help="a list, mapping or toolset")
+    add_shadow_options(tools)
     tools.set_defaults(handler=_tools)
 
 

@@ -46,6 +46,7 @@ from toolguard._cli.startup import (
     sqlite_problem,
     upstream_command_problem,
 )
+from toolguard._cli.watch_options import add_watch_options, build_watch, watch_settings
 from toolguard._core.errors import RuleSyntaxError
 from toolguard._core.llm import close_client
 from toolguard._enforce.judge import Judge
@@ -171,6 +172,7 @@ def add_parser(commands: Any) -> None:
     )
     add_gateway_options(proxy)
     add_judge_options(proxy)
+    add_watch_options(proxy)
     add_auth_options(proxy)
     add_notify_options(proxy)
     proxy.add_argument(
@@ -221,7 +223,8 @@ def run_command(args: argparse.Namespace) -> int:
     rules_file = getattr(args, "rules", None)
     try:
         rules, reviewers = _rules_of(rules_file)
-        judge = judge_of(args)
+        # --shadow, --shadow-all and the candidate options (one statement: the function is long)
+        judge, (shadow, candidate) = judge_of(args), build_watch(**(watch_settings(args) or {}))
         gateway = gateway_options(args)
         reach = notify_settings(notify_arguments(args), rules=rules_file, webhook=bool(notify))
     except (ValueError, JudgeOptionError) as exc:
@@ -279,6 +282,8 @@ def run_command(args: argparse.Namespace) -> int:
                 remind_after=reach.get("remind_after"),
                 auth=auth,
                 reviewers=reviewers,
+                shadow=shadow,
+                candidate=candidate,
                 **gateway,
                 **http_options,
             )

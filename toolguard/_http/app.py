@@ -137,6 +137,20 @@ def _with_grantable(chat: ReviewedChat, fields: ReviewFields | None) -> ReviewFi
     return review_fields
 
 
+def _with_shadow(
+    chat: ReviewedChat, info: Callable[[], Mapping[str, Any]] | None
+) -> Callable[[], Mapping[str, Any]]:
+    """``info`` plus ``"shadow"`` (``true`` or ``"all"``) while the chat runs in shadow mode,
+    which the page then says loudly."""
+
+    def answer() -> Mapping[str, Any]:
+        extra = dict(info()) if info is not None else {}
+        shadow = chat.runner.shadow
+        return {**extra, "shadow": shadow} if shadow else extra
+
+    return answer
+
+
 def protected_app(
     chat: ReviewedChat,
     *,
@@ -193,7 +207,7 @@ def protected_app(
             reviewer=reviewer,
             auth=auth,
             mode=mode,
-            info=info,
+            info=_with_shadow(chat, info),
             review_fields=_with_grantable(chat, review_fields),
         )
     )
