@@ -13,9 +13,11 @@ A request is left to the SDK's path, where everything else happens, when:
 the gateway traces (its spans need the full path), it asks for progress
 (``_meta.progressToken``) or retries an ``input_required`` answer, the
 upstream connection serving the client is not open yet, or the message is
-not a plain JSON object. ``notifications/cancelled`` for a request in the
-lane goes to the upstream under the lane's id; a client that closes stdin
-has each of its calls in the lane cancelled there.
+not a plain JSON object. On a 2026-07-28 upstream connection the call asks
+for its log messages at the client's level, as on the SDK's path.
+``notifications/cancelled`` for a request in the lane goes to the upstream
+under the lane's id; a client that closes stdin has each of its calls in the
+lane cancelled there.
 """
 
 from __future__ import annotations
@@ -174,6 +176,7 @@ class FastLane:
         stamped = channel.stamp(params)
         if stamped is None:
             return False
+        _opt_in(stamped, self._log_level())
         lane_id = f"{PREFIX}{next(self._ids)}"
         message["id"] = lane_id
         message["params"] = stamped
@@ -212,6 +215,12 @@ class FastLane:
             return False
         runs: bool = proxy.at_once(name, args)[1]  # the gateway's one answer
         return runs
+
+    def _log_level(self) -> str:
+        """The level of the one client's ``logging/setLevel`` (``debug``: it set none)."""
+        links = getattr(getattr(self.proxy, "relay", None), "_links", None) or {}
+        level = next((getattr(link, "log_level", None) for link in links.values()), None)
+        return level if isinstance(level, str) else "debug"
 
     def _channel(self) -> RawChannel | None:
         """The raw channel of the upstream connection serving the one client, if open."""
@@ -262,6 +271,14 @@ class FastLane:
         for lane_id, channel in running.values():
             channel.waiting.pop(lane_id, None)
             await self._cancel(channel, lane_id, "the MCP client disconnected")
+
+
+def _opt_in(params: dict[str, Any], level: str) -> None:
+    """On a 2026-07-28 upstream connection (its envelope stamped in ``params``), ask for the
+    call's log messages at ``level``, as the SDK's path does (see passing.py)."""
+    meta = params.get("_meta")
+    if isinstance(meta, dict) and any(k.startswith(_ENVELOPE) for k in meta):
+        meta[_ENVELOPE + "logLevel"] = level
 
 
 def _unstamped(result: Any) -> None:

@@ -16,9 +16,11 @@ a state-changing request from a page of another origin a 403; a body over
 ``--max-body-bytes`` a 413; the security headers on every answer), then the
 bearer token of ``--token-env`` (a missing or wrong token gets a 401 with
 ``WWW-Authenticate: Bearer``; compared in constant time). Only ``PATH`` is
-served; any other path gets a 404. A client whose connection closes while
-one of its calls runs (or waits for a person) cancels that call, as if it had
-sent ``notifications/cancelled``.
+served; any other path gets a 404. Streams are resumable
+(:mod:`toolguard._gateway.resume`): a client whose connection closes while one
+of its calls runs (or waits for a person) and that does not resume the call's
+stream in time (or cannot) cancels that call, as if it had sent
+``notifications/cancelled``.
 """
 
 from __future__ import annotations
@@ -31,7 +33,7 @@ import json
 import os
 import signal
 import threading
-from collections.abc import Callable, Iterable, Iterator, Sequence
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, Final
 from urllib.parse import urlsplit
@@ -41,6 +43,7 @@ import anyio.abc
 import anyio.lowlevel
 
 from toolguard._core.hosts import default_hosts
+from toolguard._gateway.resume import RESUME_SECONDS, SessionEvents, resumable_manager
 from toolguard._gateway.starting import StartUpError
 
 __all__ = [
@@ -220,7 +223,8 @@ class _OnePath:
 
 class _CancelOnDisconnect:
     """ASGI, around the session manager: a client whose connection closes while a call of its
-    session is running cancels that call, as if it had sent ``notifications/cancelled``.
+    session is running cancels that call, as if it had sent ``notifications/cancelled``, unless
+    it resumes the call's stream within :data:`~toolguard._gateway.resume.RESUME_SECONDS`.
 
     The MCP SDK keeps a session's request running when the HTTP connection that
     carries its answer closes (the client may come back for it). A gateway call
@@ -229,10 +233,16 @@ class _CancelOnDisconnect:
     the manager's ordinary request path, so the proxy cancels the call's review.
     """
 
-    def __init__(self, app: Any) -> None:
+    def __init__(self, app: Any, events: Mapping[str, SessionEvents]) -> None:
         self.app = app
+        self.events = events  # each session's, by session id
+        self.resume_seconds = RESUME_SECONDS
 
     async def __call__(self, scope: Any, receive: Any, send: Any) -> None:
+        if scope["type"] == "http" and scope["method"] == "GET":
+            await self.app(scope, receive, send)
+            await self._dropped_replay(scope)
+            return
         if scope["type"] != "http" or scope["method"] != "POST":
             await self.app(scope, receive, send)
             return
@@ -257,20 +267,40 @@ class _CancelOnDisconnect:
 
         await self.app(scope, watched_receive, watched_send)
         if gone:
-            await self._cancel(scope, b"".join(body))
+            try:
+                message = json.loads(b"".join(body))
+            except ValueError:
+                return
+            if isinstance(message, dict) and "method" in message:
+                await self._cancel_unless_resumed(scope, message.get("id"))
 
-    async def _cancel(self, scope: Any, body: bytes) -> None:
-        """Send ``notifications/cancelled`` for the request in ``body`` to its session."""
+    async def _dropped_replay(self, scope: Any) -> None:
+        """A resumed stream (``GET`` with ``Last-Event-ID``) that ended before its answer: its
+        call is cancelled unless the client resumes it again in time."""
+        headers = dict(scope["headers"])
+        session, last = headers.get(b"mcp-session-id"), headers.get(b"last-event-id")
+        events = self.events.get(session.decode("latin-1")) if session and last else None
+        stream = events.stream_of(last.decode("latin-1")) if events and last else None
+        if stream is not None and events is not None and events.resumable(stream):
+            await self._cancel_unless_resumed(scope, int(stream) if stream.isdigit() else stream)
+
+    async def _cancel_unless_resumed(self, scope: Any, request_id: Any) -> None:
+        """Cancel the request ``request_id`` of the session of ``scope`` whose stream dropped,
+        unless the client resumes that stream in time (when it can)."""
+        if not isinstance(request_id, (str, int)) or isinstance(request_id, bool):
+            return
+        session = dict(scope["headers"]).get(b"mcp-session-id")
+        events = self.events.get(session.decode("latin-1")) if session is not None else None
+        resumable = events is not None and events.resumable(str(request_id))
+        if resumable and await events.resumed(str(request_id), self.resume_seconds):  # type: ignore[union-attr]
+            return
+        await self._cancel(scope, request_id)
+
+    async def _cancel(self, scope: Any, request_id: str | int) -> None:
+        """Send ``notifications/cancelled`` for ``request_id`` to the session of ``scope``."""
         headers = dict(scope["headers"])
         session = headers.get(b"mcp-session-id")
-        try:
-            message = json.loads(body)
-        except ValueError:
-            return
-        if session is None or not isinstance(message, dict) or "method" not in message:
-            return
-        request_id = message.get("id")
-        if not isinstance(request_id, (str, int)) or isinstance(request_id, bool):
+        if session is None:
             return
         cancel = {
             "jsonrpc": "2.0",
@@ -302,7 +332,7 @@ class _CancelOnDisconnect:
             await anyio.lowlevel.checkpoint()
 
         with anyio.CancelScope(shield=True), anyio.move_on_after(_STOP_SECONDS):
-            await self.app({**scope, "headers": kept}, receive, discard)
+            await self.app({**scope, "method": "POST", "headers": kept}, receive, discard)
 
 
 def listen_app(
@@ -324,18 +354,17 @@ def listen_app(
     Raises:
         TypeError, ValueError: an option is invalid (the text says which).
     """
-    from mcp.server.streamable_http_manager import StreamableHTTPSessionManager  # noqa: PLC0415
     from mcp.server.transport_security import TransportSecuritySettings  # noqa: PLC0415
 
     from toolguard._http.guards import Guard, Hosts, Protect  # noqa: PLC0415
 
-    manager = StreamableHTTPSessionManager(
+    manager, events = resumable_manager(  # each session's events, replayed on resumption
         server,
         # Host and Origin are checked by Protect below, as on the approval page.
         security_settings=TransportSecuritySettings(enable_dns_rebinding_protection=False),
         max_request_body_size=max_body_bytes,
     )
-    app: Any = _CancelOnDisconnect(manager.handle_request)
+    app: Any = _CancelOnDisconnect(manager.handle_request, events)
     if listen.token is not None:
         app = _BearerToken(app, listen.token)
     app = _OnePath(app, listen.path)

@@ -72,6 +72,7 @@ from toolguard._enforce.shadow import Candidate, ShadowMode, check_candidate, ch
 from toolguard._gateway.calls_info import CallsInfo
 from toolguard._gateway.grants import GatewayGrants
 from toolguard._gateway.handoff import ABANDONED, WaitingChat, abandon
+from toolguard._gateway.passing import unstamped
 from toolguard._gateway.question import APPROVAL_SCHEMA, approval_message
 from toolguard._gateway.relay import (
     DEFAULT_PROGRESS_INTERVAL,
@@ -299,7 +300,7 @@ class MCPProxy:
             ran = _RAN.get()
             if ran is not None:
                 ran.append(answer)
-            return wire(answer)
+            return unstamped(wire(answer))  # the upstream connection's envelope is its own
 
         forward.__name__ = forward.__qualname__ = name
         telemetry.mark_type(forward, telemetry.EXTENSION)  # the upstream server runs it
@@ -454,7 +455,8 @@ class MCPProxy:
                     )
                     asking.start_soon(ask, name, question)
                 wait = (ctx, self.chat, thread_id, name, self.progress_interval, self.page_url)
-                asking.start_soon(report_waiting, *wait)  # progress while a person decides
+                stream = self.relay.passing.progress_of(ctx) if self.relay is not None else None
+                asking.start_soon(report_waiting, *wait, stream)  # progress while a person decides
                 result = await self._outcome(thread_id, review_id, call_id, name, args)
                 asking.cancel_scope.cancel()  # decided elsewhere (the page) or expired
             return result

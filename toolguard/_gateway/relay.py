@@ -56,6 +56,7 @@ from typing import TYPE_CHECKING, Any, Final
 import anyio
 
 from toolguard._gateway.handoff import deciding
+from toolguard._gateway.passing import Passing, Progress, drop
 from toolguard._gateway.upstream import list_upstream, relayed_capabilities, upstream_client
 from toolguard._tools.schema_tool import SchemaTool
 from toolguard._tools.toolset import Toolset
@@ -116,6 +117,7 @@ async def report_waiting(  # noqa: PLR0917 - one waiting call
     name: str,
     interval: float,
     page: str | None,
+    progress: Progress | None = None,
 ) -> None:
     """Send ``notifications/progress`` for the request of ``ctx`` while its review waits.
 
@@ -124,20 +126,18 @@ async def report_waiting(  # noqa: PLR0917 - one waiting call
     increasing ``progress``, no ``total`` and :func:`waiting_message`. Ends as
     soon as the thread's review is decided, expired or cancelled; the caller
     cancels it before it answers the request, so none follows the result. A
-    notification that cannot be sent (the client left) ends it quietly.
+    notification that cannot be sent (the client left) ends it quietly. ``progress``: the
+    request's stream, shared with the upstream's progress (see :mod:`~toolguard._gateway.passing`).
     """
-    session = getattr(ctx, "session", None)
-    if session is None:
+    if getattr(ctx, "session", None) is None:
         return
-    count = 0
+    stream = progress if progress is not None else Progress(ctx)
     try:
         while True:
             state = await chat.get_thread(thread_id)
             if state.status != "awaiting_review" or state.pending is None:
                 return
-            count += 1
-            message = waiting_message(name, state.pending.review_id, page)
-            await session.report_progress(float(count), None, message)
+            await stream.waiting(waiting_message(name, state.pending.review_id, page))
             await anyio.sleep(interval)
     except Exception:  # progress is a courtesy; the call goes on without it
         return
@@ -238,6 +238,7 @@ class _Link:
         self.opened: anyio.Event | None = None
         self.closed = anyio.Event()
         self.running: list[Any] = []  # its requests whose tool call runs on the upstream now
+        self.log_level: str | None = None  # the level of its logging/setLevel, if any
 
     def open_soon(self) -> None:
         """Start opening its own upstream connection, if it has one and it is not opening."""
@@ -310,8 +311,12 @@ class _Upstream:
 
         async def send() -> Any:
             upstream = await link.upstream() if link is not None else self._client
+            passing = self._relay.passing.calling(ctx, link, upstream)  # _meta, progress, logs
             with self._relay.running(link, ctx):
-                return await upstream.call_tool(name, arguments)
+                async with passing as meta:
+                    if meta is None:
+                        return await upstream.call_tool(name, arguments)
+                    return await upstream.call_tool(name, arguments, meta=meta)
 
         return await (step.run(send) if step is not None else send())
 
@@ -333,6 +338,9 @@ class _Upstream:
 
     async def get_prompt(self, name: str, arguments: Any = None) -> Any:
         return await (await self._serving()).get_prompt(name, arguments)
+
+    async def complete(self, ref: Any, argument: Any, context_arguments: Any = None) -> Any:
+        return await (await self._serving()).complete(ref, argument, context_arguments)
 
 
 class Relay:
@@ -357,6 +365,7 @@ class Relay:
         self._stale: set[int] = set()  # the connections whose tools changed, not yet listed
         self._listings: dict[int, list[dict[str, Any]]] = {}  # each connection's tools (0: first)
         self._ready = anyio.Event()  # set by attach: notifications wait for it
+        self.passing = Passing(self)  # _meta, progress, log messages, completions
 
     # ------------------------------------------------------------------ set-up
 
@@ -421,6 +430,7 @@ class Relay:
 
         server.middleware.append(self._middleware)
         capabilities = getattr(self.client, "server_capabilities", None)
+        self.passing.serve(server, capabilities)
         resources = getattr(capabilities, "resources", None)
         prompts = getattr(capabilities, "prompts", None)
         if resources is not None and resources.subscribe:
@@ -459,7 +469,8 @@ class Relay:
             return await call_next(ctx)
         token = _SERVING.set(ctx)
         try:
-            return await call_next(ctx)
+            with self.passing.request(ctx):
+                return await call_next(ctx)
         finally:
             _SERVING.reset(token)
 
@@ -481,6 +492,10 @@ class Relay:
         else:
             link.session = session
         return link
+
+    def sharing(self) -> list[_Link]:
+        """The clients that share the first upstream connection (they declared nothing)."""
+        return [link for link in self._links.values() if link.declared is None]
 
     def link_of(self, ctx: Any) -> _Link | None:
         """The link of the client whose request ``ctx`` is (``None``: none, or a 2026-07-28
@@ -508,7 +523,7 @@ class Relay:
         try:
             yield
         finally:
-            _drop(link.running, ctx)
+            drop(link.running, ctx)
 
     # ------------------------------------------------------------------ the upstream's requests
 
@@ -609,6 +624,8 @@ class Relay:
         handled once the gateway is ready."""
         from mcp import types  # noqa: PLC0415
 
+        if await self.passing.notified(link, message):
+            return  # progress and log messages (see passing.py)
         if isinstance(message, types.ToolListChangedNotification):
             self._stale.add(id(link))
             await self._ready.wait()
@@ -775,11 +792,3 @@ def _subscription(method: str, uri: str) -> Any:
     if method == "resources/subscribe":
         return types.SubscribeRequest(params=types.SubscribeRequestParams.model_validate(params))
     return types.UnsubscribeRequest(params=types.UnsubscribeRequestParams.model_validate(params))
-
-
-def _drop(items: list[Any], item: Any) -> None:
-    """Remove ``item`` itself (not an equal one) from ``items``."""
-    for index, other in enumerate(items):
-        if other is item:
-            del items[index]
-            return
