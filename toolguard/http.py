@@ -78,6 +78,7 @@ authenticating reverse proxy names the user in a header) or :class:`TokenAuth`
 ``authorize`` hook saying who may decide which tool.
 """
 
+from toolguard._http.ag_ui import create_ag_ui_app, create_ag_ui_router
 from toolguard._http.ai_sdk import create_ai_sdk_router
 from toolguard._http.answers import CONTENT_SECURITY_POLICY
 from toolguard._http.app import create_app
@@ -114,6 +115,8 @@ __all__ = [
     "Reviewers",
     "ThreadResponse",
     "TokenAuth",
+    "create_ag_ui_app",
+    "create_ag_ui_router",
     "create_ai_sdk_router",
     "create_app",
     "create_router",

@@ -333,6 +333,7 @@ def build_app(
     Raises:
         ServeError: a setting cannot be used.
     """
+    from toolguard._http.ag_ui import served_ag_ui_routes  # noqa: PLC0415 - POST /hitl/ag-ui
     from toolguard._http.ai_sdk import served_ai_sdk_routes  # noqa: PLC0415 - POST /hitl/ai-sdk/chat
     from toolguard._http.app import protected_app  # noqa: PLC0415 - the http extra is optional
 
@@ -371,7 +372,7 @@ def build_app(
             allowed_origins=allowed_origins,
             allowed_hosts=allowed_hosts,
             auth=auth,
-            routers=[served_ai_sdk_routes(chat, auth)],
+            routers=[served_ai_sdk_routes(chat, auth), served_ag_ui_routes(chat, auth)],
         )
     except (TypeError, ValueError) as exc:
         close = getattr(chat.store, "close", None)
