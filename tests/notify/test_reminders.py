@@ -116,9 +116,7 @@ async def test_reminders_go_to_every_channel_once_per_interval_until_decided(
         "Reminder 2: Approval needed: send_email",
     ]
     reminders = [b for b in receiver.accepted if b["event"] == "review.reminder"]
-    assert [
-        {k: v for k, v in b.items() if k not in ("id", "created_at")} for b in reminders
-    ] == [
+    assert [{k: v for k, v in b.items() if k not in ("id", "created_at")} for b in reminders] == [
         {
             "event": "review.reminder",
             "thread_id": thread_id,
@@ -133,7 +131,10 @@ async def test_reminders_go_to_every_channel_once_per_interval_until_decided(
                     }
                 ],
                 "review_configs": [
-                    {"action_name": "send_email", "allowed_decisions": ["approve", "edit", "reject"]}
+                    {
+                        "action_name": "send_email",
+                        "allowed_decisions": ["approve", "edit", "reject"],
+                    }
                 ],
             },
         }
@@ -167,9 +168,11 @@ async def test_slack_down_holds_up_only_slack(
     finally:
         slack.down = False
     assert [r.getMessage() for r in caplog.records if r.name == "toolguard"] == [
-        "slack notification review.requested for thread"
-        f" {turn.thread_id!r} failed (Slack answered service_unavailable); attempt 1,"
-        " retried in 30 s"
+        (
+            "slack notification review.requested for thread"
+            f" {turn.thread_id!r} failed (Slack answered service_unavailable); attempt 1,"
+            " retried in 30 s"
+        )
     ]
     state = await chat.get_thread(turn.thread_id)
     assert [(i.channel, i.body["event"], i.attempts) for i in state.outbox] == [

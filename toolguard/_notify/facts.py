@@ -81,7 +81,7 @@ class ReviewFacts:
         payload: Any = body.get("pending_review")
         if current and pending is not None and body.get("event") != "review.requested":
             payload = pending.pending_review.model_dump(mode="json")
-        calls = _calls(payload)
+        calls = _calls(payload) if payload is not None else _requested(state, review_id)
         verdicts = [
             e.judgement.summary()
             for e in state.audit
@@ -116,6 +116,17 @@ class ReviewFacts:
     def deciders_text(self) -> str:
         """Who may decide, in words."""
         return ", ".join(self.deciders) if self.deciders else "any signed-in reviewer"
+
+
+def _requested(state: ThreadState, review_id: str) -> list[Call]:
+    """The calls a review that no longer waits asked about (from its ``requested`` events)."""
+    asked = [e.action_id for e in state.audit if e.kind == "requested" and e.review_id == review_id]
+    actions = {a.id: a for a in state.actions}
+    return [
+        Call(tool=a.name, args=dict(a.args), why=a.description)
+        for a in (actions.get(i) for i in asked if i is not None)
+        if a is not None
+    ]
 
 
 def _calls(payload: Any) -> list[Call]:
