@@ -67,6 +67,11 @@ needed), with your login as the reviewer's identity::
         dependencies=[Depends(require_login)],
     )  # POST /agent/chat, POST /agent/review, ...
 
+A ``useChat`` front end (the Vercel AI SDK) talks to the chat through
+:func:`create_ai_sdk_router` (``POST /hitl/ai-sdk/chat``, the AI SDK's UI message stream;
+``toolguard serve`` serves it too): a call awaiting review is a ``tool-approval-request``
+and ``addToolApprovalResponse`` answers it. See docs/own-ui.md.
+
 The chat reaches the routes through a dependency, so a test can swap it with
 ``app.dependency_overrides``. Put authentication in front of these routes in
 production: whoever may call them may approve the tools (the ``reviewer``

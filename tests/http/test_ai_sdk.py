@@ -562,3 +562,28 @@ async def test_toolguard_serve_mounts_the_route_and_links_its_page() -> None:
 def test_a_review_url_must_name_the_thread(chat: ReviewedChat) -> None:
     with pytest.raises(ValueError, match=r"review_url must be text holding \{thread_id\}"):
         create_router(chat, review_url="https://reviews.example/")
+
+
+async def test_with_auth_the_signed_in_reviewer_decides(log: list[Any]) -> None:
+    """With ``auth``, the route needs a signed-in reviewer (401), whose approval it records."""
+    from fastapi import FastAPI
+
+    from toolguard.http import TokenAuth, new_token
+
+    token, line = new_token("alice")
+    mail_chat = ReviewedChat(ScriptedModel([step], repeat=True), make_mail_tools(log))
+    app = FastAPI()
+    app.include_router(create_router(mail_chat, auth=TokenAuth({"alice": line.split(" ")[1]})))
+    transport = httpx.ASGITransport(app=app)
+    async with httpx.AsyncClient(transport=transport, base_url="http://127.0.0.1") as http:
+        response = await http.post(URL, json={"messages": [user("mail")]})
+        assert response.status_code == 401
+        assert await mail_chat.store.thread_ids() == []  # type: ignore[attr-defined]
+        http.headers["authorization"] = f"Bearer {token}"
+        parts = await post(http, user("mail"))
+        [request] = [p for p in parts if p["type"] == "tool-approval-request"]
+        thread_id = request["approvalDescriptor"]["threadId"]
+        approval = ("call_1", request["approvalId"], {"approved": True})
+        await post(http, answered(thread_id, approval))
+    state = await mail_chat.get_thread(thread_id)
+    assert [(a.status, a.reviewer) for a in state.actions] == [("executed", "alice")]

@@ -76,7 +76,7 @@ def test_use_chat_approves_denies_and_a_replay_is_refused(
     served: tuple[str, ReviewedChat, list[Any]],
 ) -> None:
     url, _, log = served
-    plan = [
+    plan: list[dict[str, Any]] = [
         {"send": "Tell Alice"},
         {"answer": {"approved": True}},
         {"replay": True},
