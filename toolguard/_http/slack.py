@@ -168,7 +168,8 @@ class _Interaction:
     async def handle(self) -> Response | None:
         kind = self.payload.get("type")
         if kind == "block_actions":
-            return await self._button()
+            await self._button()
+            return None
         view = self.payload.get("view")
         if (
             kind == "view_submission"

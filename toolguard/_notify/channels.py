@@ -30,6 +30,7 @@ __all__ = [
     "backoff_delay",
     "channels_of",
     "check_notify",
+    "check_seconds",
     "outbox_items",
     "reminder_items",
 ]
@@ -66,6 +67,14 @@ class Channel(Protocol):
     async def send(self, item: OutboxItem, state: ThreadState) -> Sent:
         """Send ``item`` of the thread ``state`` (as stored now); never raises for a failure."""
         ...
+
+
+def check_seconds(**numbers: object) -> None:
+    """Refuse a number of seconds that is not a positive number (``ValueError``)."""
+    for label, number in numbers.items():
+        if isinstance(number, bool) or not isinstance(number, int | float) or not number > 0:
+            msg = f"{label} must be a positive number of seconds, got {number!r}"
+            raise ValueError(msg)
 
 
 def backoff_delay(backoff: float, max_backoff: float, attempts: int) -> timedelta:

@@ -15,7 +15,7 @@ from urllib.parse import unquote, urlsplit
 
 import anyio
 
-from toolguard._notify.channels import Sent, backoff_delay
+from toolguard._notify.channels import Sent, backoff_delay, check_seconds
 from toolguard._notify.facts import ReviewFacts, shown_args
 from toolguard._policy.reviewers import Reviewers
 
@@ -34,7 +34,8 @@ class SmtpServer:
     """The parts of an ``smtp[s]://[user[:password]@]host[:port]`` URL."""
 
     def __init__(self, url: str) -> None:
-        if not isinstance(url, str):
+        given: object = url
+        if not isinstance(given, str):
             msg = f"smtp_url must be text, got {type(url).__name__}"
             raise TypeError(msg)
         try:
@@ -127,14 +128,7 @@ class Email:
         if not self.to and self.per_tool is None:
             msg = "an email channel needs recipients: to=[...] or per_tool={...}"
             raise ValueError(msg)
-        for number, label in (
-            (timeout, "timeout"),
-            (backoff, "backoff"),
-            (max_backoff, "max_backoff"),
-        ):
-            if isinstance(number, bool) or not isinstance(number, int | float) or not number > 0:
-                msg = f"{label} must be a positive number of seconds, got {number!r}"
-                raise ValueError(msg)
+        check_seconds(timeout=timeout, backoff=backoff, max_backoff=max_backoff)
         self.page_url = page_url
         self.reviewers = reviewers
         self.timeout = float(timeout)
