@@ -693,7 +693,10 @@ INVALID_BY_PATH["ai_sdk"] = [
     ([APPROVE, APPROVE], _TWICE_ANSWERED),
     (
         [{"type": "approve", "approval_id": "f" * 32}],
-        "The approval '<id>' is not a call awaiting review in this review. Nothing was changed.",
+        (
+            "The approval '<id>' is not a call awaiting review in this conversation. Nothing was"
+            " changed."
+        ),
     ),
     (
         [{"type": "approve", "approved": "yes"}],

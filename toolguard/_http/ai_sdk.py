@@ -62,7 +62,9 @@ NO_THREAD: Final = (
     "The assistant message does not name its conversation (metadata.toolguard.threadId):"
     " send the messages as this server streamed them."
 )
-BAD_THREAD: Final = "metadata.toolguard.threadId must be a conversation id (text of at most 128)."
+BAD_THREAD: Final = (
+    "metadata.toolguard.threadId must be a conversation id (text of at most 128 characters)."
+)
 REGENERATE: Final = (
     "Regenerating a message is not supported: the conversation is kept on the server. Send a"
     " new message instead."
@@ -72,7 +74,8 @@ MALFORMED: Final = (
     " and approval.approved (true or false), and approval.reason must be text if given."
 )
 UNKNOWN: Final = (
-    "The approval {approval} is not a call awaiting review in this review. Nothing was changed."
+    "The approval {approval} is not a call awaiting review in this conversation. Nothing was"
+    " changed."
 )
 OTHER_CALL: Final = (
     "The approval {approval} belongs to another tool call than {call}. Nothing was changed."
@@ -94,7 +97,7 @@ UNANSWERED: Final = (
 _TOOL_PARTS: Final = ("tool-", "dynamic-tool")
 _NOT_CARRIED: Final = frozenset({"grant", "edit", "edited_action", "editedArgs", "editedInput"})
 """Fields of an approval that would ask for what the protocol cannot carry: refused."""
-_ID_LIMIT: Final = 128  # the longest review or action id (as the HTTP API's ids)
+_ID_LIMIT: Final = 128  # the longest thread, review or action id (as the HTTP API's ids)
 
 
 class _UnanswerableError(Exception):
@@ -136,7 +139,7 @@ def _thread_of(messages: Sequence[UIMessageBody]) -> str | None:
         ours = meta.get(METADATA_KEY) if isinstance(meta, dict) else None
         if isinstance(ours, dict) and "threadId" in ours:
             thread_id = ours["threadId"]
-            if not isinstance(thread_id, str) or not 0 < len(thread_id) <= 128:
+            if not isinstance(thread_id, str) or not 0 < len(thread_id) <= _ID_LIMIT:
                 raise _UnanswerableError(BAD_THREAD)
             return thread_id
     return None
