@@ -66,6 +66,7 @@ def test_a_rule_set_is_evaluated_in_one_module() -> None:
     assert evaluated == {"toolguard/_policy/rules.py": ["self", "rules", "rules"]}
     askers = calls_of_function("rule_for")
     assert askers == {
+        "toolguard/_chat/replay.py",  # toolguard replay: candidate rules on past decisions
         "toolguard/_enforce/actions.py",
         "toolguard/_enforce/decide.py",
         "toolguard/_enforce/grant_use.py",
