@@ -42,6 +42,8 @@ TOOLS_MODULE = '''
 import json
 import os
 
+from toolguard import requires_approval
+
 
 def send_email(to: str, subject: str) -> str:
     """Send an email.
@@ -55,7 +57,20 @@ def send_email(to: str, subject: str) -> str:
     return f"sent to {to}: {subject}"
 
 
-TOOLS = [send_email]
+@requires_approval(approvals=2)
+def wire_money(amount: int, to: str) -> str:
+    """Wire money.
+
+    Args:
+        amount: how much.
+        to: the account.
+    """
+    with open(os.environ["REVIEW_TOOL_LOG"], "a", encoding="utf-8") as log:
+        log.write(json.dumps({"amount": amount, "to": to}) + "\\n")
+    return f"wired {amount} to {to}"
+
+
+TOOLS = [send_email, wire_money]
 '''
 WHY = "Why it asks: the word 'send' is an approval verb (messaging and publishing)"
 WAITING = "No review waits now. Waiting for reviews... (Ctrl-C to leave)"
@@ -99,6 +114,18 @@ class Pane:
         if text:
             self._tmux("send-keys", "-t", "review", "-l", text)
         self._tmux("send-keys", "-t", "review", "Enter")
+
+    def answer(self, prompt: str, text: str) -> None:
+        """Type ``text`` once ``prompt`` is the last line (typed earlier, the terminal would echo
+        it before the prompt is drawn)."""
+        deadline = time.monotonic() + LIMIT
+        while (self.lines() or [""])[-1] != prompt:
+            if time.monotonic() > deadline:
+                pytest.fail(
+                    f"no prompt {prompt!r}; the terminal shows:\n" + "\n".join(self.lines())
+                )
+            time.sleep(0.02)
+        self.type(text)
 
     def lines(self) -> list[str]:
         """Every line written so far (wrapped lines joined), without trailing blank ones."""
@@ -183,10 +210,10 @@ class Served:
             return []
         return [json.loads(line) for line in self.log.read_text(encoding="utf-8").splitlines()]
 
-    def ask(self, to: str) -> dict[str, Any]:
-        """A user message whose reply is a send_email to ``to``: its pending review's item of
-        ``GET /hitl/reviews`` (with ``requested_at``)."""
-        paused = self.api.post("/hitl/chat", json={"message": f"mail {to}"}).json()
+    def ask(self, to: str, message: str = "mail") -> dict[str, Any]:
+        """A user message whose reply is a send_email to ``to`` (or what ``message`` asks): its
+        pending review's item of ``GET /hitl/reviews`` (with ``requested_at``)."""
+        paused = self.api.post("/hitl/chat", json={"message": f"{message} {to}"}).json()
         assert paused["pending_review"] is not None, paused
         [item] = [
             r
@@ -207,12 +234,16 @@ class Served:
 
 
 def react(body: dict[str, Any]) -> openai_server.Reply:
-    """The model: ``mail X`` asks to send_email X; a tool's result is answered as text."""
+    """The model: ``mail X`` asks to send_email X, ``wire N to X`` to wire_money; a tool's result
+    is answered as text."""
     last = body["messages"][-1]
     if last["role"] == "tool":
         return reply_text(f"The tool said: {last['content']}")
-    to = last["content"].split()[-1]
-    return reply_tool_calls([("call_1", "send_email", {"to": to, "subject": "Hello"})])
+    words = last["content"].split()
+    if words[0] == "wire":
+        args: dict[str, Any] = {"amount": int(words[1]), "to": words[-1]}
+        return reply_tool_calls([("call_1", "wire_money", args)])
+    return reply_tool_calls([("call_1", "send_email", {"to": words[-1], "subject": "Hello"})])
 
 
 @pytest.fixture(scope="module")
@@ -289,8 +320,8 @@ def test_edit_runs_the_edited_arguments(served: Served, pane: Pane) -> None:
     pane.wait_for("[a]pprove / [e]dit / [r]eject >", after=start)
     before = len(pane.lines()) - 1  # the prompt's line, where the answer is typed
     pane.type("e")
-    pane.type("")  # keeps the address
-    pane.type("Moved to 11")
+    pane.answer("to >", "")  # keeps the address
+    pane.answer("subject >", "Moved to 11")
     pane.wait_for("[s]end / [b]ack >", after=before)
     pane.type("s")
     assert pane.wait_for(WAITING, after=before) == [
@@ -385,6 +416,80 @@ def test_a_review_decided_on_the_api_meanwhile_ends_the_card(served: Served, pan
     audit = served.api.get(f"/hitl/threads/{item['thread_id']}/audit").text.splitlines()
     kinds = [(e["kind"], e["actor"]) for e in map(json.loads, audit)]
     assert kinds == [("requested", None), ("decided", "bob"), ("rejected", "bob")]
+    # The next card waits for an answer of its own: the "a" typed before it was dropped.
+    start = len(pane.lines())
+    served.ask("kim@example.com")
+    prompt = "[a]pprove / [e]dit / [r]eject >"
+    pane.wait_for(prompt, after=start)
+    time.sleep(0.3)
+    assert pane.lines()[-1] == prompt
+    before = len(pane.lines()) - 1
+    pane.type("r")
+    pane.answer("Why are you rejecting this tool? >", "")
+    assert pane.wait_for(WAITING, after=before)[:4] == [
+        "[a]pprove / [e]dit / [r]eject > r",
+        "Why are you rejecting this tool? >",
+        "Sending...",
+        "[rejected] send_email: User rejected this action. It was not executed. (by alice)",
+    ]
+    assert served.runs()[runs:] == []
+
+
+def test_a_quorum_counts_the_terminal_once(served: Served, pane: Pane) -> None:
+    """alice's approval is one of two: the terminal says the review waits for another reviewer
+    and does not ask her again; bob's approval through the API runs the tool once."""
+    start = len(pane.lines())
+    runs = len(served.runs())
+    item = served.ask("ACME", "wire 900 to")
+    thread = item["thread_id"]
+    prompt = "[a]pprove / [e]dit / [r]eject >"
+    assert pane.wait_for(prompt, after=start) == [
+        "",
+        "1 review waiting:",
+        f"  1. wire_money (thread {thread})",
+        "",
+        f"Review in thread {thread}, asked {item['requested_at']}",
+        "wire_money: 0 of 2 approvals",
+        "== Approval 1/1: wire_money ==",
+        "Tool `wire_money` is awaiting approval",
+        "Why it asks: guarded with @requires_approval",
+        "Arguments:",
+        "{",
+        '  "amount": 900,',
+        '  "to": "ACME"',
+        "}",
+        prompt,
+    ]
+    before = len(pane.lines()) - 1  # the prompt's line, where the answer is typed
+    pane.type("a")
+    assert pane.wait_for(WAITING, after=before) == [
+        "[a]pprove / [e]dit / [r]eject > a",
+        "Sending...",
+        "Your decision is counted; the review waits for another reviewer.",
+        "",
+        WAITING,
+    ]
+    assert served.runs()[runs:] == []
+    [waiting] = [
+        r for r in served.api.get("/hitl/reviews").json()["reviews"] if r["thread_id"] == thread
+    ]
+    assert waiting["pending_review"]["review_configs"][0]["approvals"] == {
+        "required": 2,
+        "given": 1,
+        "by": ["alice"],
+    }
+    decided = served.api.post(
+        "/hitl/review",
+        json={
+            "thread_id": thread,
+            "review_id": waiting["review_id"],
+            "decisions": [{"type": "approve"}],
+        },
+    )
+    assert decided.json()["reply"] == "The tool said: wired 900 to ACME"
+    assert served.runs()[runs:] == [{"amount": 900, "to": "ACME"}]
+    time.sleep(1.2)  # the stream's next read: the terminal shows nothing more
+    assert pane.lines()[before:][-1] == WAITING
 
 
 # ---------------------------------------------------------------------------- argument errors

@@ -130,6 +130,8 @@ def _outcomes(term: Terminal, server: Server, thread_id: str, ids: Sequence[str]
             break
         time.sleep(0.05)
     for action in mine:
+        if action.status == "requested":  # a quorum's approval counted: it still waits
+            continue
         by = f" (by {prose(action.reviewer)})" if action.reviewer else ""
         term.say(render_outcome(action) + by)
     return mine
