@@ -85,6 +85,8 @@ def parse_since(text: str, *, now: datetime) -> datetime:
         if len(value) == 10:
             day = date.fromisoformat(value)
             return datetime(day.year, day.month, day.day, tzinfo=timezone.utc)
+        if value.endswith(("Z", "z")):  # Python 3.10 reads no "Z": the same offset, spelled out
+            value = value[:-1] + "+00:00"
         moment = datetime.fromisoformat(value)
     except ValueError:
         msg = (
