@@ -199,7 +199,8 @@ async def test_the_two_apps_differ_only_by_the_gateway_audit_route(tmp_path: Pat
         proxy_paths = set(proxied.app.openapi()["paths"])
         serve_paths = set(served_app.app.openapi()["paths"])
     assert proxy_paths - serve_paths == {"/hitl/audit", "/hitl/grants", "/hitl/grants/{grant_id}"}
-    assert serve_paths - proxy_paths == {"/hitl/chat"}
+    # serve also speaks the chat UIs' protocols: the AI SDK's useChat stream and AG-UI
+    assert serve_paths - proxy_paths == {"/hitl/chat", "/hitl/ai-sdk/chat", "/hitl/ag-ui"}
 
 
 @each_app
