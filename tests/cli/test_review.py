@@ -17,8 +17,10 @@ import shlex
 import shutil
 import subprocess
 import sys
+import threading
 import time
 from collections.abc import Iterator
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 from typing import Any
 
@@ -488,8 +490,6 @@ def test_a_quorum_counts_the_terminal_once(served: Served, pane: Pane) -> None:
     )
     assert decided.json()["reply"] == "The tool said: wired 900 to ACME"
     assert served.runs()[runs:] == [{"amount": 900, "to": "ACME"}]
-    time.sleep(1.2)  # the stream's next read: the terminal shows nothing more
-    assert pane.lines()[before:][-1] == WAITING
 
 
 # ---------------------------------------------------------------------------- argument errors
@@ -600,6 +600,74 @@ def test_a_refused_or_missing_token(
             " the environment variable that holds yours\n"
         ),
     )
+
+
+@contextlib.contextmanager
+def answering(status: int, body: bytes, headers: dict[str, str]) -> Iterator[str]:
+    """A server on 127.0.0.1 answering every GET with ``status``, ``headers`` and ``body``."""
+
+    class Handler(BaseHTTPRequestHandler):
+        def log_message(self, format: str, *args: Any) -> None:
+            pass
+
+        def do_GET(self) -> None:
+            self.send_response(status)
+            for name, value in {**headers, "Content-Length": str(len(body))}.items():
+                self.send_header(name, value)
+            self.end_headers()
+            self.wfile.write(body)
+
+    server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+    thread = threading.Thread(target=server.serve_forever, kwargs={"poll_interval": 0.05})
+    thread.start()
+    try:
+        yield f"http://127.0.0.1:{server.server_address[1]}/"
+    finally:
+        server.shutdown()
+        server.server_close()
+        thread.join(timeout=LIMIT)
+
+
+def test_a_server_that_is_not_toolguard(capsys: pytest.CaptureFixture[str]) -> None:
+    with answering(404, b"<h1>Not Found</h1>", {"Content-Type": "text/html"}) as url:
+        assert run_review(["--url", url], capsys) == (
+            1,
+            "",
+            (
+                f"error: {url} does not answer like toolguard serve or toolguard mcp-proxy"
+                " (GET /hitl/session: HTTP 404); check --url\n"
+            ),
+        )
+
+
+def test_a_link_server_of_another_user(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """A server that wants its sign-in link, and no runtime file of this user names it."""
+    monkeypatch.setenv("TOOLGUARD_RUNTIME_DIR", str(tmp_path))
+    body = json.dumps({"detail": "Sign-in required"}).encode()
+    challenge = {"WWW-Authenticate": 'SignInLink realm="toolguard"'}
+    with answering(401, body, {"Content-Type": "application/json", **challenge}) as url:
+        assert run_review(["--url", url], capsys) == (
+            1,
+            "",
+            (
+                f"error: {url} signs reviewers in with its sign-in link: run toolguard review on"
+                " its machine as the user who started it, or give the link as --url (toolguard"
+                " link prints it)\n"
+            ),
+        )
+
+
+def test_a_server_text_cannot_act_on_the_terminal(capsys: pytest.CaptureFixture[str]) -> None:
+    """An escape sequence in a server's error text is shown escaped."""
+    body = json.dumps({"detail": "no \u001b[2Jentry"}).encode()
+    with answering(401, body, {"Content-Type": "application/json"}) as url:
+        assert run_review(["--url", url], capsys) == (
+            1,
+            "",
+            "error: the server refused the sign-in: no \\u001b[2Jentry\n",
+        )
 
 
 # ---------------------------------------------------------------------------- toolguard mcp-proxy

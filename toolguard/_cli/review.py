@@ -165,9 +165,9 @@ def _heading(review: Mapping[str, Any]) -> str:
     """The line above a review's cards: its thread, when it was asked, its deadline, its call."""
     line = f"Review in thread {reveal_text(review['thread_id'], single_line=True)}"
     if isinstance(review.get("requested_at"), str):
-        line += f", asked {review['requested_at']}"
+        line += f", asked {prose(review['requested_at'])}"
     if isinstance(review.get("expires_at"), str):
-        line += f", expires {review['expires_at']}"
+        line += f", expires {prose(review['expires_at'])}"
     call = review.get("call")
     if isinstance(call, dict):
         client = call.get("client")
@@ -190,7 +190,8 @@ def _quorum_lines(pending: PendingReview) -> list[str]:
             by = ", ".join(str(name) for name in approvals.get("by") or [])
             lines.append(
                 f"{reveal_text(str(config.get('action_name')), single_line=True)}:"
-                f" {approvals.get('given')} of {approvals.get('required')} approvals"
+                f" {prose(str(approvals.get('given')))} of"
+                f" {prose(str(approvals.get('required')))} approvals"
                 + (f" (approved by {prose(by)})" if by else "")
             )
     return lines
@@ -250,7 +251,7 @@ def _decide(
         if isinstance(current, dict) and current.get("review_id") != review["review_id"]:
             _gone(term, server, review, ids)
             return False
-        term.say(f"The server refused the decision (HTTP {found.status}): {prose(found.detail)}")
+        term.say(f"The server refused the decision (HTTP {found.status}): {found.detail}")
         return found.status == 400
     answer = found.body if isinstance(found.body, dict) else {}
     _outcomes(term, server, review["thread_id"], ids)

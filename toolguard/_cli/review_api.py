@@ -83,9 +83,10 @@ class _Answer:
 
     @property
     def detail(self) -> str:
-        """The ``detail`` of an error body, as the server wrote it (or the status)."""
+        """The ``detail`` of an error body (or the status), control characters escaped: a
+        server's text never acts on the terminal."""
         detail = self.body.get("detail") if isinstance(self.body, dict) else None
-        return detail if isinstance(detail, str) else f"HTTP {self.status}"
+        return prose(detail) if isinstance(detail, str) else f"HTTP {self.status}"
 
 
 class Server:
