@@ -4,7 +4,10 @@
 from __future__ import annotations
 
 import socket
+import subprocess
+import sys
 from collections.abc import Iterator
+from pathlib import Path
 from typing import Any
 
 import anyio
@@ -12,9 +15,10 @@ import httpx
 import pytest
 
 from tests.cli.day import record_day
-from tests.helpers import serve_in_thread
+from tests.helpers import command_env, free_port, serve_in_thread, wait_for_page
 from toolguard import MemoryStore, ReviewedChat, ScriptedModel
 from toolguard._cli.main import main
+from toolguard._gateway.routes import build_app as gateway_app
 from toolguard._http.metrics import PrometheusMetrics
 from toolguard.http import HeaderAuth, create_app
 
@@ -122,12 +126,16 @@ def prometheus() -> Iterator[PrometheusMetrics]:
         sink.stop()
 
 
+@pytest.mark.parametrize("gateway", [False, True])
 def test_metrics_at_slash_metrics_behind_sign_in_and_on_a_loopback_port(
-    prometheus: PrometheusMetrics,
+    prometheus: PrometheusMetrics, *, gateway: bool
 ) -> None:
     anyio.run(record_day, MemoryStore())
     chat = ReviewedChat(ScriptedModel([]), [])
-    app = create_app(chat, auth=HeaderAuth("X-Forwarded-User"))
+    auth = HeaderAuth("X-Forwarded-User")
+    app = (
+        gateway_app(chat, auth=auth, allow_hosts=["*"]) if gateway else create_app(chat, auth=auth)
+    )
     with serve_in_thread(app) as url:
         assert httpx.get(f"{url}/metrics", timeout=5).status_code == 401
         answer = httpx.get(f"{url}/metrics", headers={"X-Forwarded-User": "ops"}, timeout=5)
@@ -165,4 +173,51 @@ def test_option_mistakes(capsys: pytest.CaptureFixture[str]) -> None:
     assert capsys.readouterr().err == (
         f"error: --metrics-port {port}: cannot listen on 127.0.0.1:{port}: Address already in"
         " use; choose another --metrics-port\n"
+    )
+
+
+def test_toolguard_serve_metrics(tmp_path: Path) -> None:
+    """`toolguard serve --metrics --metrics-port`: an approved call and a read are counted, at
+    /metrics on the server (no sign-in here: --no-auth) and on the loopback port."""
+    port, metrics_port = free_port(), free_port()
+    base = f"http://127.0.0.1:{port}"
+    command = [sys.executable, "-m", "toolguard", "serve", "--no-auth", "--port", str(port)]
+    command += ["--db", "demo.sqlite3", "--metrics", "--metrics-port", str(metrics_port)]
+    err = tmp_path / "stderr.txt"
+    with err.open("w") as stderr:
+        process = subprocess.Popen(
+            command, cwd=tmp_path, env=command_env(), stdout=subprocess.DEVNULL, stderr=stderr
+        )
+    try:
+        assert wait_for_page(process, f"{base}/") is not None, err.read_text()
+        with httpx.Client(base_url=base, timeout=10) as client:
+            ask = "email alice that the meeting moved to 11"
+            turn = client.post("/hitl/chat", json={"message": ask}).json()
+            decided = client.post(
+                "/hitl/review",
+                json={
+                    "thread_id": turn["thread_id"],
+                    "review_id": turn["review_id"],
+                    "decisions": [{"type": "approve"}],
+                },
+            )
+            assert decided.status_code == 200
+            client.post("/hitl/chat", json={"message": "what is on my calendar?"})
+            served = _lines(client.get("/metrics").text)
+        on_port = _lines(httpx.get(f"http://127.0.0.1:{metrics_port}/metrics", timeout=5).text)
+    finally:
+        process.terminate()
+        try:
+            process.wait(timeout=15)
+        except subprocess.TimeoutExpired:
+            process.kill()
+            process.wait(timeout=5)
+    calls = {line for line in served if line.startswith("toolguard_tool_calls_total")}
+    assert calls == {
+        'toolguard_tool_calls_total{decided_by="person",outcome="executed",tool="send_email"} 1.0',
+        'toolguard_tool_calls_total{decided_by="none",outcome="executed",tool="list_events"} 1.0',
+    }
+    assert on_port == served
+    assert f"toolguard: metrics at http://127.0.0.1:{metrics_port}/metrics (no sign-in)" in (
+        err.read_text()
     )
