@@ -15,8 +15,10 @@ import contextlib
 import http.client
 import json
 import os
+import re
 import signal
 import ssl
+import sys
 import threading
 import time
 from collections.abc import Callable, Iterator, Mapping
@@ -57,6 +59,9 @@ _MAX_BODY = 32 * 1024 * 1024
 _SIGN_IN_PATH = "/hitl/sign-in"
 _SESSION_COOKIE = "toolguard_session"
 _LINK_CHALLENGE = "SignInLink"
+_COOKIE_VALUE = re.compile(r'[A-Za-z0-9._+\-]{1,1024}|"[A-Za-z0-9._@+\-\\]{1,1024}"')
+"""A session cookie as toolguard makes it (``NAME.TIME.HEX``, quoted when the name holds ``@``);
+anything else is not sent back."""
 
 
 class ReviewError(Exception):
@@ -279,8 +284,9 @@ def _open_link(server: Server, code: str) -> None:
         raise ReviewError(_unreachable(server, exc)) from None
     for header in response.headers.get_all("Set-Cookie") or []:
         name, _, rest = header.partition("=")
-        if name.strip() == _SESSION_COOKIE:
-            server.cookie = rest.partition(";")[0].strip()
+        value = rest.partition(";")[0].strip()
+        if name.strip() == _SESSION_COOKIE and _COOKIE_VALUE.fullmatch(value):
+            server.cookie = value
     if found.status != 303 or server.cookie is None:
         msg = f"the sign-in link was refused: {found.detail}"
         raise ReviewError(msg)
@@ -329,9 +335,9 @@ def connect(url: str, token: str | None, say: Callable[[str], None]) -> tuple[Se
     link = _link_parts(url)
     server = Server(link[0] if link is not None else url, token=token)
     if server.host and not server.https and token is not None and not is_loopback(server.host):
-        say(
+        sys.stderr.write(
             f"warning: {server.url} is plain HTTP beyond this machine: the token travels"
-            " unencrypted; prefer https://"
+            " unencrypted; prefer https://\n"
         )
     if link is not None:
         _open_link(server, link[1])
