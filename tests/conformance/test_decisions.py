@@ -410,6 +410,21 @@ GRANTED["ai_sdk"] = Refused(  # loudly: never dropped
     " made on the approval page (approvalDescriptor.reviewUrl). Nothing was changed.",
 )
 
+# The AG-UI path: a resume entry edits a call's arguments (editedArgs), never its tool.
+for _kind in ["edit-ask", "edit-quorum", "edit-denied"]:
+    NA[(_kind, "ag_ui")] = (
+        "not applicable: a resume entry edits the arguments of the interrupted call"
+        " (`editedArgs`), never its tool; a rename is made on the approval page (the HTTP API's"
+        " cells)"
+    )
+REJECTED_MAIL["ag_ui"] = REJECTED["ag_ui"]
+GRANTED["ag_ui"] = Refused(  # loudly: never dropped
+    "INVALID_RUN",
+    "The answer to the interrupt '<id>.<id>' carries 'grant': a resume carries approved,"
+    " editedArgs and reason only; standing grants are made on the approval page. Nothing was"
+    " changed.",
+)
+
 
 # ---------------------------------------------------------------------------- the documented axis
 

@@ -713,6 +713,41 @@ INVALID_BY_PATH["ai_sdk"] = [
 ]
 
 
+# The AG-UI path (a run's resume): the chat's answers, and its refusals as a RUN_ERROR whose code
+# is the error's class name; a resume entry carries approve, edit (of the same tool) and reject.
+for _by_path in [
+    REJECTED, DENIED_AT, DENIED_LATER, EDIT_DENIED, EDIT_INVALID, SECRET_INVALID, TWICE, EXPIRED,
+    FOREIGN, FOREIGN_AFTER,
+]:  # fmt: skip
+    _by_path["ag_ui"] = _by_path["chat"]
+DURING["ag_ui"] = [TWICE["ag_ui"][0], Refused("ThreadBusyError", DURING["http"][1].text)]
+_AG_UI_TWICE = "The interrupt '<id>.<id>' is answered twice. Nothing was changed."
+WRONG_COUNTS["ag_ui"] = _AG_UI_TWICE
+INVALID_BY_PATH["ag_ui"] = [
+    ([APPROVE, APPROVE], _AG_UI_TWICE),
+    (
+        [{"type": "approve", "interrupt_id": "<review>.f"}],
+        "The interrupt '<id>.f' is not awaiting an answer in this run. Nothing was changed.",
+    ),
+    (
+        [{"type": "approve", "payload": {"approved": "yes"}}],
+        (
+            "The answer to the interrupt '<id>.<id>' is malformed: a resolved interrupt's payload"
+            " is {approved: true or false, editedArgs?: object, reason?: text}, and editedArgs"
+            " goes with approved: true. Nothing was changed."
+        ),
+    ),
+    (
+        [{"type": "approve", "status": "resolved", "payload": {"approved": True, "votes": 2}}],
+        (
+            "The answer to the interrupt '<id>.<id>' carries 'votes': a resume carries approved,"
+            " editedArgs and reason only; standing grants are made on the approval page. Nothing"
+            " was changed."
+        ),
+    ),
+]
+
+
 # ---------------------------------------------------------------------------- (j)
 
 C = {"path": "/srv/c"}
