@@ -587,3 +587,52 @@ async def test_with_auth_the_signed_in_reviewer_decides(log: list[Any]) -> None:
         await post(http, answered(thread_id, approval))
     state = await mail_chat.get_thread(thread_id)
     assert [(a.status, a.reviewer) for a in state.actions] == [("executed", "alice")]
+
+
+async def test_the_chat_hooks_decide_who_may_post_and_answer(log: list[Any]) -> None:
+    """The ``access`` hook guards messages (``message``) and the approvals' thread (``read``);
+    ``authorize`` guards the decisions: a refused caller gets an error part, nothing runs."""
+    from fastapi import FastAPI
+
+    def access(actor: str | None, thread: Any, operation: str) -> bool:
+        return actor != "mallory"
+
+    def authorize(reviewer: str | None, thread: Any, actions: Any) -> bool:
+        return reviewer == "alice"
+
+    def who(name: str | None = None) -> str | None:
+        return name
+
+    log.clear()
+    hooked = ReviewedChat(
+        ScriptedModel([step], repeat=True),
+        make_mail_tools(log),
+        access=access,
+        authorize=authorize,
+    )
+    app = FastAPI()
+    app.include_router(create_router(hooked, reviewer=who))
+    transport = httpx.ASGITransport(app=app)
+    async with httpx.AsyncClient(transport=transport, base_url="http://127.0.0.1") as http:
+        thread_id, _, [approval] = await paused(http)
+        answer = answered(thread_id, ("call_1", approval, {"approved": True}))
+        before = await stored(hooked, thread_id)
+        http.params = {"name": "mallory"}
+        refused = f"Access denied: 'mallory' may not 'read' in conversation '{thread_id}'"
+        assert await post(http, answer) == error(refused)
+        message = f"Access denied: 'mallory' may not 'message' in conversation '{thread_id}'"
+        assert await post(http, user("more", thread_id)) == error(message)
+        http.params = {"name": "bob"}
+        assert await post(http, answer) == error(
+            f"Reviewer 'bob' may not review conversation '{thread_id}'"
+        )
+        assert log == [("search", {"query": "alice"})]
+        http.params = {"name": "alice"}
+        parts = await post(http, answer)
+    assert parts[1] == {
+        "type": "tool-output-available",
+        "toolCallId": "call_1",
+        "output": "Email sent to alice@example.com",
+    }
+    assert log == [("search", {"query": "alice"}), ("send_email", ALICE_MAIL)]
+    assert before["version"] < (await stored(hooked, thread_id))["version"]

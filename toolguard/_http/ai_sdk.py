@@ -53,6 +53,7 @@ from toolguard._stores.protocol import ThreadState
 PATH: Final = "/ai-sdk/chat"
 """The route's path under the router's prefix: ``POST /hitl/ai-sdk/chat``."""
 
+LOST: Final = "The conversation could not be read back after the turn."
 NO_TEXT: Final = "The last message has no text: send the user's message as a text part."
 NO_ANSWER: Final = (
     "The last message answers no approval: send the user's next message, or the assistant"
@@ -250,6 +251,15 @@ def decisions_for(
 # --------------------------------------------------------------------------- one request
 
 
+def _seen(before: ThreadState | None) -> tuple[int, frozenset[str]]:
+    """Where the turn's messages will start in the thread, and the calls whose output an
+    earlier response already streamed (those that ran in the step before it paused)."""
+    if before is None:
+        return 0, frozenset()
+    ran = before.pending.results if before.pending is not None else []
+    return len(before.messages), frozenset(result.call_id for result in ran)
+
+
 async def respond(
     chat: ReviewedChat,
     body: UIChatRequest,
@@ -270,6 +280,7 @@ async def respond(
             if thread_id is None:
                 raise _UnanswerableError(NO_THREAD)
             before = await answer(chat.get_thread(thread_id, actor=who), route)
+            start, done = _seen(before)
             decisions, review_id = decisions_for(before, answers)
             turn: ChatTurn = await answer(
                 chat.submit_review(decisions, thread_id, review_id=review_id, reviewer=who),
@@ -277,20 +288,21 @@ async def respond(
             )
         elif last.role == "user":
             text = _text_of(last)
-            before = None
-            if thread_id is not None:
-                before = await answer(chat.get_thread(thread_id, actor=who), route)
+            # Only counted (where this turn's messages start): send_message asks the access hook.
+            stored = await chat.store.load(thread_id) if thread_id is not None else None
+            start, done = _seen(stored)
             turn = await answer(chat.send_message(text, thread_id, actor=who), route)
         else:
             raise _UnanswerableError(NO_TEXT)
-        after = await answer(chat.get_thread(turn.thread_id, actor=who), route)
+        # What this request's own turn wrote (the caller may post or decide here, which the
+        # chat's hooks checked): its messages only are streamed.
+        after = await chat.store.load(turn.thread_id)
     except _UnanswerableError as exc:
         return error_parts(str(exc))
     except Refusal as exc:
         return error_parts(str(exc.detail))
-    start = len(before.messages) if before is not None else 0
-    ran = before.pending.results if before is not None and before.pending is not None else []
-    done = frozenset(result.call_id for result in ran)
+    if after is None:  # pragma: no cover - the turn just saved it
+        return error_parts(LOST)
     shown = shown_messages(chat, after.messages)
     return turn_parts(after, shown, start=start, done=done, link=link)
 
