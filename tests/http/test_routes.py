@@ -919,6 +919,7 @@ async def test_openapi_lists_the_api_routes() -> None:
         "/hitl/review",
         "/hitl/reviews",
         "/hitl/session",
+        "/hitl/stats",
         "/hitl/threads/{thread_id}",
         "/hitl/threads/{thread_id}/audit",
         "/hitl/threads/{thread_id}/grants/{grant_id}",
