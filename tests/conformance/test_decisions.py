@@ -21,6 +21,7 @@ from toolguard import Rules
 from toolguard.http import Reviewers
 
 from .paths import ADAPTERS, JUDGE_MODEL, Adapter, Judging, Outcome, Paused, Ran, Refused
+from .paths_slack import ON_THE_PAGE as SLACK_ON_THE_PAGE
 from .test_matrix import ALLOW, ALLOW_WHY, APPROVE, MAIL, REJECTED, review
 
 KINDS: dict[str, str] = {
@@ -425,6 +426,15 @@ GRANTED["ag_ui"] = Refused(  # loudly: never dropped
     " changed.",
 )
 
+
+# The Slack path: a review's Approve / Reject buttons; edits and grants are made on the page.
+for _kind in ["edit", "edit-ask", "edit-others", "edit-quorum", "edit-denied"]:
+    NA[(_kind, "slack")] = (
+        "not applicable: Slack's buttons approve or reject a whole review; edits are made on the"
+        " page the message links (the HTTP API's cells), and the adapter sends none"
+    )
+REJECTED_MAIL["slack"] = REJECTED["slack"]
+GRANTED["slack"] = Refused("adapter", SLACK_ON_THE_PAGE)  # loudly: no button sends a grant
 
 # ---------------------------------------------------------------------------- the documented axis
 

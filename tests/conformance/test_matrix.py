@@ -33,6 +33,8 @@ from .paths import (
     Ran,
     Refused,
 )
+from .paths_slack import ON_THE_PAGE as SLACK_ON_THE_PAGE
+from .paths_slack import REPLY as SLACK_REPLY
 
 GUARANTEES: dict[str, str] = {
     "a": "a guarded body never runs unapproved",
@@ -747,6 +749,33 @@ INVALID_BY_PATH["ag_ui"] = [
     ),
 ]
 
+
+# The Slack path (a review's Approve / Reject buttons): the chat's answers, its refusals the
+# reply Slack shows only to the person who clicked, with the chat's own text; a button approves
+# or rejects a whole review, so the adapter itself refuses what no button sends.
+def _as_slack_reply(value: Any) -> Any:
+    if isinstance(value, Refused):
+        return Refused(SLACK_REPLY, value.text)
+    if isinstance(value, list | tuple):
+        return type(value)(_as_slack_reply(item) for item in value)
+    return value
+
+
+for _by_path in [
+    REJECTED, DENIED_AT, DENIED_LATER, SECRET_INVALID, TWICE, EXPIRED, FOREIGN, FOREIGN_AFTER,
+]:  # fmt: skip
+    _by_path["slack"] = _as_slack_reply(_by_path["chat"])
+WRONG_COUNTS["slack"] = SLACK_ON_THE_PAGE
+INVALID_BY_PATH["slack"] = [(decisions, SLACK_ON_THE_PAGE) for decisions, _ in INVALID]
+NA[("c", "slack")] = (
+    "not applicable: Slack's buttons approve or reject a whole review; an edit is made on the"
+    " page the message links (the HTTP API's cell), and the adapter sends none"
+)
+NA[("d", "slack")] = (
+    "not applicable: every Slack click comes from a person the [slack] table names, so an"
+    " anonymous approval cannot be sent; two Slack users' approvals of a quorum tool count once"
+    " each and run it once, through the same quorum as the HTTP API's cell"
+)
 
 # ---------------------------------------------------------------------------- (j)
 

@@ -8,6 +8,7 @@ shapes Slack documents, records every call, and can be taken down (HTTP 503) and
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
 import hmac
 import json
@@ -112,6 +113,13 @@ class FakeSlack:
 @pytest.fixture(scope="module")
 def slack() -> Iterator[FakeSlack]:
     """A fake Slack Web API on a free loopback port (``slack.url`` ends in ``/api/``)."""
+    with running_slack() as fake:
+        yield fake
+
+
+@contextlib.contextmanager
+def running_slack() -> Iterator[FakeSlack]:
+    """A :class:`FakeSlack` on a free loopback port while the block runs."""
     fake = FakeSlack()
 
     class Handler(BaseHTTPRequestHandler):
@@ -143,6 +151,7 @@ def slack() -> Iterator[FakeSlack]:
     finally:
         server.shutdown()
         server.server_close()
+        thread.join(timeout=10)
 
 
 def signed(

@@ -32,7 +32,6 @@ from toolguard._core.errors import (
     InvalidReviewDecisionError,
     NoPendingReviewError,
     ReviewerNotAllowedError,
-    ReviewExpiredError,
     ToolguardError,
     UnknownThreadError,
 )
@@ -319,31 +318,23 @@ class _Interaction:
     ) -> None:
         chat = self.chat
         link = page_link(self.slack.page_url, thread_id)
-        on_page = f" Decide it on the page: {link}" if link else " Decide it on the page."
         try:
             state = await chat.get_thread(thread_id, actor=reviewer)
             pending = state.pending
-            if pending is None or pending.review_id != review_id:
-                raise NoPendingReviewError
-            count = len(pending.pending_review.action_requests)
+            count = len(pending.pending_review.action_requests) if pending is not None else 1
             await chat.submit_review(
                 [decision] * count, thread_id, review_id=review_id, reviewer=reviewer
             )
-        except ReviewerNotAllowedError:
-            text = (
-                f"You decide as {reviewer}, who may not decide this review (see the"
-                " [reviewers] table): nothing was decided."
-            )
-        except ReviewExpiredError:
-            text = "This review has expired: nothing was decided and nothing ran."
-        except (NoPendingReviewError, UnknownThreadError):
-            text = "This review is no longer waiting for a decision: nothing was decided."
-        except AccessDeniedError:
-            text = f"{reviewer} may not see this thread: nothing was decided."
-        except InvalidReviewDecisionError as exc:
-            text = (
-                f"This review cannot be decided from Slack ({exc}): nothing was decided.{on_page}"
-            )
+        except InvalidReviewDecisionError as exc:  # the chat's own text, and where to go
+            where = f": {link}" if link else ""
+            text = f"{exc} Slack approves or rejects a whole review; decide it on the page{where}."
+        except (
+            AccessDeniedError,
+            NoPendingReviewError,  # also stale and expired reviews
+            ReviewerNotAllowedError,
+            UnknownThreadError,
+        ) as exc:
+            text = str(exc)  # the chat's own text, as POST /hitl/review answers it
         except ToolguardError as exc:
             _log.warning("a Slack decision of thread %r by %s failed: %s", thread_id, reviewer, exc)
             return
