@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import hashlib
 import hmac
+import os
 import time
 from pathlib import Path
 
@@ -175,3 +176,24 @@ def test_the_signature_check_fails_closed(
         "x-slack-signature": signatures.get(signature, signature),
     }
     assert verified("secret", body, headers, now) == why
+
+
+def test_the_gateway_keeps_its_slack_secrets_from_the_upstream(
+    monkeypatch: pytest.MonkeyPatch, rules: str
+) -> None:
+    from toolguard._cli.notify_options import build_channels
+    from toolguard._gateway.starting import upstream_environment
+
+    monkeypatch.setenv("SLACK_BOT_TOKEN", "xoxb-1")
+    monkeypatch.setenv("SLACK_SIGNING_SECRET", "s")
+    monkeypatch.setenv("TOOLGUARD_SMTP_PASSWORD", "p")
+    settings = {"slack_channel": "C1"}
+    (slack,) = build_channels(
+        settings, rules=rules, page_url=None, reviewers=None, take_secrets=True
+    )
+    assert isinstance(slack, Slack)
+    assert (slack.token, slack.signing_secret) == ("xoxb-1", "s")
+    passed = upstream_environment(dict(os.environ))
+    assert {"SLACK_BOT_TOKEN", "SLACK_SIGNING_SECRET", "TOOLGUARD_SMTP_PASSWORD"} & set(
+        passed
+    ) == set()

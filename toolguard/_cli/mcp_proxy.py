@@ -264,7 +264,9 @@ def run_command(args: argparse.Namespace) -> int:
     if getattr(args, "no_auth", False):
         sys.stderr.write(no_auth_warning(f"http://{where}:{args.port}/"))
     page = f"http://{where}:{args.port}/"  # --port 0: the port picked
-    channels = build_channels(reach, rules=rules_file, page_url=page, reviewers=reviewers)
+    channels = build_channels(
+        reach, rules=rules_file, page_url=page, reviewers=reviewers, take_secrets=True
+    )
     try:
         return anyio.run(
             lambda: _closing_judge(

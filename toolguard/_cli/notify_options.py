@@ -156,8 +156,12 @@ def build_channels(
     rules: str | None,
     page_url: str | None,
     reviewers: Reviewers | None,
+    take_secrets: bool = False,
 ) -> list[Slack | Email]:
     """The Slack and email channels of checked ``settings`` (see :func:`notify_settings`).
+
+    ``take_secrets``: remove the Slack token, signing secret and SMTP password from this
+    process's environment once read (``mcp-proxy``: its upstream server inherits the rest).
 
     Raises:
         ValueError: a channel cannot be made; the text is the error line.
@@ -201,6 +205,9 @@ def build_channels(
         except (TypeError, ValueError, RuleSyntaxError) as exc:
             msg = f"--smtp-url/--email-from/--email-to: {exc}"
             raise ValueError(msg) from None
+    if take_secrets and channels:
+        for name in (TOKEN_ENV, SIGNING_SECRET_ENV, PASSWORD_ENV):
+            os.environ.pop(name, None)
     return channels
 
 
