@@ -70,6 +70,30 @@ def test_test_script_installs_nginx_as_root_and_goes_on_without_it() -> None:
     assert (syntax.returncode, syntax.stderr) == (0, "")
 
 
+def test_test_script_installs_tmux_as_root_and_goes_on_without_it() -> None:
+    """As nginx: only when tmux is missing, as root, with apt-get; a failed install is one
+    warning line (the terminal tests then skip, and fail in CI)."""
+    lines = (ROOT / "scripts" / "test").read_text().splitlines()
+    start = lines.index(
+        'if ! command -v tmux >/dev/null && [ "$(id -u)" = 0 ] && command -v apt-get >/dev/null;'
+        " then"
+    )
+    assert lines[start + 1 : start + 6] == [
+        '  echo "== installing Debian\'s tmux for the terminal tests"',
+        (
+            "  if ! { apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq"
+            " tmux; } >/dev/null 2>&1; then"
+        ),
+        (
+            '    echo "warning: tmux could not be installed; the terminal tests will be skipped'
+            ' (in CI: fail)" >&2'
+        ),
+        "  fi",
+        "fi",
+    ]
+    assert start < lines.index('echo "== pytest"')
+
+
 @pytest.mark.skipif(
     not (Path("/usr/lib/postgresql").exists() and os.geteuid() == 0),
     reason="needs Debian's postgresql and root (as scripts/test provisions it)",
