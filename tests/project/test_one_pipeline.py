@@ -135,6 +135,7 @@ def test_the_integrations_import_the_pipeline_and_public_names_only() -> None:
     }
     assert {name: found for name, found in private.items() if found} == {}
     assert sorted(imported) == [
+        "toolguard/integrations/ag_ui.py",  # re-exports toolguard.http's AG-UI router and app
         "toolguard/integrations/ai_sdk.py",  # re-exports toolguard.http's router for useChat
         "toolguard/integrations/langchain.py",
         "toolguard/integrations/langchain_hitl.py",
