@@ -23,7 +23,8 @@ __all__ = ["add_gateway_options", "address_problem", "gateway_options", "port_ho
 
 
 def add_gateway_options(proxy: argparse.ArgumentParser) -> None:
-    """``--start-timeout``, ``--ask``, ``--allow``, ``--listen`` and ``--token-env``."""
+    """``--start-timeout``, ``--ask``, ``--allow``, ``--listen``, ``--ask-by-url`` and
+    ``--token-env``."""
     proxy.add_argument(
         "--start-timeout",
         type=float,
@@ -60,6 +61,14 @@ def add_gateway_options(proxy: argparse.ArgumentParser) -> None:
         ),
     )
     proxy.add_argument(
+        "--ask-by-url",
+        action="store_true",
+        help=(
+            "ask an MCP client that supports URL elicitation to open the review on the approval"
+            " page, even when it supports the form too (default: the form for such clients)"
+        ),
+    )
+    proxy.add_argument(
         "--token-env",
         metavar="NAME",
         help=(
@@ -70,7 +79,8 @@ def add_gateway_options(proxy: argparse.ArgumentParser) -> None:
 
 
 def gateway_options(args: argparse.Namespace) -> dict[str, Any]:
-    """The ``start_timeout``, ``ask``, ``allow`` and ``listen`` arguments of the gateway's run.
+    """The ``start_timeout``, ``ask``, ``allow``, ``listen`` and ``ask_by_url`` arguments of the
+    gateway's run.
 
     Raises:
         ValueError: an option cannot be used (the text is the error line).
@@ -96,6 +106,7 @@ def gateway_options(args: argparse.Namespace) -> dict[str, Any]:
         "ask": list(getattr(args, "ask", None) or []),
         "allow": list(getattr(args, "allow", None) or []),
         "listen": listen,
+        "ask_by_url": bool(getattr(args, "ask_by_url", False)),
     }
 
 

@@ -50,7 +50,6 @@ from __future__ import annotations
 import contextlib
 import contextvars
 import dataclasses
-import functools
 import inspect
 import json
 import secrets
@@ -69,6 +68,7 @@ from toolguard._core.llm import Message, ModelResponse
 from toolguard._core.records import Action, ToolCall
 from toolguard._enforce.judge import Judge
 from toolguard._enforce.shadow import Candidate, ShadowMode, check_candidate, check_shadow
+from toolguard._gateway.asking import ask_form, ask_to_open, asks_by_url
 from toolguard._gateway.calls_info import CallsInfo
 from toolguard._gateway.grants import GatewayGrants
 from toolguard._gateway.handoff import ABANDONED, WaitingChat, abandon
@@ -225,6 +225,7 @@ class MCPProxy:
             never auto-approves the same call (tool and validated arguments)
             twice, nor more than ``max_auto_approvals`` calls, also across
             restarts.
+        ask_by_url: prefer URL elicitation (see :mod:`toolguard._gateway.asking`).
 
     Raises:
         ValueError: ``ttl`` is not positive; ``redact`` names a tool the
@@ -243,6 +244,7 @@ class MCPProxy:
         rules: Rules | None = None,
         redact: Mapping[str, Iterable[str]] | None = None,
         judge: Judge | None = None,
+        ask_by_url: bool = False,
     ) -> None:
         if not ttl > 0:
             msg = f"ttl must be a positive number of seconds, got {ttl!r}"
@@ -279,6 +281,7 @@ class MCPProxy:
         self.relay: Relay | None = None  # set by Relay.attach
         self.progress_interval = DEFAULT_PROGRESS_INTERVAL
         self.page_url: str | None = None  # named in the progress notifications
+        self.ask_by_url = ask_by_url
 
     def watch(self, shadow: ShadowMode, candidate: Candidate | None) -> None:
         """Put the chat in shadow mode and give it a candidate policy (see ReviewedChat).
@@ -425,6 +428,7 @@ class MCPProxy:
         except ValueError:
             can_elicit = False  # cannot be shown faithfully: only the page may decide
             question = ""
+        by_url = not modern and asks_by_url(self, capabilities, form_fits=bool(question))
         opened = await self._open(name, args)
         if not isinstance(opened, tuple):
             return opened  # ran without a review (a judge let it), or refused
@@ -449,11 +453,10 @@ class MCPProxy:
                 return self._ask_later(thread_id, review_id, call_id, name, args, question)
             # Held here: a decision runs the call in this request (see handoff.py).
             async with self.chat.holding(thread_id, ctx), anyio.create_task_group() as asking:
-                if can_elicit:
-                    ask = functools.partial(
-                        self._elicit_now, ctx, thread_id=thread_id, review_id=review_id
-                    )
-                    asking.start_soon(ask, name, question)
+                if by_url:  # to open the review on the page (see asking.py)
+                    asking.start_soon(ask_to_open, self, ctx, name, thread_id, review_id)
+                elif can_elicit:
+                    asking.start_soon(ask_form, self, ctx, name, question, thread_id, review_id)
                 wait = (ctx, self.chat, thread_id, name, self.progress_interval, self.page_url)
                 stream = self.relay.passing.progress_of(ctx) if self.relay is not None else None
                 asking.start_soon(report_waiting, *wait, stream)  # progress while a person decides
@@ -543,24 +546,6 @@ class MCPProxy:
                     reviewer=CLIENT_REVIEWER,
                     reason=text.format(name=name).split(". It was")[0],
                 )
-
-    async def _elicit_now(
-        self, ctx: Any, name: str, question: str, *, thread_id: str, review_id: str
-    ) -> None:
-        """Ask with a server-initiated ``elicitation/create`` (protocols before 2026-07-28)."""
-        try:
-            answer = await ctx.session.elicit_form(
-                question,
-                APPROVAL_SCHEMA,
-                related_request_id=getattr(ctx, "request_id", None),
-            )
-        except Exception as exc:  # the page can still decide until the deadline
-            sys.stderr.write(
-                f"toolguard mcp-proxy: asking the client failed ({exc}); the call waits for"
-                " the approval page\n"
-            )
-            return
-        await self._decide(thread_id, review_id, name, answer)
 
     def _shown(self, name: str, args: dict[str, Any]) -> dict[str, Any]:
         """A call's arguments as the reviewer may see them (secrets replaced)."""

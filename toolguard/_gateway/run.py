@@ -88,6 +88,7 @@ async def run(
     openapi: bool = False,
     shadow: ShadowMode = False,
     candidate: Candidate | None = None,
+    ask_by_url: bool = False,
 ) -> int:
     """Run the gateway until the client closes stdin; return the exit code.
 
@@ -118,6 +119,9 @@ async def run(
     Slack, email); ``remind_after``: its reminders (see :class:`~toolguard.ReviewedChat`).
     ``shadow`` and ``candidate``: the chat's shadow mode and candidate policy (see
     :class:`~toolguard.ReviewedChat`); with a candidate every call goes through the chat.
+    ``ask_by_url``: a client that supports URL elicitation is asked to open the review on the
+    approval page even when it supports the form (``--ask-by-url``, see
+    :mod:`toolguard._gateway.asking`).
     """
     from toolguard._http.auth import with_proxy_headers  # noqa: PLC0415
 
@@ -145,6 +149,7 @@ async def run(
                 rules=rules,
                 judge=judge,
                 classifier=classifier,
+                ask_by_url=ask_by_url,
             )
             proxy.chat.notify = notify  # webhooks, Slack, email: review.requested / decided / ...
             proxy.chat.remind_after = remind_after
