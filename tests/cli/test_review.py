@@ -94,9 +94,11 @@ class Pane:
     The command's end is written as ``[exit CODE]`` and the pane stays open.
     """
 
-    def __init__(self, tmp: Path, command: list[str], env: dict[str, str]) -> None:
+    def __init__(
+        self, tmp: Path, command: list[str], env: dict[str, str], *, name: str = "tmux"
+    ) -> None:
         self.tmux = tmux_binary()
-        self.socket = str(tmp / "tmux.sock")
+        self.socket = str(tmp / f"{name}.sock")
         shell = f'{shlex.join(command)}; echo "[exit $?]"; sleep 600'
         self._tmux("new-session", "-d", "-s", "review", "-x", "120", "-y", "40", shell, env=env)
 
@@ -116,6 +118,10 @@ class Pane:
         if text:
             self._tmux("send-keys", "-t", "review", "-l", text)
         self._tmux("send-keys", "-t", "review", "Enter")
+
+    def interrupt(self) -> None:
+        """Press Ctrl-C."""
+        self._tmux("send-keys", "-t", "review", "C-c")
 
     def answer(self, prompt: str, text: str) -> None:
         """Type ``text`` once ``prompt`` is the last line (typed earlier, the terminal would echo
@@ -435,6 +441,48 @@ def test_a_review_decided_on_the_api_meanwhile_ends_the_card(served: Served, pan
         "[rejected] send_email: User rejected this action. It was not executed. (by alice)",
     ]
     assert served.runs()[runs:] == []
+
+
+def test_ctrl_c_at_a_card_sends_nothing(served: Served, pane: Pane) -> None:
+    """A second terminal is interrupted at the card: it sends nothing and the review waits; then
+    the review is cancelled through the API, and the first terminal says so."""
+    env = {**command_env(), "TG_ALICE_TOKEN": served.alice}
+    command = review_command(served.url, "--token-env", "TG_ALICE_TOKEN")
+    second = Pane(served.tmp, command, env, name="second")
+    try:
+        second.wait_for(WAITING)
+        start = len(pane.lines())
+        item = served.ask("quinn@example.com")
+        prompt = "[a]pprove / [e]dit / [r]eject >"
+        second.wait_for(prompt)
+        before = len(second.lines()) - 1
+        second.interrupt()
+        assert second.wait_for("[exit 130]", after=before) == [
+            f"{prompt} ^C",
+            "Interrupted: nothing was sent for the review shown; it stays pending.",
+            "[exit 130]",
+        ]
+    finally:
+        second.stop()
+    [waiting] = [
+        r
+        for r in served.api.get("/hitl/reviews").json()["reviews"]
+        if r["thread_id"] == item["thread_id"]
+    ]
+    pane.wait_for(prompt, after=start)
+    before = len(pane.lines()) - 1
+    cancel = {"thread_id": item["thread_id"], "review_id": waiting["review_id"], "reason": "Later"}
+    assert served.api.post("/hitl/cancel", json=cancel).status_code == 200
+    assert pane.wait_for(WAITING, after=before) == [
+        prompt,
+        "This review was cancelled meanwhile: your decision was not sent.",
+        (
+            "[cancelled] send_email: The review of this action was cancelled: Later. It was not"
+            " executed. (by bob)"
+        ),
+        "",
+        WAITING,
+    ]
 
 
 def test_a_quorum_counts_the_terminal_once(served: Served, pane: Pane) -> None:
