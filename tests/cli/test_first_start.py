@@ -214,7 +214,7 @@ def test_a_port_out_of_range_is_blamed_on_port(command: str, port: str, tmp_path
             ["serv", "--port", "8001"],
             (
                 "toolguard: error: unknown command 'serv' (did you mean serve?); the commands are"
-                " demo, serve, mcp-proxy, tools, token, link"
+                " demo, serve, mcp-proxy, tools, token, link, review, stats, replay"
             ),
         ),
     ],
