@@ -15,8 +15,9 @@ current link opened, so the person at the machine needs nothing more.
 
 A review decided elsewhere while its card is shown (on the page, through the API, by another
 terminal, expiry or cancellation) ends the card at once, says so and sends nothing: the server
-would refuse the decision anyway (a decision names its ``review_id``). Only the standard library
-speaks HTTP here, so the command works with toolguard's core install.
+would refuse the decision anyway (a decision names its ``review_id``). The HTTP side (sign-in,
+requests, the live listing) is :mod:`toolguard._cli.review_api`, on the standard library only, so
+the command works with toolguard's core install.
 """
 
 from __future__ import annotations
