@@ -472,6 +472,24 @@ async def test_a_new_message_goes_on_in_the_same_thread(
     assert events[-1]["outcome"]["interrupts"][0]["metadata"]["toolguard"]["threadId"] == thread_id
 
 
+async def test_a_run_with_no_new_message_shows_the_interrupts_still_waiting(
+    client: httpx.AsyncClient, chat: ReviewedChat
+) -> None:
+    events = await run(client, run_input("mail"))
+    thread_id = events[-2]["snapshot"]["toolguard"]["threadId"]
+    before = await stored(chat, thread_id)
+    again = await run(client, run_input(None, state=our_state(thread_id), run_id="run-2"))
+    assert again == [started("run-2"), {**events[-1], "runId": "run-2"}]
+    assert await stored(chat, thread_id) == before
+    [interrupt] = again[-1]["outcome"]["interrupts"]
+    resume = [resolved(interrupt, approved=False)]
+    await run(client, run_input(None, state=our_state(thread_id), resume=resume))
+    assert await run(client, run_input(None, state=our_state(thread_id))) == [
+        started(),
+        finished(),
+    ]
+
+
 # ---------------------------------------------------------------------------- refused runs
 
 
@@ -563,7 +581,6 @@ async def test_runs_that_cannot_be_read_are_refused(
             BAD_THREAD,
             "INVALID_RUN",
         ),
-        (run_input(None, state=our_state(thread_id)), NO_MESSAGE, "INVALID_RUN"),
         ({**run_input(None), "messages": [assistant]}, NO_MESSAGE, "INVALID_RUN"),
         (
             {**run_input(None), "messages": [image]},

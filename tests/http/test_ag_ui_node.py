@@ -181,18 +181,26 @@ def test_the_official_client_pauses_resumes_and_a_replay_is_refused(
     assert [m["role"] for m in out["messages"]] == ["user", "assistant", "tool", "assistant"] * 4
 
 
-def test_the_official_client_answers_two_interrupts_at_once(
+def test_the_official_client_answers_two_interrupts_at_once_after_a_refusal(
     served: tuple[str, ReviewedChat, list[Any]],
 ) -> None:
     url, _, log = served
     log.clear()
     plan = [
         {"send": "two"},
+        {"answer": [approve(), {"status": "resolved", "payload": {"approved": "yes"}}]},
+        {"look": True},
         {"answer": [approve(), {"status": "resolved", "payload": {"approved": False}}]},
     ]
     out = run(url, plan)
-    paused, answered = out["steps"]
+    paused, refused, looked, answered = out["steps"]
     assert [i["toolCallId"] for i in paused["pendingInterrupts"]] == ["call_a", "call_b"]
+    # A refused resume leaves the client holding the interrupts; a run with nothing new
+    # (after dropping them) shows them again, unchanged.
+    assert kinds(refused) == ["RUN_STARTED", "RUN_ERROR"]
+    assert refused["pendingInterrupts"] == paused["pendingInterrupts"]
+    assert kinds(looked) == ["RUN_STARTED", "RUN_FINISHED"]
+    assert looked["pendingInterrupts"] == paused["pendingInterrupts"]
     assert [m.get("content") for m in answered["newMessages"][:2]] == [
         SENT,
         "User rejected this action. It was not executed.",

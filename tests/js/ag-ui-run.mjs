@@ -7,6 +7,7 @@
 //     {"send": "text"}                            a user message
 //     {"answer": [{"status", "payload"?}, ...]}   one answer per pending interrupt, in order
 //     {"replay": N}                               send again the resume of step N
+//     {"look": true}                              drop the pending interrupts, run with nothing new
 //     {"agent": "new"}                            later steps run on a fresh agent (a new thread)
 // Prints one JSON object: {"steps": [{"events", "error", "newMessages", "state",
 //   "pendingInterrupts"}...], "messages": the last agent's messages}.
@@ -44,6 +45,8 @@ for (const [index, step] of plan.entries()) {
     resume = buildResumeArray(agent.pendingInterrupts, responses);
   } else if (step.replay !== undefined) {
     resume = resumes[step.replay];
+  } else if (step.look) {
+    agent.pendingInterrupts = [];
   }
   resumes[index] = resume;
   let error = null;

@@ -2,14 +2,16 @@
 (the ``ag-ui`` extra: the ``ag-ui-protocol`` package's models and encoder).
 
 A thin translation, both ways. A run without ``resume`` sends the last message, the user's
-text, with :meth:`~toolguard.ReviewedChat.send_message`; a run with ``resume`` answers the
-interrupts of the paused run with :meth:`~toolguard.ReviewedChat.submit_review`, whose checks
-(once only, deadlines, reviewers, quorum, rules, edits against the schema) decide. The
-conversation is the chat's thread named by the run's ``state`` (``{"toolguard": {"threadId":
-...}}``, sent to the client in a ``STATE_SNAPSHOT`` when the thread starts); the client's
-message history is not read beyond its last message: the chat keeps its own.
+text, with :meth:`~toolguard.ReviewedChat.send_message` (a run with no new user message in a
+known conversation only shows where it stands: the interrupts still waiting); a run with
+``resume`` answers the interrupts of the paused run with
+:meth:`~toolguard.ReviewedChat.submit_review`, whose checks (once only, deadlines, reviewers,
+quorum, rules, edits against the schema) decide. The conversation is the chat's thread named
+by the run's ``state`` (``{"toolguard": {"threadId": ...}}``, sent to the client in a
+``STATE_SNAPSHOT`` when the thread starts); the client's message history is not read beyond
+its last message: the chat keeps its own.
 
-The events are read from the thread after the turn (:func:`turn_events`): the model's text,
+The events are read from the thread after the turn (:class:`Rendering`): the model's text,
 its tool calls and their results (secrets redacted), and, for a paused turn, ``RUN_FINISHED``
 with one interrupt per action awaiting review. Whatever a run cannot do is a ``RUN_ERROR``
 that changes nothing.
@@ -428,6 +430,13 @@ async def _turn(
         turn = await _asked(
             chat.submit_review(decisions, thread_id, review_id=review_id, reviewer=who), prefix
         )
+    elif thread_id is not None and (not body.messages or body.messages[-1].role != "user"):
+        # Nothing new to say: where the conversation stands (the interrupts still waiting).
+        state = await _asked(chat.get_thread(thread_id, actor=who), prefix)
+        ran = state.pending.results if state.pending is not None else []
+        shown = frozenset(result.call_id for result in ran)
+        start = len(state.messages)
+        return Rendering(chat, body, state, start=start, done=shown, named=True).render()
     else:
         text = text_of(body)
         if thread_id is not None:
