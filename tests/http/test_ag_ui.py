@@ -646,6 +646,17 @@ async def test_hostile_bodies_are_refused_before_the_run(client: httpx.AsyncClie
     )
 
 
+async def test_lone_surrogates_are_mended(client: httpx.AsyncClient) -> None:
+    body = json.dumps(run_input("wire", state={"x": "\ud800"}) | {"threadId": "t\ud800"})
+    response = await client.post(
+        URL, content=body.encode(), headers={"content-type": "application/json"}
+    )
+    events = read_events(response)
+    assert events[0] == {"type": "RUN_STARTED", "threadId": "t\ufffd", "runId": "run-1"}
+    assert events[-2]["snapshot"]["x"] == "\ufffd"
+    assert events[-1]["threadId"] == "t\ufffd"
+
+
 async def test_a_failing_turn_is_a_run_error(
     log: list[Any], caplog: pytest.LogCaptureFixture
 ) -> None:

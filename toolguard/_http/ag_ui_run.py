@@ -43,6 +43,7 @@ from ag_ui.core import (
     ToolCallStartEvent,
 )
 from ag_ui.encoder import EventEncoder
+from pydantic_core import PydanticSerializationError
 
 from toolguard._chat.chat import ReviewedChat
 from toolguard._chat.turns import ChatTurn
@@ -456,7 +457,7 @@ async def run_events(
     """The server-sent events of one run: ``RUN_STARTED`` at once, then the turn's events, or
     ``RUN_ERROR`` when the run is refused (nothing changed) or fails."""
     encoder = EventEncoder()
-    yield encoder.encode(RunStartedEvent(thread_id=body.thread_id, run_id=body.run_id))
+    yield _encoded(encoder, RunStartedEvent(thread_id=body.thread_id, run_id=body.run_id))
     error: RunErrorEvent | None = None
     events: list[BaseEvent] = []
     # A client that goes away does not cut a turn short: the chat finishes and saves it.
@@ -469,4 +470,14 @@ async def run_events(
             _log.exception("toolguard.http: an AG-UI run failed")
             error = RunErrorEvent(message=FAILED, code=INTERNAL)
     for event in [error] if error is not None else events:
-        yield encoder.encode(event)
+        yield _encoded(encoder, event)
+
+
+def _encoded(encoder: EventEncoder, event: BaseEvent) -> str:
+    """The event as a server-sent event; a lone surrogate (JSON text may escape one, UTF-8
+    cannot hold it) becomes U+FFFD."""
+    try:
+        return encoder.encode(event)
+    except PydanticSerializationError:
+        mended = type(event).model_validate(clean_text(event.model_dump(by_alias=True)))
+        return encoder.encode(mended)
