@@ -11,7 +11,11 @@ is answered with text. The day, 2026-03-02 from 09:00 UTC:
 * send_sms: approved by alice after 5 s with a grant of 2 uses; the next 2 calls in the
   thread run under it;
 * pay_invoice: the judge approves 2 calls on its own (it allows pay_invoice only);
-* wipe_disk: refused by a deny rule once, nobody asked.
+* wipe_disk: refused by a deny rule once, nobody asked;
+* then, in shadow mode (``with_shadow``): 2 delete_file calls run at once where a person would
+  have been asked, and with ``shadow="all"`` 1 wipe_disk call a deny rule would have refused.
+
+The ``sqlite_day`` and ``postgres_day`` fixtures record it once per module.
 """
 
 from __future__ import annotations
@@ -141,7 +145,7 @@ def wipe_disk(disk: str) -> str:
     return f"wiped {disk}"
 
 
-def day_chat(store: Any, clock: list[datetime]) -> ReviewedChat:
+def day_chat(store: Any, clock: list[datetime], shadow: bool | str = False) -> ReviewedChat:
     """The chat of the day on ``store``, its time read from ``clock[0]``."""
     tools = guard(
         [send_email, delete_file, transfer, send_sms, pay_invoice, wipe_disk],
@@ -153,6 +157,7 @@ def day_chat(store: Any, clock: list[datetime]) -> ReviewedChat:
         store=store,
         clock=lambda: clock[0],
         judge=Judge(PaysOnlyInvoices(), auto_approve=True),
+        shadow=shadow,  # type: ignore[arg-type]
     )
 
 
@@ -161,8 +166,8 @@ def says(name: str, **args: Any) -> str:
     return json.dumps({"name": name, "args": args})
 
 
-async def record_day(store: Any) -> None:
-    """Play the day on ``store``."""
+async def record_day(store: Any, *, with_shadow: bool = True) -> None:
+    """Play the day on ``store`` (``with_shadow``: and its shadow-mode calls)."""
     clock = [START]
     chat = day_chat(store, clock)
 
@@ -213,6 +218,18 @@ async def record_day(store: Any) -> None:
         assert paid.pending_review is None
     refused = await ask(400, says("wipe_disk", disk="/dev/sda"))
     assert refused.pending_review is None
+    if not with_shadow:
+        return
+    watched = day_chat(store, clock, shadow=True)
+    for minute in (420, 430):
+        at(minute)
+        ran = await watched.send_message(says("delete_file", path=f"cache-{minute}.tmp"))
+        assert ran.pending_review is None
+    at(440)
+    ran = await day_chat(store, clock, shadow="all").send_message(
+        says("wipe_disk", disk="/dev/sdb")
+    )
+    assert ran.pending_review is None
 
 
 async def _record_in_sqlite(path: Path) -> None:

@@ -32,6 +32,8 @@ CALLS = {
     ("send_sms", "executed", "grant"): 2,
     ("pay_invoice", "executed", "judge"): 2,
     ("wipe_disk", "denied", "rule"): 1,
+    ("delete_file", "executed", "shadow"): 2,
+    ("wipe_disk", "executed", "shadow"): 1,
 }
 """The day's calls by tool, outcome and who decided."""
 WAITS = {

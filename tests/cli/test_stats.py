@@ -33,6 +33,7 @@ def row(**given: Any) -> dict[str, Any]:
     counts += ["cancelled", "interrupted", "denied", "auto"]
     base: dict[str, Any] = dict.fromkeys(counts, 0)
     base["auto_by"] = {"grant": 0, "judge": 0, "shadow": 0}
+    base["shadow_would"] = {"ask": 0, "deny": 0}
     base.update(median_decision_s=None, p90_decision_s=None, deciders={}, suggestions=[])
     return {**base, **given}
 
@@ -42,9 +43,12 @@ DAY = {
     "until": UNTIL,
     "tools": {
         "delete_file": row(
-            calls=5,
+            calls=7,
             asked=5,
             rejected=5,
+            auto=2,
+            auto_by={"grant": 0, "judge": 0, "shadow": 2},
+            shadow_would={"ask": 2, "deny": 0},
             median_decision_s=25.0,
             p90_decision_s=45.0,
             deciders={"carol": 5},
@@ -81,7 +85,13 @@ DAY = {
             p90_decision_s=12.0,
             deciders={"alice": 1, "bob": 1},
         ),
-        "wipe_disk": row(calls=1, denied=1),
+        "wipe_disk": row(
+            calls=2,
+            denied=1,
+            auto=1,
+            auto_by={"grant": 0, "judge": 0, "shadow": 1},
+            shadow_would={"ask": 0, "deny": 1},
+        ),
     },
     "suggestions": [DELETE_FILE_HINT, SEND_EMAIL_HINT],
 }
@@ -115,9 +125,15 @@ def test_since_counts_the_calls_from_then_on(
         "since": "2026-03-02T12:25:00Z",
         "until": UNTIL,
         "tools": {
+            "delete_file": row(
+                calls=2,
+                auto=2,
+                auto_by={"grant": 0, "judge": 0, "shadow": 2},
+                shadow_would={"ask": 2, "deny": 0},
+            ),
             "pay_invoice": DAY["tools"]["pay_invoice"],  # type: ignore[index]
             "send_sms": row(calls=2, auto=2, auto_by={"grant": 2, "judge": 0, "shadow": 0}),
-            "wipe_disk": row(calls=1, denied=1),
+            "wipe_disk": DAY["tools"]["wipe_disk"],  # type: ignore[index]
         },
         "suggestions": [],
     }
@@ -131,7 +147,7 @@ def test_the_text_report(sqlite_day: str, capsys: pytest.CaptureFixture[str]) ->
         "\n"
         "tool         calls  asked  approved  edited  rejected  expired  cancelled  denied  auto"
         "  median   p90\n"
-        "delete_file      5      5         0       0         5        0          0       0     0"
+        "delete_file      7      5         0       0         5        0          0       0     2"
         "     25s   45s\n"
         "pay_invoice      2      0         0       0         0        0          0       0     2"
         "       -     -\n"
@@ -141,7 +157,7 @@ def test_the_text_report(sqlite_day: str, capsys: pytest.CaptureFixture[str]) ->
         "      5s    5s\n"
         "transfer         4      4         1       1         0        1          1       0     0"
         "     10s   12s\n"
-        "wipe_disk        1      0         0       0         0        0          0       1     0"
+        "wipe_disk        2      0         0       0         0        0          0       1     1"
         "       -     -\n"
         "\n"
         "Who decided:\n"
@@ -151,8 +167,10 @@ def test_the_text_report(sqlite_day: str, capsys: pytest.CaptureFixture[str]) ->
         "  transfer     alice 1, bob 1\n"
         "\n"
         "Ran without a person:\n"
+        "  delete_file  shadow 2 (would ask 2)\n"
         "  pay_invoice  judge 2\n"
         "  send_sms     grant 2\n"
+        "  wipe_disk    shadow 1 (would deny 1)\n"
         "\n"
         "Suggestions:\n"
         f"  {DELETE_FILE_HINT}\n"

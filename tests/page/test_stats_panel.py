@@ -58,7 +58,7 @@ def test_the_panel_shows_each_tools_numbers_and_the_suggestions(
         expect(rows).to_have_count(6)
         cells = [[c.strip() for c in row.locator("th, td").all_inner_texts()] for row in rows.all()]
         assert cells == [
-            ["delete_file", "5", "5", "0", "0", "5", "0", "0", "0", "0", "25 s", "45 s", "carol 5"],
+            ["delete_file", "7", "5", "0", "0", "5", "0", "0", "0", "2", "25 s", "45 s", "carol 5"],
             ["pay_invoice", "2", "0", "0", "0", "0", "0", "0", "0", "2", NONE, NONE, NONE],
             [
                 "send_email", "5", "5", "5", "0", "0", "0", "0", "0", "0", "30 s", "5 min",
@@ -69,9 +69,12 @@ def test_the_panel_shows_each_tools_numbers_and_the_suggestions(
                 "transfer", "4", "4", "1", "1", "0", "1", "1", "0", "0", "10 s", "12 s",
                 "alice 1, bob 1",
             ],
-            ["wipe_disk", "1", "0", "0", "0", "0", "0", "0", "1", "0", NONE, NONE, NONE],
+            ["wipe_disk", "2", "0", "0", "0", "0", "0", "0", "1", "1", NONE, NONE, NONE],
         ]  # fmt: skip
         assert rows.nth(1).get_by_test_id("stats-auto").get_attribute("title") == "judge 2"
+        assert rows.nth(5).get_by_test_id("stats-auto").get_attribute("title") == (
+            "shadow 1 (shadow mode: would deny 1)"
+        )
         expect(page.get_by_test_id("stats-suggestion")).to_have_text(
             [
                 "delete_file: rejected 5 of 5 in 1 day: a deny rule",

@@ -105,6 +105,7 @@ class _Tool:
     asked: int = 0
     outcomes: Counter[str] = field(default_factory=Counter)
     auto: Counter[str] = field(default_factory=Counter)
+    would: Counter[str] = field(default_factory=Counter)
     waits: list[float] = field(default_factory=list)
     deciders: Counter[str] = field(default_factory=Counter)
 
@@ -146,6 +147,8 @@ def _gather(
                 entry = of(event.tool)
                 entry.calls += 1
                 entry.auto[_auto_kind(kind)] += 1
+                if kind == "shadow":
+                    entry.would[event.would or "ask"] += 1
             elif kind == "denied" and event.action_id is None:
                 entry = of(event.tool)
                 entry.calls += 1
@@ -247,7 +250,9 @@ def compute_stats(
         (unedited), ``edited``, ``rejected``, ``responded``, ``expired``,
         ``cancelled``, ``interrupted``, ``denied`` (by a deny rule, nobody
         asked), ``auto`` (ran without a person) and ``auto_by`` (``grant``,
-        ``judge``, ``shadow``), ``median_decision_s`` and ``p90_decision_s``
+        ``judge``, ``shadow``), ``shadow_would`` (of the calls shadow mode
+        ran, how many would have asked a person, ``ask``, and how many a deny
+        rule would have refused, ``deny``), ``median_decision_s`` and ``p90_decision_s``
         (seconds from the request to the decision; ``None`` without a
         decision), ``deciders`` (who decided how often) and ``suggestions``.
     """
@@ -288,6 +293,7 @@ def compute_stats(
             },
             "auto": sum(entry.auto.values()),
             "auto_by": {kind: entry.auto[kind] for kind in AUTO_KINDS},
+            "shadow_would": {"ask": entry.would["ask"], "deny": entry.would["deny"]},
             "median_decision_s": _seconds(statistics.median(waits)) if waits else None,
             "p90_decision_s": _seconds(_p90(waits)) if waits else None,
             "deciders": dict(sorted(entry.deciders.items(), key=lambda kv: (-kv[1], kv[0]))),
@@ -353,6 +359,21 @@ def _cell(value: Any) -> str:
     return str(value)
 
 
+def _ran(row: Mapping[str, Any]) -> list[str]:
+    """How a tool's calls ran without a person: ``grant 2``, ``shadow 3 (would ask 2, deny 1)``."""
+    parts = []
+    for kind in AUTO_KINDS:
+        count = row["auto_by"][kind]
+        if not count:
+            continue
+        if kind == "shadow":
+            would = [f"{what} {n}" for what, n in row["shadow_would"].items() if n]
+            parts.append(f"shadow {count} (would {', '.join(would)})")
+        else:
+            parts.append(f"{kind} {count}")
+    return parts
+
+
 def format_stats(report: Mapping[str, Any]) -> str:
     """The statistics as text: a table of the tools, who decided, and the suggestions."""
     if report["since"] is None:
@@ -381,8 +402,7 @@ def format_stats(report: Mapping[str, Any]) -> str:
     if decided:
         lines += ["", "Who decided:", *decided]
     ran = [
-        f"  {name.ljust(pad)}  "
-        + ", ".join(f"{kind} {row['auto_by'][kind]}" for kind in AUTO_KINDS if row["auto_by"][kind])
+        f"  {name.ljust(pad)}  " + ", ".join(_ran(row))
         for name, row in tools.items()
         if row["auto"]
     ]

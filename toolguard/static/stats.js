@@ -42,6 +42,13 @@
       .join(", ");
   }
 
+  // How the calls ran without a person: "grant 2", "shadow 3 (would ask 2, deny 1)".
+  function ranBy(row) {
+    const by = listed(row.auto_by);
+    const would = listed(row.shadow_would);
+    return would ? `${by} (shadow mode: would ${would})` : by;
+  }
+
   function render(panel, data) {
     const table = panel.querySelector("#stats-table");
     const body = table.querySelector("tbody");
@@ -67,7 +74,7 @@
         const value = row[key];
         const td = cell("td", key.endsWith("_s") ? seconds(value) : String(value));
         td.setAttribute("data-testid", `stats-${key}`);
-        if (key === "auto" && value > 0) td.title = listed(row.auto_by);
+        if (key === "auto" && value > 0) td.title = ranBy(row);
         tr.append(td);
       }
       const deciders = cell("td", listed(row.deciders) || "–");
