@@ -22,6 +22,7 @@ import sys
 import threading
 import time
 from collections.abc import Iterator
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import IO
 
@@ -139,8 +140,22 @@ def run_suite(url: str, out: Path) -> dict[str, list[str]]:
     return results
 
 
-def test_the_suite_passes_against_its_reference_server(everything: str, tmp_path: Path) -> None:
-    results = run_suite(everything, tmp_path)
+@pytest.fixture(scope="module")
+def runs(
+    everything: str, gateway: str, tmp_path_factory: pytest.TempPathFactory
+) -> dict[str, dict[str, list[str]]]:
+    """The suite run directly and through the gateway, both at once (each scenario's failures)."""
+    out = tmp_path_factory.mktemp("suite")
+    with ThreadPoolExecutor(2) as pool:
+        direct = pool.submit(run_suite, everything, out / "direct")
+        through = pool.submit(run_suite, gateway, out / "gateway")
+        return {"direct": direct.result(), "gateway": through.result()}
+
+
+def test_the_suite_passes_against_its_reference_server(
+    runs: dict[str, dict[str, list[str]]],
+) -> None:
+    results = runs["direct"]
     failed = {name: checks for name, checks in results.items() if checks}
     if len(results) != SCENARIOS or failed:
         pytest.fail(
@@ -149,7 +164,7 @@ def test_the_suite_passes_against_its_reference_server(everything: str, tmp_path
         )
 
 
-def test_every_scenario_passes_through_the_gateway(gateway: str, tmp_path: Path) -> None:
-    results = run_suite(gateway, tmp_path)
+def test_every_scenario_passes_through_the_gateway(runs: dict[str, dict[str, list[str]]]) -> None:
+    results = runs["gateway"]
     assert {name: checks for name, checks in results.items() if checks} == {}
     assert len(results) == SCENARIOS
