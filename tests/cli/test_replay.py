@@ -10,7 +10,13 @@ import anyio
 import pytest
 
 from tests.cli.day import postgres_day, sqlite_day
-from tests.openai_server import MODEL, ScriptedOpenAIServer, reply_text, scripted_openai
+from tests.openai_server import (
+    MODEL,
+    ScriptedOpenAIServer,
+    reply_error,
+    reply_text,
+    scripted_openai,
+)
 from toolguard._chat.stats import stored_states
 from toolguard._cli.main import main
 from toolguard._cli.serve_db import open_store
@@ -191,4 +197,30 @@ def test_mistakes_are_one_line(
             "error: --until: expected a date (2026-11-01), a time (2026-11-01T09:00:00Z) or a"
             " number of days (30d), got 'later'\n"
         ),
+    )
+
+
+def test_a_judge_that_cannot_decide_asks_and_is_counted(
+    sqlite_day: str,
+    scripted_openai: ScriptedOpenAIServer,
+    monkeypatch: pytest.MonkeyPatch,
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    scripted_openai.add(*[reply_error(400, "no such model")] * 13)
+    monkeypatch.setenv("OPENAI_BASE_URL", scripted_openai.base_url)
+    monkeypatch.delenv("OPENAI_API_KEY", raising=False)
+    argv = ["--db", sqlite_day, "--until", UNTIL, "--judge-model", MODEL, "--worst", "0"]
+    code, out, err = replay(capsys, *argv, "--json")
+    assert (code, err) == (0, "")
+    report = json.loads(out)
+    assert (report["totals"], report["worst"]) == (
+        {
+            "compared": 13,
+            "agreed": 6,
+            "false_auto_approvals": 0,
+            "needless_asks": 7,
+            "false_denials": 0,
+            "judge_failures": 13,
+        },
+        [],
     )

@@ -236,3 +236,25 @@ def test_the_route_needs_sign_in_and_answers_the_same_numbers(
                 " number of days (30d), got 'soon'"
             },
         )
+
+
+def test_the_route_counts_only_the_threads_the_reader_may_read(sqlite_day: str) -> None:
+    """The chat's access hook ("read") keeps a reviewer's statistics to the threads they may
+    read: bob may not read the threads of deletions, so their numbers are not his to see."""
+
+    def access(actor: str | None, state: Any, operation: str) -> bool:
+        return actor != "bob" or not any(e.tool == "delete_file" for e in state.audit)
+
+    chat = ReviewedChat(ScriptedModel([]), [], store=SQLiteStore(sqlite_day), access=access)
+    app = create_app(chat, auth=HeaderAuth("X-Forwarded-User"))
+    with serve_in_thread(app) as url:
+        answers = {
+            who: httpx.get(
+                f"{url}/hitl/stats?until={UNTIL}", headers={"X-Forwarded-User": who}, timeout=5
+            ).json()
+            for who in ("alice", "bob")
+        }
+    assert answers["alice"] == DAY
+    tools = dict(DAY["tools"])  # type: ignore[call-overload]
+    del tools["delete_file"]
+    assert answers["bob"] == {**DAY, "tools": tools, "suggestions": [SEND_EMAIL_HINT]}
