@@ -2,7 +2,7 @@
 
 ``--db`` names the database of ``toolguard serve`` or ``toolguard mcp-proxy``
 (a SQLite file or a ``postgresql://`` URL) and ``--since`` the start of the
-period. Both commands only read: a SQLite file that does not exist is an
+period. Both commands change nothing recorded: a SQLite file that does not exist is an
 error, never created.
 """
 
