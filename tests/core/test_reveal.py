@@ -292,5 +292,6 @@ def test_page_markup_has_no_inline_script_style_or_handlers() -> None:
         (' src="/static/reveal.js" defer', ""),
         (' src="/static/gateway.js" defer', ""),
         (' src="/static/app.js" defer', ""),
+        (' src="/static/stats.js" defer', ""),
     ]
     assert re.findall(r"<style|\sstyle\s*=|\son[a-z]+\s*=|javascript:", html, flags=re.I) == []
