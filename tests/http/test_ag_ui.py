@@ -10,16 +10,25 @@ from __future__ import annotations
 
 import json
 import sys
+import threading
+import time
 from collections.abc import AsyncIterator, Sequence
 from datetime import datetime, timedelta, timezone
 from typing import Any
 
+import anyio
 import httpx
 import pytest
 from ag_ui.core import Event
 from pydantic import BaseModel, TypeAdapter
 
-from tests.helpers import ALICE_MAIL, BOB_MEETING_MAIL, make_mail_tools, too_large
+from tests.helpers import (
+    ALICE_MAIL,
+    BOB_MEETING_MAIL,
+    make_mail_tools,
+    serve_in_thread,
+    too_large,
+)
 from toolguard import ModelResponse, ReviewedChat, ScriptedModel, ToolCall, requires_approval
 from toolguard._http.ag_ui import MISSING, served_ag_ui_routes
 from toolguard._http.ag_ui_run import (
@@ -678,6 +687,51 @@ async def test_a_failing_turn_is_a_run_error(
         events = read_events(await http.post("/", json=run_input("mail")))
     assert events == run_error(FAILED, "INTERNAL_ERROR")
     assert [r.getMessage() for r in caplog.records] == ["toolguard.http: an AG-UI run failed"]
+
+
+class HeldModel:
+    """Proposes a mail once ``release`` is set (from another thread)."""
+
+    def __init__(self) -> None:
+        self.asked = threading.Event()
+        self.release = threading.Event()
+
+    async def complete(self, messages: Sequence[Any], tools: Sequence[Any]) -> ModelResponse:
+        self.asked.set()
+        await anyio.to_thread.run_sync(self.release.wait, 10)
+        return ModelResponse(tool_calls=[ToolCall(id="c1", name="send_email", args=ALICE_MAIL)])
+
+
+def test_a_client_that_goes_away_does_not_cut_the_turn_short(log: list[Any]) -> None:
+    model = HeldModel()
+    chat = ReviewedChat(model, make_mail_tools(log))
+    with (
+        serve_in_thread(create_app(chat)) as url,
+        httpx.stream("POST", f"{url}/", json=run_input("mail"), timeout=10) as response,
+    ):
+        first = next(response.iter_lines())
+        assert json.loads(first.removeprefix("data: "))["type"] == "RUN_STARTED"
+        assert model.asked.wait(10)
+        response.close()  # the client goes away while the model is asked
+        model.release.set()
+        deadline = time.monotonic() + 10
+        states: list[Any] = []
+        while not states and time.monotonic() < deadline:
+            states = [s for s in stored_states(chat) if s.status == "awaiting_review"]
+            time.sleep(0.02)
+    [state] = states
+    assert [a.call_id for a in state.actions] == ["c1"]  # the turn was saved, paused
+
+
+def stored_states(chat: ReviewedChat) -> list[Any]:
+    """The chat's stored threads, read from this (synchronous) thread."""
+    store = chat.store
+
+    async def read() -> list[Any]:
+        ids = await store.thread_ids()  # type: ignore[attr-defined]
+        return [await store.load(thread_id) for thread_id in ids]
+
+    return anyio.run(read)
 
 
 # ---------------------------------------------------------------------------- mounting
