@@ -352,12 +352,16 @@ async def test_a_dropped_stream_resumes_with_the_result_of_the_reviewed_call(
         async with httpx.AsyncClient(timeout=LIMIT) as http:
             resumed = {**session, "Accept": "text/event-stream"}
             resumed["Last-Event-ID"] = _events(first)[0]["id"]
+            other = await http.post(gateway.mcp, json=initialize, headers=headers)
+            foreign = {**resumed, "mcp-session-id": other.headers["mcp-session-id"]}
+            elsewhere = await http.get(gateway.mcp, headers=foreign)  # another session's id
             text = ""
             async with http.stream("GET", gateway.mcp, headers=resumed) as stream:
                 async for chunk in stream.aiter_text():
                     text += chunk
                     if '"id":7' in text.replace(" ", ""):
                         break
+    assert (elsewhere.status_code, elsewhere.text) == (200, "")  # nothing of this session
     assert _events(first)[0].keys() == {"id", "data", "retry"}
     assert (_events(first)[0]["data"], _events(first)[0]["retry"]) == ("", "1000")
     answers = [json.loads(e["data"]) for e in _events(text) if e.get("data")]

@@ -91,8 +91,12 @@ class SessionEvents:
         return found[0] if found is not None else None
 
     def resumable(self, stream_id: str) -> bool:
-        """Whether the client can resume ``stream_id`` and it still waits for its answer."""
-        return stream_id in self._primed and stream_id not in self._answered
+        """Whether ``stream_id`` is a request's stream that the client can resume and that
+        still waits for its answer (the session's own ``GET`` stream waits for none)."""
+        from mcp.server.streamable_http import GET_STREAM_KEY  # noqa: PLC0415
+
+        primed = stream_id in self._primed and stream_id != GET_STREAM_KEY
+        return primed and stream_id not in self._answered
 
     async def resumed(self, stream_id: str, seconds: float = RESUME_SECONDS) -> bool:
         """Whether the client resumes ``stream_id`` (or its answer is sent) within ``seconds``."""
