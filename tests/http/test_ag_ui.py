@@ -544,6 +544,11 @@ async def test_refused_resumes_change_nothing(
             "INVALID_RUN",
         ),
         (
+            [{"interruptId": "r" * 5000 + ".a", "status": "resolved", "payload": None}],
+            UNKNOWN.format(interrupt="'" + "r" * 99 + "\u2026"),
+            "INVALID_RUN",
+        ),
+        (
             [resolved(one, approved="yes"), resolved(two, approved=True)],
             MALFORMED.format(interrupt=repr(one["id"])),
             "INVALID_RUN",
