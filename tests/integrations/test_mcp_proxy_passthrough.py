@@ -3,9 +3,10 @@
 The upstream is ``tests/integrations/mcp_passthrough_upstream.py`` (a Python
 MCP server over stdio). The gateway serves MCP over stdio (one client per
 process) and over ``--listen`` (one process for the module, many clients).
-Clients are real ``mcp.Client``\\ s, and for the resumed stream a raw HTTP
-client that drops its connection and comes back with ``Last-Event-ID``. A
-call that needs a person is decided through the approval page's API.
+Clients are real ``mcp.Client``\\ s, and raw HTTP clients on the same wire: one
+that drops its connection and comes back with ``Last-Event-ID``, one that
+declares only URL-mode elicitation. A call that needs a person is decided
+through the approval page's API.
 """
 
 from __future__ import annotations
@@ -30,6 +31,7 @@ from mcp import Client, StdioServerParameters, types  # noqa: E402
 from mcp.client.streamable_http import streamable_http_client  # noqa: E402
 
 from tests.helpers import command_env, free_port  # noqa: E402
+from toolguard._gateway.asking import URL_QUESTION  # noqa: E402
 from toolguard._gateway.relay import waiting_message  # noqa: E402
 
 pytestmark = pytest.mark.filterwarnings(  # logging is deprecated from 2026-07-28 on, not before
@@ -379,3 +381,81 @@ async def test_a_dropped_stream_resumes_with_the_result_of_the_reviewed_call(
         },
     }
     assert gateway.runs()[before:] == [{"tool": "deploy", "args": {"tag": "r"}}]
+
+
+# ---------------------------------------------------------------------------- URL elicitation
+
+
+async def test_a_client_that_declares_only_url_elicitation_is_asked_to_open_the_review(
+    gateway: Listening,
+) -> None:
+    before = len(gateway.runs())
+    headers = {"Accept": "application/json, text/event-stream", "Content-Type": "application/json"}
+    initialize = {
+        "jsonrpc": "2.0",
+        "id": 1,
+        "method": "initialize",
+        "params": {
+            "protocolVersion": LEGACY,
+            "capabilities": {"elicitation": {"url": {}}},
+            "clientInfo": {"name": "raw", "version": "1"},
+        },
+    }
+    call = {
+        "jsonrpc": "2.0",
+        "id": 9,
+        "method": "tools/call",
+        "params": {"name": "deploy", "arguments": {"tag": "url"}},
+    }
+    seen: list[dict[str, Any]] = []
+    with anyio.fail_after(LIMIT):
+        async with httpx.AsyncClient(timeout=LIMIT) as http:
+            opened = await http.post(gateway.mcp, json=initialize, headers=headers)
+            session = {
+                "mcp-session-id": opened.headers["mcp-session-id"],
+                "mcp-protocol-version": LEGACY,
+            }
+            done = {"jsonrpc": "2.0", "method": "notifications/initialized"}
+            await http.post(gateway.mcp, json=done, headers={**headers, **session})
+            async with http.stream(
+                "POST", gateway.mcp, json=call, headers={**headers, **session}
+            ) as stream:
+                text = ""
+                async for chunk in stream.aiter_text():
+                    text += chunk
+                    messages = [json.loads(e["data"]) for e in _events(text) if e.get("data")]
+                    new = messages[len(seen) :]
+                    seen.extend(new)
+                    for message in new:
+                        if message.get("method") == "elicitation/create":  # the user opens it
+                            accept = {"jsonrpc": "2.0", "id": message["id"]}
+                            accept["result"] = {"action": "accept"}
+                            headed = {**headers, **session}
+                            await http.post(gateway.mcp, json=accept, headers=headed)
+                            await approve(gateway.page, await pending(gateway.page))
+                    if any(message.get("id") == 9 for message in new):
+                        break
+    [asked] = [m for m in seen if m.get("method") == "elicitation/create"]
+    thread_id = asked["params"]["elicitationId"]
+    review_id = asked["params"]["message"].split("(review ")[1].split(")")[0]
+    assert asked["params"] == {
+        "mode": "url",
+        "message": URL_QUESTION.format(name="deploy", review_id=review_id),
+        "url": f"{gateway.page}/?thread={thread_id}",
+        "elicitationId": thread_id,
+    }
+    after = [m for m in seen if m.get("method") != "elicitation/create"]
+    result = json.dumps({"meta": {}, "tag": "url", "tool": "deploy"}, sort_keys=True)
+    assert after == [
+        {
+            "jsonrpc": "2.0",
+            "method": "notifications/elicitation/complete",
+            "params": {"elicitationId": thread_id},
+        },
+        {
+            "jsonrpc": "2.0",
+            "id": 9,
+            "result": {"content": [{"type": "text", "text": result}], "isError": False},
+        },
+    ]
+    assert gateway.runs()[before:] == [{"tool": "deploy", "args": {"tag": "url"}}]
