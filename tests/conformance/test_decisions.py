@@ -22,6 +22,8 @@ from toolguard.http import Reviewers
 
 from .paths import ADAPTERS, JUDGE_MODEL, Adapter, Judging, Outcome, Paused, Ran, Refused
 from .paths_slack import ON_THE_PAGE as SLACK_ON_THE_PAGE
+from .shadow_case import NA as SHADOW_NA
+from .shadow_case import SHADOW_KIND, shadow_case
 from .test_matrix import ALLOW, ALLOW_WHY, APPROVE, MAIL, REJECTED, review
 
 KINDS: dict[str, str] = {
@@ -34,6 +36,7 @@ KINDS: dict[str, str] = {
     "reject": "reject",
     "grant": "approve with a standing grant",
     "judge": "a judge's auto-approval",
+    "shadow": SHADOW_KIND,
 }
 
 FRAMEWORKS = ["pydantic_ai", "openai_agents", "langchain_tools", "langchain_middleware"]
@@ -79,6 +82,8 @@ for _path in GATEWAY:
 
 def cell(kind: str, path: str) -> str:
     if (kind, path) in NA:
+        if NA[(kind, path)].startswith("refused loudly: "):  # run: the case checks the refusal
+            return "refused: " + NA[(kind, path)].removeprefix("refused loudly: ")
         return "n/a: " + NA[(kind, path)].removeprefix("not applicable: ")
     return "holds"
 
@@ -392,7 +397,9 @@ CASES = {
     "reject": reject_case,
     "grant": grant_case,
     "judge": judge_case,
+    "shadow": lambda path, tmp_path: shadow_case(path, tmp_path, adapter),
 }
+NA.update({("shadow", path): text for path, text in SHADOW_NA.items()})
 
 for _table in [NOT_EVES]:
     _table["mcp_proxy_http"] = _table["mcp_proxy"]
@@ -455,9 +462,9 @@ def decisions_markdown() -> str:
             if state == "holds":
                 row.append("holds")
                 continue
-            _, _, reason = state.partition(": ")
+            label, _, reason = state.partition(": ")
             notes.append(f"{len(notes) + 1}. ({kind}) on {path.title}: {reason}.")
-            row.append(f"n/a [{len(notes)}]")
+            row.append(f"{label} [{len(notes)}]")
         lines.append(f"| {path.title} | " + " | ".join(row) + " |")
     legend = [f"- {kind}: {text}" for kind, text in KINDS.items()]
     return "\n".join([*legend, "", *lines, "", *notes]) + "\n"

@@ -95,6 +95,7 @@ from toolguard._enforce.quorum import (
     vote_count,
 )
 from toolguard._enforce.resume import ResumingRunner, apply_decisions
+from toolguard._enforce.shadow import ShadowMode, refuse_shadow
 from toolguard._enforce.step import Step
 from toolguard._policy.decisions import (
     AnyDecision,
@@ -124,6 +125,7 @@ __all__ = [
     "ReviewItem",
     "Reviewers",
     "SchemaTool",
+    "ShadowMode",
     "Submission",
     "Tool",
     "ToolCall",
@@ -157,6 +159,7 @@ __all__ = [
     "propose_edits",
     "redact_args",
     "refuse_grants",
+    "refuse_shadow",
     "resume_turn",
     "review_item",
     "review_payload",

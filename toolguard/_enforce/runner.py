@@ -32,7 +32,6 @@ from toolguard._core.records import (
     trusted,
     utcnow,
 )
-from toolguard._core.shadowing import CandidateVerdict
 from toolguard._enforce import pipeline
 from toolguard._enforce.actions import allowed_decisions as allowed_for
 from toolguard._enforce.actions import check_decisions_allowed, review_action
@@ -46,7 +45,6 @@ from toolguard._enforce.shadow import (
     Candidate,
     ShadowMode,
     Watch,
-    candidate_toolset,
     check_candidate,
     check_shadow,
     evaluate,
@@ -306,7 +304,9 @@ class Runner:
         jobs += granted
         # Shadow mode: what would wait for a person runs now, recorded as such.
         reviews = watch.asked(reviews, verdicts, judgements, jobs, decided)
-        candidates = await self._candidates(parsed, verdicts, thread_id, conversation)
+        candidates = await evaluate(  # a candidate policy's verdicts, recorded only
+            self.candidate, self.toolset, parsed, verdicts, thread_id, conversation
+        )
         for call, tool, _, _ in reviews:
             opinion = judgements.get(call.id)
             actions.append(review_action(self, call, tool, thread_id, review_id, judgement=opinion))
@@ -355,25 +355,6 @@ class Runner:
             known = self.toolset.get(call.name)  # None: an unknown tool
             telemetry.ended(otel, call.id, call.name, result, telemetry.Decided(by=by), tool=known)
         return result
-
-    async def _candidates(
-        self,
-        calls: list[ToolCall],
-        verdicts: dict[str, Verdict],
-        thread_id: str,
-        conversation: Sequence[Message],
-    ) -> list[CandidateVerdict]:
-        """What the candidate policy says about each call (empty without one); never enforced."""
-        if self.candidate is None:
-            return []
-        return await evaluate(
-            self.candidate,
-            candidate_toolset(self.candidate, self.toolset),
-            calls,
-            verdicts,
-            thread_id=thread_id,
-            conversation=conversation,
-        )
 
     async def _judged(
         self,

@@ -80,8 +80,10 @@ def check_shadow(value: object) -> ShadowMode:
     raise ValueError(msg)
 
 
-def refuse_shadow(shadow: object, where: str) -> None:
+def refuse_shadow(shadow: object, where: str, *, hint: str | None = None) -> None:
     """Refuse ``shadow=`` on a path that keeps no audit trail to record what would have happened.
+
+    ``hint``: what to do instead (default: the paths that record shadow mode).
 
     Raises:
         ValueError: ``shadow`` is not ``True``, ``False`` or ``"all"``.
@@ -89,11 +91,13 @@ def refuse_shadow(shadow: object, where: str) -> None:
     """
     if check_shadow(shadow) is False:
         return
+    instead = hint or (
+        "Run the tools with toolguard.ReviewedChat(shadow=True), `toolguard serve --shadow` or"
+        " `toolguard mcp-proxy --shadow`."
+    )
     msg = (
         f"{where} cannot run in shadow mode: the framework runs the turn and toolguard keeps no"
-        " audit trail there, so what would have been asked could not be recorded. Run the tools"
-        " with toolguard.ReviewedChat(shadow=True), `toolguard serve --shadow` or"
-        " `toolguard mcp-proxy --shadow`."
+        f" audit trail there, so what would have been asked could not be recorded. {instead}"
     )
     raise UnsupportedPolicyError(msg)
 
@@ -265,20 +269,22 @@ def candidate_toolset(candidate: Candidate, toolset: Toolset) -> Toolset:
     return Toolset(toolset, rules=candidate.rules)
 
 
-async def evaluate(
-    candidate: Candidate,
-    toolset: Toolset,
+async def evaluate(  # noqa: PLR0917 - one turn's calls and their context
+    candidate: Candidate | None,
+    enforced_tools: Toolset,
     calls: Sequence[ToolCall],
     enforced: Mapping[str, Verdict],
-    *,
     thread_id: str,
     conversation: Sequence[Message],
 ) -> list[CandidateVerdict]:
     """What ``candidate`` says about each call, in call order (never raises for its judge).
 
-    ``toolset``: the candidate's (:func:`candidate_toolset`); ``enforced``:
-    the enforced verdicts by call id, reused when the candidate has no rules.
+    ``enforced_tools`` and ``enforced``: the enforced toolset and verdicts (by
+    call id), which the candidate's rules replace; empty without a candidate.
     """
+    if candidate is None:
+        return []
+    toolset = candidate_toolset(candidate, enforced_tools)
     verdicts = {
         c.id: enforced[c.id] if candidate.rules is None else decide(toolset, c) for c in calls
     }

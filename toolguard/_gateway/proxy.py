@@ -67,7 +67,6 @@ from toolguard._core.errors import ToolguardError
 from toolguard._core.llm import Message, ModelResponse
 from toolguard._core.records import Action, ToolCall
 from toolguard._enforce.judge import Judge
-from toolguard._enforce.shadow import Candidate, ShadowMode, check_candidate, check_shadow
 from toolguard._gateway.asking import ask_form, ask_to_open, asks_by_url
 from toolguard._gateway.calls_info import CallsInfo
 from toolguard._gateway.grants import GatewayGrants
@@ -282,16 +281,6 @@ class MCPProxy:
         self.progress_interval = DEFAULT_PROGRESS_INTERVAL
         self.page_url: str | None = None  # named in the progress notifications
         self.ask_by_url = ask_by_url
-
-    def watch(self, shadow: ShadowMode, candidate: Candidate | None) -> None:
-        """Put the chat in shadow mode and give it a candidate policy (see ReviewedChat).
-
-        With ``shadow="all"`` a call a deny rule matches goes to the chat, which runs it;
-        with a candidate every call does (none takes the fast lane), so it sees them all.
-        """
-        self.chat.runner.shadow = check_shadow(shadow)
-        self.chat.runner.candidate = check_candidate(candidate)
-        self.judges_every_call = self.judges_every_call or candidate is not None
 
     # ------------------------------------------------------------------ helpers
 

@@ -22,7 +22,13 @@ import anyio.from_thread
 
 from toolguard._core import telemetry
 from toolguard._enforce.judge import Judge
-from toolguard._enforce.shadow import Candidate, ShadowMode, watch_part
+from toolguard._enforce.shadow import (
+    Candidate,
+    ShadowMode,
+    check_candidate,
+    check_shadow,
+    watch_part,
+)
 from toolguard._gateway.calls_info import upstream_target
 from toolguard._gateway.fastlane import Channels, FastLane
 from toolguard._gateway.listen import Listen, quiet_server, serve_listening
@@ -154,7 +160,7 @@ async def run(
             proxy.chat.notify = notify  # webhooks, Slack, email: review.requested / decided / ...
             proxy.chat.remind_after = remind_after
             proxy.chat.authorize = reviewers
-            proxy.watch(shadow, candidate)
+            watch(proxy, shadow, candidate)
             relay.attach(  # sampling, elicitation, roots, list_changed; progress
                 proxy, upstream, progress_interval=progress_interval, page_url=_page_url(host, port)
             )
@@ -423,6 +429,18 @@ def _auth_part(auth: Any) -> str:
     header = getattr(auth, "header", None)
     mode = "link" if isinstance(auth, LinkAuth) else f"header {header}" if header else "tokens"
     return f" | sign-in: {mode}"
+
+
+def watch(proxy: MCPProxy, shadow: ShadowMode, candidate: Candidate | None) -> None:
+    """Put the gateway's chat in shadow mode and give it a candidate policy (ReviewedChat's).
+
+    With ``shadow="all"`` a call a deny rule matches goes to the chat (see
+    :meth:`MCPProxy.call`), which runs it; with a candidate every call does (none takes the
+    fast lane), so the candidate sees them all.
+    """
+    proxy.chat.runner.shadow = check_shadow(shadow)
+    proxy.chat.runner.candidate = check_candidate(candidate)
+    proxy.judges_every_call = proxy.judges_every_call or candidate is not None
 
 
 def _judge_part(judge: Judge | None) -> str:

@@ -91,6 +91,7 @@ from toolguard._enforce.pipeline import (
     InvalidReviewDecisionError,
     PendingReview,
     ReviewItem,
+    ShadowMode,
     Tool,
     ToolCall,
     Tools,
@@ -112,6 +113,7 @@ from toolguard._enforce.pipeline import (
     now,
     propose,
     refuse_grants,
+    refuse_shadow,
     review_item,
     review_payload,
     reviewed,
@@ -512,7 +514,9 @@ class GuardedTool(BaseTool):
         return self._with_note(_content(shown), plan.note)
 
 
-def tools(tools: Tools, *, claims: Claims | None = None) -> list[BaseTool]:
+def tools(
+    tools: Tools, *, claims: Claims | None = None, shadow: ShadowMode = False
+) -> list[BaseTool]:
     """toolguard tools as LangChain tools that never run a guarded body unapproved.
 
     Args:
@@ -530,8 +534,10 @@ def tools(tools: Tools, *, claims: Claims | None = None) -> list[BaseTool]:
     Raises:
         TypeError: ``claims`` has no ``claim`` method.
         UnsupportedPolicyError: ``tools`` is a Runner, a ReviewedChat or a Judge: its
-            judge would not apply here (the text names the alternative).
+            judge would not apply here (the text names the alternative); or
+            ``shadow`` is on: nothing here records what would have been asked.
     """
+    refuse_shadow(shadow, "toolguard.integrations.langchain.tools()")
     toolset = as_toolset(tools)
     store = check_claims(claims)
     return [GuardedTool(tool, toolset=toolset, claims=store) for tool in toolset.values()]
@@ -746,7 +752,9 @@ class ToolguardMiddleware(LangChainHITL[Any, Any, Any]):
         return await handler(self._route(request))
 
 
-def middleware(tools: Tools, *, claims: Claims | None = None) -> ToolguardMiddleware:
+def middleware(
+    tools: Tools, *, claims: Claims | None = None, shadow: ShadowMode = False
+) -> ToolguardMiddleware:
     """A ``HumanInTheLoopMiddleware`` for ``create_agent`` that decides with toolguard.
 
     Args:
@@ -764,6 +772,8 @@ def middleware(tools: Tools, *, claims: Claims | None = None) -> ToolguardMiddle
     Raises:
         TypeError: ``claims`` has no ``claim`` method.
         UnsupportedPolicyError: ``tools`` is a Runner, a ReviewedChat or a Judge: its
-            judge would not apply here (the text names the alternative).
+            judge would not apply here (the text names the alternative); or
+            ``shadow`` is on: nothing here records what would have been asked.
     """
+    refuse_shadow(shadow, "toolguard.integrations.langchain.middleware()")
     return ToolguardMiddleware(tools, claims=claims)

@@ -59,6 +59,7 @@ from toolguard import (
 from toolguard._enforce.pipeline import (
     NOT_APPROVED_HERE,
     Reviewers,
+    ShadowMode,
     Tool,
     Toolset,
     add_vote,
@@ -70,6 +71,7 @@ from toolguard._enforce.pipeline import (
     framework_tool,
     now,
     propose,
+    refuse_shadow,
     reviewed,
     telemetry,
     trace_ended,
@@ -188,6 +190,13 @@ class _State(AgentState[Any]):
     toolguard_hitl_decisions: NotRequired[Annotated[dict[str, Any], PrivateStateAttr]]
 
 
+def _check_mode(interrupt_mode: object) -> None:
+    """LangChain's check of ``interrupt_mode`` (its text)."""
+    if interrupt_mode not in ("batched", "per_call"):
+        msg = f"`interrupt_mode` must be 'batched' or 'per_call', got {interrupt_mode!r}."
+        raise ValueError(msg)
+
+
 class HumanInTheLoopMiddleware(AgentMiddleware[Any, Any, Any]):
     """LangChain's human-in-the-loop middleware, with toolguard deciding underneath.
 
@@ -222,8 +231,8 @@ class HumanInTheLoopMiddleware(AgentMiddleware[Any, Any, Any]):
             setting in it that toolguard refuses (naming the tool).
         TypeError: ``store`` without ``claim`` and ``digest_key``, or
             ``reviewers`` / ``signing_key`` of the wrong type.
-        UnsupportedPolicyError: ``judge`` given: LangChain runs the turn, so a
-            judge would not apply.
+        UnsupportedPolicyError: ``judge`` or ``shadow`` given: LangChain runs the
+            turn, so neither a judge nor shadow mode's record would apply.
     """
 
     state_schema = _State
@@ -240,11 +249,11 @@ class HumanInTheLoopMiddleware(AgentMiddleware[Any, Any, Any]):
         signing_key: bytes | None = None,
         reviewers: Reviewers | Mapping[str, Sequence[str]] | None = None,
         judge: object = None,
+        shadow: ShadowMode = False,
     ) -> None:
         super().__init__()
-        if interrupt_mode not in ("batched", "per_call"):
-            msg = f"`interrupt_mode` must be 'batched' or 'per_call', got {interrupt_mode!r}."
-            raise ValueError(msg)
+        refuse_shadow(shadow, "HumanInTheLoopMiddleware")
+        _check_mode(interrupt_mode)
         if judge is not None:
             msg = (
                 "HumanInTheLoopMiddleware takes no judge: LangChain runs the turn, so a judge"

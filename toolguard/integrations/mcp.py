@@ -67,8 +67,10 @@ from toolguard import (
 )
 from toolguard._enforce.pipeline import (
     SchemaTool,
+    ShadowMode,
     Toolset,
     UnsupportedPolicyError,
+    refuse_shadow,
 )
 
 __all__ = ["ACCEPTED", "MAX_PAGES", "MCPToolError", "StructuredResult", "toolset"]
@@ -321,7 +323,9 @@ def _as_tool(upstream: _Upstream, listed: dict[str, Any]) -> SchemaTool:
     return tool
 
 
-async def toolset(session: Any, *, classifier: Classifier | None = None) -> Toolset:
+async def toolset(
+    session: Any, *, classifier: Classifier | None = None, shadow: ShadowMode = False
+) -> Toolset:
     """Every tool of a connected MCP server, guarded where it needs approval.
 
     Lists the server's tools (following ``nextCursor`` pagination, at most
@@ -353,7 +357,14 @@ async def toolset(session: Any, *, classifier: Classifier | None = None) -> Tool
         ValueError: a listed tool has no usable name or input schema, or two
             tools share a name.
         RuntimeError: the listing never ends.
+        UnsupportedPolicyError: ``shadow`` on: a toolset has no shadow mode;
+            the Runner or ReviewedChat that runs it has (the text says so).
     """
+    refuse_shadow(
+        shadow,
+        "toolguard.integrations.mcp.toolset()",
+        hint="Give shadow=True to the toolguard.Runner or toolguard.ReviewedChat that runs it.",
+    )
     upstream = _upstream(session)
     listed = await _list_tools(upstream)
     return Toolset([_as_tool(upstream, item) for item in listed], classifier=classifier)

@@ -85,6 +85,7 @@ from toolguard._enforce.pipeline import (
     InvalidReviewDecisionError,
     PendingReview,
     ReviewItem,
+    ShadowMode,
     Tool,
     ToolCall,
     Tools,
@@ -105,6 +106,7 @@ from toolguard._enforce.pipeline import (
     new_id,
     now,
     propose,
+    refuse_shadow,
     review_item,
     review_payload,
     reviewer_text,
@@ -162,7 +164,9 @@ EDITED_RESULT = "A reviewer edited this call; it ran with the arguments {args}. 
 _TOOL_ATTR = "_toolguard_tool"
 
 
-def function_tools(tools: Tools, *, claims: Claims | None = None) -> list[FunctionTool]:
+def function_tools(
+    tools: Tools, *, claims: Claims | None = None, shadow: ShadowMode = False
+) -> list[FunctionTool]:
     """The tools as Agents SDK ``FunctionTool`` objects, guarded by toolguard.
 
     Each keeps its name, description and JSON schema (parameter
@@ -183,8 +187,10 @@ def function_tools(tools: Tools, *, claims: Claims | None = None) -> list[Functi
     Raises:
         TypeError: ``claims`` has no ``claim`` method.
         UnsupportedPolicyError: ``tools`` is a Runner, a ReviewedChat or a Judge: its
-            judge would not apply here (the text names the alternative).
+            judge would not apply here (the text names the alternative); or
+            ``shadow`` is on: nothing here records what would have been asked.
     """
+    refuse_shadow(shadow, "function_tools()")
     toolset = as_toolset(tools)
     store = check_claims(claims)
     return [_function_tool(toolset, tool, store) for tool in toolset.values()]

@@ -96,6 +96,7 @@ from toolguard._enforce.pipeline import (
     QuorumProgress,
     ReviewItem,
     SchemaTool,
+    ShadowMode,
     Tool,
     ToolCall,
     Tools,
@@ -121,6 +122,7 @@ from toolguard._enforce.pipeline import (
     now,
     propose,
     redact_args,
+    refuse_shadow,
     review_payload,
     reviewed,
     reviewer_text,
@@ -386,6 +388,7 @@ def toolset(
     classifier: Classifier | None = None,
     rules: Rules | None = None,
     policies: Mapping[str, ApprovalPolicy] | None = None,
+    shadow: ShadowMode = False,
 ) -> GuardedToolset:
     """Pydantic AI tools for ``Agent(toolsets=[...])``, guarded by toolguard.
 
@@ -419,8 +422,10 @@ def toolset(
             given with tools that are not an ``MCPToolset`` (give those to
             :func:`toolguard.guard`); an ``MCPToolset`` built with
             ``tool_error_behavior="error"``, which toolguard cannot honour; a
-            Runner, a ReviewedChat or a Judge instead of tools.
+            Runner, a ReviewedChat or a Judge instead of tools; ``shadow`` on:
+            nothing here records what would have been asked.
     """
+    refuse_shadow(shadow, "toolguard.integrations.pydantic_ai.toolset()")
     if isinstance(tools, AbstractToolset):
         mcp_toolset = _loaded_class("pydantic_ai.mcp", "MCPToolset")
         if mcp_toolset is not None and isinstance(tools, mcp_toolset):
