@@ -344,3 +344,32 @@ def test_a_candidate_needs_rules_or_a_judge() -> None:
     assert str(error.value) == (
         "candidate must be a toolguard.Candidate or None, got str 'rules.toml'"
     )
+
+
+async def test_a_shadowed_calls_span_says_shadow_and_what_it_would_have_done(spans: Any) -> None:
+    log: Log = []
+    runner = Runner(guard(make_mail_tools(log), rules=Rules(deny=["search"])), shadow="all")
+    await runner.run(
+        [
+            {"id": "c1", "name": "send_email", "args": ALICE_MAIL},
+            {"id": "c2", "name": "search", "args": {"query": "x"}},
+        ]
+    )
+    attributes = {
+        s.attributes["gen_ai.tool.call.id"]: {
+            k: v for k, v in s.attributes.items() if k.startswith("toolguard.")
+        }
+        for s in spans.get_finished_spans()
+    }
+    assert attributes == {
+        "c1": {
+            "toolguard.decided_by": "shadow",
+            "toolguard.shadow.would": "ask",
+            "toolguard.outcome": "executed",
+        },
+        "c2": {
+            "toolguard.decided_by": "shadow",
+            "toolguard.shadow.would": "deny",
+            "toolguard.outcome": "executed",
+        },
+    }
