@@ -373,3 +373,20 @@ async def test_a_shadowed_calls_span_says_shadow_and_what_it_would_have_done(spa
             "toolguard.outcome": "executed",
         },
     }
+
+
+async def test_a_call_a_judge_of_every_call_would_ask_about_runs_and_says_so() -> None:
+    log: Log = []
+    verdict = {**ALLOW, "outcome": "ask", "risk": "high"}
+    judge = Judge(ScriptedModel([json.dumps(verdict)]), scope="all")
+    runner = Runner(make_mail_tools(log), judge=judge, shadow=True)
+    step = await runner.run([{"id": "c1", "name": "search", "args": {"query": "x"}}])
+    assert log == [("search", {"query": "x"})]
+    [record] = step.shadowed
+    assert (record.would, record.reason, record.rule) == (
+        "ask",
+        "the judge asks a person about this call",
+        None,
+    )
+    assert record.judgement is not None
+    assert record.judgement.outcome == "ask"

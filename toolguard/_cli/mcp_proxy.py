@@ -296,12 +296,14 @@ def run_command(args: argparse.Namespace) -> int:
 
 async def _closing_judge(judge: Judge | None, *args: Any, **options: Any) -> int:
     """:func:`run` the gateway, then close the judge model's HTTP client (its connections)."""
+    candidate = options.get("candidate")  # --candidate-judge-model's client too
+    judges = [j for j in (judge, candidate.judge if candidate else None) if j is not None]
     try:
         return await run(*args, judge=judge, **options)
     finally:
-        if judge is not None:
+        for closing in judges:
             with anyio.CancelScope(shield=True):
-                await close_client(judge.model)
+                await close_client(closing.model)
 
 
 def _timing_problem(ttl: float, progress_interval: float) -> str | None:

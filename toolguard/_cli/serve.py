@@ -404,8 +404,9 @@ def _close_clients_at_shutdown(app: FastAPI, chat: ReviewedChat) -> None:
     """Close the HTTP clients of the chat's model and judge model when the app stops."""
 
     async def close() -> None:
-        judge = chat.runner.judge
-        for model in (chat.model, judge.model if judge is not None else None):
+        candidate = chat.runner.candidate  # --candidate-judge-model's client too
+        judges = (chat.runner.judge, candidate.judge if candidate is not None else None)
+        for model in (chat.model, *(judge.model for judge in judges if judge is not None)):
             await close_client(model)
 
     _at_shutdown(app, close)

@@ -188,13 +188,17 @@ def would_deny(call: ToolCall, verdict: Verdict) -> tuple[Job, Shadowed] | None:
 
 
 def would_ask(call: ToolCall, verdict: Verdict, judgement: Judgement | None) -> Shadowed:
-    """The record of a call that would have waited for a person and runs at once instead."""
+    """The record of a call that would have waited for a person and runs at once instead.
+
+    A call the policy lets run goes to a person only when a judge of ``scope="all"`` asks.
+    """
     rule = verdict.rule.pattern if verdict.rule is not None else None
+    asked = verdict.outcome == "ask"
     return Shadowed(
         call_id=call.id,
         tool=call.name,
         would="ask",
-        reason=verdict.reason,
+        reason=verdict.reason if asked else "the judge asks a person about this call",
         rule=rule,
         judgement=judgement,
     )
