@@ -22,8 +22,8 @@ from typing import Any, NoReturn
 from toolguard._cli import demo, mcp_proxy, replay, review, stats
 from toolguard._cli.auth import add_auth_options, add_link_parser, add_token_parser
 from toolguard._cli.judge import add_judge_options
-from toolguard._cli.notify_options import add_notify_options, notify_arguments
 from toolguard._cli.metrics_options import add_metrics_options
+from toolguard._cli.notify_options import add_notify_options, notify_arguments
 from toolguard._cli.options import port_number, positive_int
 from toolguard._cli.watch_options import (
     add_shadow_options,

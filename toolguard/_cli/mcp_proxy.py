@@ -31,13 +31,13 @@ from toolguard._cli.gateway_options import (
     port_holder,
 )
 from toolguard._cli.judge import JudgeOptionError, add_judge_options, build_judge
+from toolguard._cli.metrics_options import add_metrics_options
 from toolguard._cli.notify_options import (
     add_notify_options,
     build_channels,
     notify_arguments,
     notify_settings,
 )
-from toolguard._cli.metrics_options import add_metrics_options
 from toolguard._cli.options import port_number, positive_int
 from toolguard._cli.serve_db import ServeError, check_store
 from toolguard._cli.startup import (
