@@ -742,6 +742,38 @@ def stored_states(chat: ReviewedChat) -> list[Any]:
 # ---------------------------------------------------------------------------- mounting
 
 
+async def test_toolguard_serve_answers_ag_ui_runs() -> None:
+    from toolguard._cli.serve import build_app
+
+    app = build_app(db=":memory:")  # the demo chat toolguard serve runs without --tools
+    transport = httpx.ASGITransport(app=app)
+    try:
+        async with httpx.AsyncClient(transport=transport, base_url="http://127.0.0.1") as http:
+            body = run_input("Mail Alice that the meeting moved to 10")
+            events = read_events(await http.post(URL, json=body))
+            [interrupt] = events[-1]["outcome"]["interrupts"]
+            state = events[-2]["snapshot"]
+            resume = [resolved(interrupt, approved=True)]
+            done = read_events(
+                await http.post(URL, json=run_input(None, state=state, resume=resume))
+            )
+    finally:
+        app.state.chat.store.close()
+    assert interrupt["metadata"]["toolguard"]["toolName"] == "send_email"
+    thread_id = state["toolguard"]["threadId"]
+    sent = {"id": "sent-1", "status": "sent", "to": "alice@example.com"}
+    assert done == [
+        started(),
+        result_event(
+            f"{thread_id}.3",
+            "call_1",
+            json.dumps({**sent, "subject": "The meeting moved to 10"}),
+        ),
+        *text_events(f"{thread_id}.4", 'Sent "The meeting moved to 10" to alice@example.com.'),
+        finished(),
+    ]
+
+
 async def test_serves_app_mounts_the_route_behind_its_sign_in(chat: ReviewedChat) -> None:
     token, line = new_token("ann")
     auth = TokenAuth({"ann": line.split(" ")[1]})
