@@ -11,6 +11,10 @@ toolguard's guarantees:
   ``HumanInTheLoopMiddleware``, a drop-in for LangChain's own (change its import only);
 * ``toolguard.integrations.mcp`` — the tools of any MCP server.
 
+For chat front ends, the other way round: ``toolguard.integrations.ag_ui`` serves a
+:class:`~toolguard.ReviewedChat` as an AG-UI agent (CopilotKit, ``@ag-ui/client``), its
+reviews as the protocol's interrupts.
+
 Each module needs its framework (an optional extra, e.g.
 ``pip install "toolguard-hitl[langchain]"``); importing it without that extra
 fails with an ``ImportError`` that names the extra to install.
