@@ -130,8 +130,8 @@ class ReviewedChat:
             be (see :class:`~toolguard.Limits`); ``None``: ``Limits()``.
         notify: a :class:`~toolguard.Webhook` that gets ``review.requested``,
             ``review.decided``, ``review.expired`` and ``review.cancelled`` events, a
-            :class:`~toolguard.notify.Slack` channel, an :class:`~toolguard.notify.Email` one, or a list of
-            them (one of each at most). They are written
+            :class:`~toolguard.notify.Slack` channel, an :class:`~toolguard.notify.Email`
+            one, or a list of them (one of each at most). They are written
             to the thread's outbox in the same save as the event and sent by
             :meth:`deliver_notifications` (``toolguard serve`` runs it in the
             background; otherwise call it or :meth:`run_notifications`).

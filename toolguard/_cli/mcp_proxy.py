@@ -188,38 +188,15 @@ def run_command(args: argparse.Namespace) -> int:
     if command and command[0] == "--":
         command = command[1:]
     url = getattr(args, "upstream_url", None)
-    if command and url:
-        sys.stderr.write(
-            "error: give either --upstream-url or the upstream MCP server's command after --,"
-            " not both\n"
-        )
+    notify = _webhook_of(args)
+    problem = (
+        _upstream_problem(command, url)
+        or _timing_problem(args.ttl, getattr(args, "progress_interval", 2.0))
+        or (notify if isinstance(notify, str) else None)
+    )
+    if problem is not None or isinstance(notify, str):
+        sys.stderr.write(f"error: {problem}\n")
         return 2
-    if not command and not url:
-        sys.stderr.write(
-            "error: give the upstream MCP server's command after --, e.g."
-            " toolguard mcp-proxy -- npx -y @modelcontextprotocol/server-filesystem /tmp"
-            " (or --upstream-url URL)\n"
-        )
-        return 2
-    if url and not url.startswith(("http://", "https://")):
-        sys.stderr.write(f"error: --upstream-url must be an http:// or https:// URL, got {url!r}\n")
-        return 2
-    timing = _timing_problem(args.ttl, getattr(args, "progress_interval", 2.0))
-    if timing is not None:
-        sys.stderr.write(f"error: {timing}\n")
-        return 2
-    notify = None
-    notify_url = getattr(args, "notify_url", None)
-    notify_secret = getattr(args, "notify_secret", None)
-    if (notify_url is None) != (notify_secret is None):
-        sys.stderr.write("error: --notify-url and --notify-secret go together: give both\n")
-        return 2
-    if notify_url is not None:
-        try:
-            notify = Webhook(notify_url, secret=str(notify_secret))
-        except (TypeError, ValueError) as exc:
-            sys.stderr.write(f"error: --notify-url/--notify-secret: {exc}\n")
-            return 2
     rules_file = getattr(args, "rules", None)
     try:
         rules, reviewers = _rules_of(rules_file)
@@ -292,6 +269,35 @@ def run_command(args: argparse.Namespace) -> int:
         )
     except KeyboardInterrupt:  # Ctrl-C before the gateway watches for it
         return 130
+
+
+def _upstream_problem(command: list[str], url: str | None) -> str | None:
+    """What is wrong with the upstream given (twice, not at all, a URL of another scheme)."""
+    if command and url:
+        return "give either --upstream-url or the upstream MCP server's command after --, not both"
+    if not command and not url:
+        return (
+            "give the upstream MCP server's command after --, e.g."
+            " toolguard mcp-proxy -- npx -y @modelcontextprotocol/server-filesystem /tmp"
+            " (or --upstream-url URL)"
+        )
+    if url and not url.startswith(("http://", "https://")):
+        return f"--upstream-url must be an http:// or https:// URL, got {url!r}"
+    return None
+
+
+def _webhook_of(args: argparse.Namespace) -> Webhook | str | None:
+    """The webhook of ``--notify-url``/``--notify-secret``, or what is wrong with them."""
+    notify_url = getattr(args, "notify_url", None)
+    notify_secret = getattr(args, "notify_secret", None)
+    if (notify_url is None) != (notify_secret is None):
+        return "--notify-url and --notify-secret go together: give both"
+    if notify_url is None:
+        return None
+    try:
+        return Webhook(notify_url, secret=str(notify_secret))
+    except (TypeError, ValueError) as exc:
+        return f"--notify-url/--notify-secret: {exc}"
 
 
 async def _closing_judge(judge: Judge | None, *args: Any, **options: Any) -> int:
