@@ -24,6 +24,7 @@ from fastapi.routing import APIRoute
 
 from toolguard._chat.chat import ReviewedChat
 from toolguard._http.answers import Refusal
+from toolguard._http.app import protected_app
 from toolguard._http.auth import Authenticator, check_auth, identity_dependency
 from toolguard._http.guards import Guard, route_class
 from toolguard._http.parsing import DEFAULT_MAX_BODY_BYTES
@@ -183,16 +184,23 @@ def create_ag_ui_app(
         TypeError, ValueError: an option is invalid.
         ImportError: the ``ag-ui`` extra is not installed.
     """
-    app = FastAPI(openapi_url=None, docs_url=None, redoc_url=None)
-    app.include_router(
-        create_ag_ui_router(
-            chat,
-            prefix="",
-            path="/",
-            reviewer=reviewer,
-            max_body_bytes=max_body_bytes,
-            allowed_origins=allowed_origins,
-            auth=auth,
-        )
+    router = create_ag_ui_router(  # the options checked here, before the app is built
+        chat,
+        prefix="",
+        path="/",
+        reviewer=reviewer,
+        max_body_bytes=max_body_bytes,
+        allowed_origins=allowed_origins,
+        auth=auth,
     )
-    return app
+    return protected_app(
+        chat,
+        allowed_hosts=None,  # the app it is mounted in says which Hosts it answers
+        page=False,
+        reviewer=reviewer,
+        max_body_bytes=max_body_bytes,
+        allowed_origins=allowed_origins,
+        routers=[lambda _route_class: router],
+        auth=auth,
+        chat_routes=False,
+    )

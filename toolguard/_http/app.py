@@ -166,8 +166,10 @@ def protected_app(
     info: Callable[[], Mapping[str, Any]] | None = None,
     review_fields: ReviewFields | None = None,
     openapi: bool = False,
+    chat_routes: bool = True,
 ) -> FastAPI:
-    """The one factory of toolguard's apps: :func:`create_app`, ``serve`` and ``mcp-proxy``.
+    """The one factory of toolguard's apps: :func:`create_app`, ``serve``, ``mcp-proxy`` and
+    the AG-UI agent's app.
 
     The chat's routes under ``/hitl``, ``routers`` (functions that make more
     routers from the route class they are given, which answers hostile input as
@@ -182,7 +184,8 @@ def protected_app(
     each pending review (see :func:`~toolguard._http.routes.routes`); each also says which of
     its actions an approve may grant for (``grantable``, see :func:`grantable`). ``openapi``:
     serve the OpenAPI document at :data:`OPENAPI_URL` (JSON only: never the ``/docs`` or
-    ``/redoc`` pages, whose scripts come from a CDN).
+    ``/redoc`` pages, whose scripts come from a CDN). ``chat_routes=False``: only ``routers``
+    (an app serving one protocol, e.g. the AG-UI agent), without the chat's ``/hitl`` routes.
 
     Raises:
         TypeError, ValueError: an option is invalid (the text says which).
@@ -200,17 +203,18 @@ def protected_app(
     )
     app.state.chat = chat
     app.state.auth = auth
-    app.include_router(
-        routes(
-            chat,
-            guard,
-            reviewer=reviewer,
-            auth=auth,
-            mode=mode,
-            info=_with_shadow(chat, info),
-            review_fields=_with_grantable(chat, review_fields),
+    if chat_routes:
+        app.include_router(
+            routes(
+                chat,
+                guard,
+                reviewer=reviewer,
+                auth=auth,
+                mode=mode,
+                info=_with_shadow(chat, info),
+                review_fields=_with_grantable(chat, review_fields),
+            )
         )
-    )
     required = [Depends(identity_dependency(auth))] if auth is not None else []
     for make_router in routers:
         app.include_router(make_router(route_class(guard)), dependencies=required)
