@@ -51,6 +51,7 @@ from toolguard._core.errors import UnknownThreadError
 from toolguard._core.jsonable import clean_text
 from toolguard._core.records import Action
 from toolguard._http.answers import ECHO_LIMIT, Refusal, answer, shorten
+from toolguard._http.waiting import waiting_facts
 from toolguard._policy.redact import shown_messages
 from toolguard._stores.protocol import ThreadState
 
@@ -373,18 +374,7 @@ class Rendering:
         )
 
     def _interrupt(self, action: Action, review_id: str) -> Interrupt:
-        about: dict[str, Any] = {
-            "threadId": self.state.thread_id,
-            "reviewId": review_id,
-            "toolName": action.name,
-            "allowedDecisions": list(action.allowed_decisions),
-        }
-        if action.approvals_required > 1:
-            about["approvals"] = {
-                "required": action.approvals_required,
-                "given": len(action.approved_by),
-                "by": list(action.approved_by),
-            }
+        about = waiting_facts(self.state.thread_id, review_id, action)
         tool = self.chat.toolset.get(action.name)
         parameters = tool.parameters if tool is not None else None
         return Interrupt(

@@ -15,6 +15,7 @@ from typing import Any, Final
 
 from toolguard._core.jsonable import clean_text
 from toolguard._core.records import Action, ToolResult
+from toolguard._http.waiting import waiting_facts
 from toolguard._stores.protocol import ThreadState
 
 Part = dict[str, Any]
@@ -179,18 +180,7 @@ class Rendering:
         self.parts.append(_output_part(result.call_id, result.status, result.content, action))
 
     def _approval_request(self, action: Action, review_id: str) -> Part:
-        descriptor: dict[str, Any] = {
-            "threadId": self.state.thread_id,
-            "reviewId": review_id,
-            "toolName": action.name,
-            "allowedDecisions": list(action.allowed_decisions),
-        }
-        if action.approvals_required > 1:
-            descriptor["approvals"] = {
-                "required": action.approvals_required,
-                "given": len(action.approved_by),
-                "by": list(action.approved_by),
-            }
+        descriptor = waiting_facts(self.state.thread_id, review_id, action)
         if action.expires_at is not None:
             descriptor["expiresAt"] = action.expires_at.isoformat().replace("+00:00", "Z")
         url = self.link(self.state.thread_id) if self.link is not None else None
