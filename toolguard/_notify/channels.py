@@ -25,6 +25,7 @@ if TYPE_CHECKING:
 __all__ = [
     "Channel",
     "Notify",
+    "Retrying",
     "Sent",
     "WebhookChannel",
     "backoff_delay",
@@ -80,6 +81,25 @@ def check_seconds(**numbers: object) -> None:
 def backoff_delay(backoff: float, max_backoff: float, attempts: int) -> timedelta:
     """``backoff * 2**(attempts-1)`` seconds, at most ``max_backoff``."""
     return timedelta(seconds=min(backoff * 2 ** min(attempts - 1, 60), max_backoff))
+
+
+class Retrying:
+    """A channel's timeout and back-off, as a webhook's: checked, kept, and the delay."""
+
+    timeout: float
+    backoff: float
+    max_backoff: float
+
+    def _retrying(self, timeout: float, backoff: float, max_backoff: float) -> None:
+        """Check and keep the seconds (``ValueError``: one is not a positive number)."""
+        check_seconds(timeout=timeout, backoff=backoff, max_backoff=max_backoff)
+        self.timeout = float(timeout)
+        self.backoff = float(backoff)
+        self.max_backoff = float(max_backoff)
+
+    def delay(self, attempts: int) -> timedelta:
+        """How long to wait after the ``attempts``-th failed attempt."""
+        return backoff_delay(self.backoff, self.max_backoff, attempts)
 
 
 class WebhookChannel:

@@ -8,14 +8,13 @@ scanners open every link they find).
 from __future__ import annotations
 
 from collections.abc import Iterable, Mapping, Sequence
-from datetime import timedelta
 from email.message import EmailMessage
 from typing import TYPE_CHECKING, Final
 from urllib.parse import unquote, urlsplit
 
 import anyio
 
-from toolguard._notify.channels import Sent, backoff_delay, check_seconds
+from toolguard._notify.channels import Retrying, Sent
 from toolguard._notify.facts import ReviewFacts, shown_args
 from toolguard._policy.reviewers import Reviewers
 
@@ -76,7 +75,7 @@ def _addresses(values: Iterable[object], label: str) -> list[str]:
     return found
 
 
-class Email:
+class Email(Retrying):
     """Mail each review (and each reminder) to reviewers through SMTP (``notify=``).
 
     Args:
@@ -128,19 +127,12 @@ class Email:
         if not self.to and self.per_tool is None:
             msg = "an email channel needs recipients: to=[...] or per_tool={...}"
             raise ValueError(msg)
-        check_seconds(timeout=timeout, backoff=backoff, max_backoff=max_backoff)
+        self._retrying(timeout, backoff, max_backoff)
         self.page_url = page_url
         self.reviewers = reviewers
-        self.timeout = float(timeout)
-        self.backoff = float(backoff)
-        self.max_backoff = float(max_backoff)
 
     def __repr__(self) -> str:
         return f"Email({self.server!r}, sender={self.sender!r}, to={self.to!r})"
-
-    def delay(self, attempts: int) -> timedelta:
-        """How long to wait after the ``attempts``-th failed attempt."""
-        return backoff_delay(self.backoff, self.max_backoff, attempts)
 
     def wants(self, event: str) -> bool:
         """A review's request and its reminders."""

@@ -15,13 +15,13 @@ from __future__ import annotations
 
 import json
 from collections.abc import Mapping, Sequence
-from datetime import datetime, timedelta
+from datetime import datetime
 from typing import TYPE_CHECKING, Any, Final
 
 import anyio
 import anyio.to_thread
 
-from toolguard._notify.channels import Sent, backoff_delay, check_seconds
+from toolguard._notify.channels import Retrying, Sent
 from toolguard._notify.facts import ReviewFacts, shown_args
 
 if TYPE_CHECKING:
@@ -78,7 +78,7 @@ def _when(at: object) -> str:
         return at
 
 
-class Slack:
+class Slack(Retrying):
     """Post each review to a Slack channel and take Approve / Reject back (``notify=``).
 
     Slack users decide as the reviewer ``users`` maps them to (the ``[slack]`` table of a
@@ -144,7 +144,7 @@ class Slack:
         if not isinstance(url, str) or not url.startswith(("https://", "http://")):
             msg = f"api_url must be an http:// or https:// URL, got {api_url!r}"
             raise ValueError(msg)
-        check_seconds(timeout=timeout, backoff=backoff, max_backoff=max_backoff)
+        self._retrying(timeout, backoff, max_backoff)
         self.channel = channel
         self.token = token
         self.signing_secret = signing_secret
@@ -152,18 +152,11 @@ class Slack:
         self.api_url = url if url.endswith("/") else f"{url}/"
         self.page_url = page_url
         self.reviewers = reviewers
-        self.timeout = float(timeout)
-        self.backoff = float(backoff)
-        self.max_backoff = float(max_backoff)
 
     def __repr__(self) -> str:
         return f"Slack({self.channel!r}, token='***', signing_secret='***', users={self.users!r})"
 
     # ------------------------------------------------------------------ the channel
-
-    def delay(self, attempts: int) -> timedelta:
-        """How long to wait after the ``attempts``-th failed attempt."""
-        return backoff_delay(self.backoff, self.max_backoff, attempts)
 
     def wants(self, event: str) -> bool:
         """Every review event but the judge's own (shown in the request's message)."""
