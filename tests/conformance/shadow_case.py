@@ -73,7 +73,7 @@ REFUSED: dict[str, tuple[Callable[[], Any], str]] = {
 }
 """The paths whose factory refuses ``shadow=True``: how to call it, and the name its text gives."""
 
-AUDITED = {"chat", "http", "ai_sdk", "mcp_proxy", "mcp_proxy_http"}
+AUDITED = {"chat", "http", "ai_sdk", "mcp_proxy", "mcp_proxy_http", "mcp_proxy_url"}
 """The paths that keep an audit trail (it is among their ``texts()``)."""
 
 NA = {

@@ -41,7 +41,7 @@ KINDS: dict[str, str] = {
 
 FRAMEWORKS = ["pydantic_ai", "openai_agents", "langchain_tools", "langchain_middleware"]
 FRAMEWORKS_MCP = [*FRAMEWORKS, "pydantic_ai_mcp"]
-GATEWAY = ["mcp_proxy", "mcp_proxy_http"]
+GATEWAY = ["mcp_proxy", "mcp_proxy_http", "mcp_proxy_url"]
 WITH_REVIEWERS = ["chat", "http", *GATEWAY, "langchain_hitl"]
 
 NA: dict[tuple[str, str], str] = {}
@@ -402,7 +402,7 @@ CASES = {
 NA.update({("shadow", path): text for path, text in SHADOW_NA.items()})
 
 for _table in [NOT_EVES]:
-    _table["mcp_proxy_http"] = _table["mcp_proxy"]
+    _table["mcp_proxy_http"] = _table["mcp_proxy_url"] = _table["mcp_proxy"]
 
 # The Vercel AI SDK path: an approval response carries approved and a reason only.
 for _kind in ["edit", "edit-ask", "edit-others", "edit-quorum", "edit-denied"]:

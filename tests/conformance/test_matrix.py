@@ -112,7 +112,7 @@ NA[("j", "langchain_hitl")] = (
     " judge; given judge= it raises an UnsupportedPolicyError (a ToolguardError and a"
     " TypeError) naming the judge, so a judge is never silently dropped"
 )
-NA[("d", "mcp_proxy")] = NA[("d", "mcp_proxy_http")] = (
+NA[("d", "mcp_proxy")] = NA[("d", "mcp_proxy_http")] = NA[("d", "mcp_proxy_url")] = (
     "not applicable: the gateway has no option giving an upstream tool a quorum"
 )
 
@@ -648,7 +648,7 @@ DURING: dict[str, list[Outcome]] = {
             " on, the server's operator must recover this thread.",
         ),
     ]
-    for path in ["http", "mcp_proxy", "mcp_proxy_http"]
+    for path in ["http", "mcp_proxy", "mcp_proxy_http", "mcp_proxy_url"]
 }
 """Over HTTP, a request racing another may also be refused as busy (409) rather than stale."""
 EXPIRED["mcp_proxy"] = Refused("HTTP 400", STALE)  # the call was answered "expired" at the deadline
@@ -666,7 +666,7 @@ _gateway_tables: list[dict[str, Any]] = [
 ]  # fmt: skip
 for _by_path in _gateway_tables:
     if "mcp_proxy" in _by_path:
-        _by_path["mcp_proxy_http"] = _by_path["mcp_proxy"]
+        _by_path["mcp_proxy_http"] = _by_path["mcp_proxy_url"] = _by_path["mcp_proxy"]
 
 
 # The Vercel AI SDK path (useChat's UI message stream): the chat's answers, its refusals as an
@@ -810,7 +810,7 @@ async def test_j_a_judge_never_rejects_and_fails_closed(path: str, tmp_path: Pat
     'ask' each leave the call to a person (who alone decides it); its 'allow' runs neither a
     quorum tool nor an ask-ruled call, but does run a plain guarded call."""
     judging = Judging(judge_answer, auto_approve=True)
-    gateway = path in ("mcp_proxy", "mcp_proxy_http")
+    gateway = path in ("mcp_proxy", "mcp_proxy_http", "mcp_proxy_url")
     name = JUDGE_MODEL if gateway else "ScriptedModel"
     allowed = f"Judge ({name}): low risk, the user asked for it. {ALLOW_WHY}"
     async with adapter("j", path, tmp_path).session(rules=ASK_MAIL, judge=judging) as p:
