@@ -699,7 +699,60 @@ def _who(who: str | None = None) -> str | None:
     return who
 
 
-class HTTPPath(ChatPath):
+class DecidedOverHTTP:
+    """``decide``, ``decide_twice`` and ``decide_foreign`` for a chat reached over HTTP: each
+    decision is one request ``_send`` makes with a client (``_client(chat)``); two workers
+    sharing the SQLite file race with two clients."""
+
+    client: Any
+    reviews: list[tuple[str, str]]
+    _client: Callable[[ReviewedChat], Any]
+    _chat: Callable[[Rules | None], ReviewedChat]
+
+    async def _send(
+        self, client: Any, decisions: Any, reviewer: str | None, thread_id: str, review_id: str
+    ) -> Outcome:
+        raise NotImplementedError
+
+    async def decide(self, decisions: Any, *, reviewer: str | None = None) -> Outcome:
+        thread_id, review_id = self.reviews[-1]
+        return await self._send(self.client, decisions, reviewer, thread_id, review_id)
+
+    async def decide_twice(self, decisions: Any) -> list[Outcome]:
+        thread_id, review_id = self.reviews[-1]
+        clients = [self.client, self._client(self._chat(None))]  # two workers, one SQLite file
+        outcomes: list[Outcome] = []
+
+        async def one(client: Any) -> None:
+            outcomes.append(await self._send(client, decisions, None, thread_id, review_id))
+
+        async with anyio.create_task_group() as tasks:
+            for client in clients:
+                tasks.start_soon(one, client)
+        return outcomes
+
+    async def decide_foreign(self, decisions: Any) -> Outcome:
+        thread_id, _ = self.reviews[-1]
+        _, other_review = self.reviews[-2]
+        return await self._send(self.client, decisions, None, thread_id, other_review)
+
+
+def router_client(router: Any) -> Any:
+    """An httpx client of an app holding only ``router`` (in process: the ASGI transport)."""
+    import httpx
+    from fastapi import FastAPI
+
+    app = FastAPI()
+    app.include_router(router)
+    return httpx.AsyncClient(transport=httpx.ASGITransport(app), base_url="http://127.0.0.1")
+
+
+def hide_ids(text: str) -> str:
+    """``text`` with every 32-hex-digit id as ``<id>``."""
+    return re.sub(r"\b[0-9a-f]{32}\b", "<id>", text)
+
+
+class HTTPPath(DecidedOverHTTP, ChatPath):
     """``toolguard.http.create_app`` in process (httpx's ASGI transport), SQLite behind it."""
 
     name = "http"
@@ -727,9 +780,7 @@ class HTTPPath(ChatPath):
         if response.status_code != 200:
             detail = body.get("detail")
             text = detail if isinstance(detail, str) else json.dumps(detail)
-            return Refused(
-                f"HTTP {response.status_code}", re.sub(r"\b[0-9a-f]{32}\b", "<id>", text)
-            )
+            return Refused(f"HTTP {response.status_code}", hide_ids(text))
         if body["pending_review"] is not None:
             self.reviews.append((body["thread_id"], body["review_id"]))
             return Paused(body["pending_review"])
@@ -742,7 +793,7 @@ class HTTPPath(ChatPath):
             await self._error_of(self.chat, response.json()["thread_id"])
         return self._answer(response)
 
-    async def _post(
+    async def _send(
         self, client: Any, decisions: Any, reviewer: str | None, thread_id: str, review_id: str
     ) -> Outcome:
         body = {"thread_id": thread_id, "review_id": review_id, "decisions": decisions}
@@ -752,28 +803,6 @@ class HTTPPath(ChatPath):
             self.reviews = [r for r in self.reviews if r[0] != thread_id]
             await self._error_of(self.chat, thread_id)
         return self._answer(response)
-
-    async def decide(self, decisions: Any, *, reviewer: str | None = None) -> Outcome:
-        thread_id, review_id = self.reviews[-1]
-        return await self._post(self.client, decisions, reviewer, thread_id, review_id)
-
-    async def decide_twice(self, decisions: Any) -> list[Outcome]:
-        thread_id, review_id = self.reviews[-1]
-        clients = [self.client, self._client(self._chat(None))]  # two workers, one SQLite file
-        outcomes: list[Outcome] = []
-
-        async def one(client: Any) -> None:
-            outcomes.append(await self._post(client, decisions, None, thread_id, review_id))
-
-        async with anyio.create_task_group() as tasks:
-            for client in clients:
-                tasks.start_soon(one, client)
-        return outcomes
-
-    async def decide_foreign(self, decisions: Any) -> Outcome:
-        thread_id, _ = self.reviews[-1]
-        _, other_review = self.reviews[-2]
-        return await self._post(self.client, decisions, None, thread_id, other_review)
 
     async def texts(self) -> list[str]:
         texts = await super().texts()

@@ -20,35 +20,34 @@ interrupts answers them in turn, so the same interrupt twice.
 from __future__ import annotations
 
 import json
-import re
 from typing import Any
-
-import anyio
 
 from toolguard import ReviewedChat, Rules
 
-from .paths import ADAPTERS, ChatPath, Outcome, Paused, Ran, Refused, _who
+from .paths import (
+    ADAPTERS,
+    ChatPath,
+    DecidedOverHTTP,
+    Outcome,
+    Paused,
+    Ran,
+    Refused,
+    _who,
+    hide_ids,
+    router_client,
+)
 
 
-def _ids(text: str) -> str:
-    return re.sub(r"\b[0-9a-f]{32}\b", "<id>", text)
-
-
-class AGUIPath(ChatPath):
+class AGUIPath(DecidedOverHTTP, ChatPath):
     """``POST /hitl/ag-ui`` in process (httpx's ASGI transport), SQLite behind it."""
 
     name = "ag_ui"
     title = "AG-UI agent (`POST /hitl/ag-ui`)"
 
     def _client(self, chat: ReviewedChat) -> Any:
-        import httpx
-        from fastapi import FastAPI
-
         from toolguard.integrations.ag_ui import create_router
 
-        app = FastAPI()
-        app.include_router(create_router(chat, reviewer=_who))
-        return httpx.AsyncClient(transport=httpx.ASGITransport(app), base_url="http://127.0.0.1")
+        return router_client(create_router(chat, reviewer=_who))
 
     async def open(self, *, rules: Rules | None, ttl: float | None) -> None:
         await super().open(rules=rules, ttl=ttl)
@@ -73,7 +72,7 @@ class AGUIPath(ChatPath):
         ]
         last = events[-1]
         if last["type"] == "RUN_ERROR":
-            return Refused(last["code"], _ids(last["message"]))
+            return Refused(last["code"], hide_ids(last["message"]))
         for event in events:
             if event["type"] == "TOOL_CALL_ARGS":
                 self.inputs[event["toolCallId"]] = json.loads(event["delta"])
@@ -177,23 +176,6 @@ class AGUIPath(ChatPath):
         self._thread = thread_id
         response = await self._run(client, {"toolguard": {"threadId": thread_id}}, resume, **params)
         return await self._answer(response)
-
-    async def decide(self, decisions: Any, *, reviewer: str | None = None) -> Outcome:
-        thread_id, review_id = self.reviews[-1]
-        return await self._send(self.client, decisions, reviewer, thread_id, review_id)
-
-    async def decide_twice(self, decisions: Any) -> list[Outcome]:
-        thread_id, review_id = self.reviews[-1]
-        clients = [self.client, self._client(self._chat(None))]  # two workers, one SQLite file
-        outcomes: list[Outcome] = []
-
-        async def one(client: Any) -> None:
-            outcomes.append(await self._send(client, decisions, None, thread_id, review_id))
-
-        async with anyio.create_task_group() as tasks:
-            for client in clients:
-                tasks.start_soon(one, client)
-        return outcomes
 
     async def decide_foreign(self, decisions: Any) -> Outcome:
         """This thread's state, answering the interrupts of the review opened before."""

@@ -18,38 +18,37 @@ more decisions than calls answers the calls in turn, so the same approval twice.
 
 from __future__ import annotations
 
-import re
 from typing import Any
-
-import anyio
 
 from toolguard import ReviewedChat, Rules
 
-from .paths import ADAPTERS, ChatPath, Outcome, Paused, Ran, Refused, _who
+from .paths import (
+    ADAPTERS,
+    ChatPath,
+    DecidedOverHTTP,
+    Outcome,
+    Paused,
+    Ran,
+    Refused,
+    _who,
+    hide_ids,
+    router_client,
+)
 
 ERROR_PART = "error part"
 """The :class:`Refused` kind of a request answered with one ``error`` part."""
 
 
-def _ids(text: str) -> str:
-    return re.sub(r"\b[0-9a-f]{32}\b", "<id>", text)
-
-
-class AISDKPath(ChatPath):
+class AISDKPath(DecidedOverHTTP, ChatPath):
     """``POST /hitl/ai-sdk/chat`` in process (httpx's ASGI transport), SQLite behind it."""
 
     name = "ai_sdk"
     title = "Vercel AI SDK `useChat` (`POST /hitl/ai-sdk/chat`)"
 
     def _client(self, chat: ReviewedChat) -> Any:
-        import httpx
-        from fastapi import FastAPI
-
         from toolguard.integrations.ai_sdk import create_router
 
-        app = FastAPI()
-        app.include_router(create_router(chat, reviewer=_who))
-        return httpx.AsyncClient(transport=httpx.ASGITransport(app), base_url="http://127.0.0.1")
+        return router_client(create_router(chat, reviewer=_who))
 
     async def open(self, *, rules: Rules | None, ttl: float | None) -> None:
         await super().open(rules=rules, ttl=ttl)
@@ -73,7 +72,7 @@ class AISDKPath(ChatPath):
             if event.startswith("data: ") and event != "data: [DONE]"
         ]
         if parts and parts[0]["type"] == "error":
-            return Refused(ERROR_PART, _ids(parts[0]["errorText"]))
+            return Refused(ERROR_PART, hide_ids(parts[0]["errorText"]))
         for part in parts:
             if part["type"] == "tool-input-available":
                 self.inputs[part["toolCallId"]] = part["input"]
@@ -163,23 +162,6 @@ class AISDKPath(ChatPath):
         if isinstance(outcome, Ran):
             self.reviews = [r for r in self.reviews if r[0] != thread_id]
         return outcome
-
-    async def decide(self, decisions: Any, *, reviewer: str | None = None) -> Outcome:
-        thread_id, review_id = self.reviews[-1]
-        return await self._send(self.client, decisions, reviewer, thread_id, review_id)
-
-    async def decide_twice(self, decisions: Any) -> list[Outcome]:
-        thread_id, review_id = self.reviews[-1]
-        clients = [self.client, self._client(self._chat(None))]  # two workers, one SQLite file
-        outcomes: list[Outcome] = []
-
-        async def one(client: Any) -> None:
-            outcomes.append(await self._send(client, decisions, None, thread_id, review_id))
-
-        async with anyio.create_task_group() as tasks:
-            for client in clients:
-                tasks.start_soon(one, client)
-        return outcomes
 
     async def decide_foreign(self, decisions: Any) -> Outcome:
         """This thread's message, answering the approvals of the review opened before."""

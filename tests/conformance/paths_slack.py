@@ -23,8 +23,6 @@ from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 from typing import Any
 
-import anyio
-
 from tests.notify.slack_fake import BOT_TOKEN, CHANNEL, SIGNING_SECRET, running_slack, signed
 from toolguard import ReviewedChat, Rules
 
@@ -86,7 +84,7 @@ class SlackPath(HTTPPath):
         users[user] = reviewer
         return user
 
-    async def _click(
+    async def _send(
         self, client: Any, decisions: Any, reviewer: str | None, thread_id: str, review_id: str
     ) -> Outcome:
         kinds = {d.get("type") for d in decisions} if isinstance(decisions, list) else set()
@@ -145,28 +143,6 @@ class SlackPath(HTTPPath):
         replies = [m for m in state.messages if m.get("role") == "assistant"]
         text = str(replies[-1].get("content") or "")
         return self.record(Ran(error=self._last_error.get(thread_id, False), text=text))
-
-    async def decide(self, decisions: Any, *, reviewer: str | None = None) -> Outcome:
-        thread_id, review_id = self.reviews[-1]
-        return await self._click(self.client, decisions, reviewer, thread_id, review_id)
-
-    async def decide_twice(self, decisions: Any) -> list[Outcome]:
-        thread_id, review_id = self.reviews[-1]
-        clients = [self.client, self._client(self._chat(None))]  # two workers, one SQLite file
-        outcomes: list[Outcome] = []
-
-        async def one(client: Any) -> None:
-            outcomes.append(await self._click(client, decisions, None, thread_id, review_id))
-
-        async with anyio.create_task_group() as tasks:
-            for client in clients:
-                tasks.start_soon(one, client)
-        return outcomes
-
-    async def decide_foreign(self, decisions: Any) -> Outcome:
-        thread_id, _ = self.reviews[-1]
-        _, other_review = self.reviews[-2]
-        return await self._click(self.client, decisions, None, thread_id, other_review)
 
     async def texts(self) -> list[str]:
         texts = await super().texts()
